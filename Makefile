@@ -1,0 +1,136 @@
+# ipybox-native build. Plain make; every library comes through pkg-config.
+#   make            build bin/ipybox and libexec/ipybox-shim under $(BUILD)
+#   make check      unit, integration and security tests
+#   make sanitize   the same tests with SANITIZE=address,undefined in build-san/
+#   make bench      benchmarks (bench/results.md)
+#   make install    PREFIX=/usr/local DESTDIR=
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBEXECDIR ?= $(PREFIX)/libexec
+DESTDIR    ?=
+BUILD      ?= build
+SANITIZE   ?=
+CC         ?= cc
+PKG_CONFIG ?= pkg-config
+PYTHON     ?= /usr/bin/python3
+
+PKGS      := libseccomp libcap jansson libzmq openssl
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS))
+CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check)
+CHECK_LIBS   := $(shell $(PKG_CONFIG) --libs check)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wformat=2 -Wformat-security -Wpointer-arith -Wundef -Wwrite-strings \
+        -Wcast-align -Wnull-dereference -Wimplicit-fallthrough -Wvla \
+        -Wno-unused-parameter
+HARDEN := -fstack-protector-strong -fPIE -D_FORTIFY_SOURCE=3
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=gnu11 $(WARN) $(HARDEN) $(CFLAGS) $(PKG_CFLAGS) \
+              -DIPYBOX_LIBEXECDIR='"$(LIBEXECDIR)"'
+ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
+ifneq ($(SANITIZE),)
+ALL_CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -U_FORTIFY_SOURCE
+ALL_LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+# Dependency direction (architecture.md): each folder sees only the include paths it may use,
+# so a wrong-way include does not compile.
+INC_common     := -Icommon
+INC_policy     := -Ipolicy -Icommon
+INC_netfilter  := -Inetfilter -Ipolicy -Icommon
+INC_kernel-shim := -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_supervisor := -Isupervisor -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_client     := -Iclient -Isupervisor -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_tests      := $(INC_client)
+
+LAYERS := common policy netfilter kernel-shim supervisor
+srcs = $(wildcard $(1)/*.c)
+objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(call srcs,$(1)))
+
+LIB_common     := $(BUILD)/lib/libcommon.a
+LIB_policy     := $(BUILD)/lib/libpolicy.a
+LIB_netfilter  := $(BUILD)/lib/libnetfilter.a
+LIB_kernel-shim := $(BUILD)/lib/libshim.a
+LIB_supervisor := $(BUILD)/lib/libsupervisor.a
+# link order: dependents first
+LIBS_ALL := $(LIB_supervisor) $(LIB_kernel-shim) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
+
+IPYBOX := $(BUILD)/bin/ipybox
+SHIM   := $(BUILD)/libexec/ipybox/ipybox-shim
+CLIENT_OBJS := $(call objs,client)
+
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+HELPER_SRCS := $(wildcard tests/helpers/*.c)
+HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRCS))
+FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
+
+.PHONY: all check unit integration sanitize bench install uninstall clean fuzz format-check
+all: $(IPYBOX) $(SHIM)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(INC_$(firstword $(subst /, ,$<))) -MMD -MP -c $< -o $@
+
+define layer_lib
+$(LIB_$(1)): $(call objs,$(1))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach l,$(LAYERS),$(eval $(call layer_lib,$(l))))
+
+$(IPYBOX): $(CLIENT_OBJS) $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(CLIENT_OBJS) $(LIBS_ALL) $(PKG_LIBS)
+
+$(SHIM): $(BUILD)/obj/kernel-shim/main/shim_main.o $(LIB_kernel-shim) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/obj/kernel-shim/main/%.o: kernel-shim/main/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(INC_kernel-shim) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(INC_tests) $(ALL_LDFLAGS) -o $@ $< $(LIBS_ALL) $(PKG_LIBS) $(CHECK_LIBS)
+
+# Attack helpers run inside the sandbox; static so they need nothing from the sandbox's /usr.
+$(BUILD)/tests/helpers/%: tests/helpers/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -Wall -Werror -static -o $@ $<
+
+unit: $(UNIT_BINS)
+	@tests/run-unit $(UNIT_BINS)
+
+check: all $(UNIT_BINS) $(HELPER_BINS)
+	@PYTHON=$(PYTHON) BUILD=$(BUILD) tests/run-all $(UNIT_BINS)
+
+sanitize:
+	$(MAKE) BUILD=build-san SANITIZE=address,undefined check
+
+# libFuzzer harnesses (clang); each runs for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@tests/fuzz/run $(FUZZ_SECONDS)
+
+bench: all
+	@PYTHON=$(PYTHON) BUILD=$(BUILD) $(PYTHON) bench/bench.py --out bench/results.md
+
+format-check:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)/ipybox
+	install -m 0755 $(IPYBOX) $(DESTDIR)$(BINDIR)/ipybox
+	install -m 0755 $(SHIM) $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

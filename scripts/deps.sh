@@ -1,0 +1,36 @@
+#!/bin/sh
+# Installs what ipybox-native needs to build and test, with apt-get, and nothing more.
+# Idempotent and quiet when everything is present. All output goes to stderr, because
+# ./start's stdout belongs to the MCP client.
+#   scripts/deps.sh build   compiler, libraries, the kernel (enough to run ipybox mcp)
+#   scripts/deps.sh test    the above plus what the tests need (Check, Node.js + npm)
+set -eu
+exec 1>&2
+want="build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libzmq3-dev libssl-dev
+      python3-ipykernel python3-matplotlib python3-pip python3-wheel"
+if [ "${1:-build}" = test ]; then
+    want="$want check"
+    # Any node >= 18 with npm will do (the MCP TypeScript SDK's floor); else Debian's.
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        want="$want nodejs npm"
+    fi
+fi
+missing=""
+for p in $want; do
+    st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$st" in *"ok installed"*) ;; *) missing="$missing $p" ;; esac
+done
+[ -z "$missing" ] && exit 0
+echo "ipybox: installing missing packages:$missing" >&2
+if [ "$(id -u)" -eq 0 ]; then sudo=""
+elif command -v sudo >/dev/null 2>&1; then sudo="sudo"
+else
+    echo "ipybox: need root to install:$missing (run this as root, or install them yourself)" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Refresh the package lists only when they are missing or older than a day.
+if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
+    $sudo apt-get update -qq
+fi
+$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
