@@ -27,7 +27,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
         -Wno-unused-parameter
 HARDEN := -fstack-protector-strong -fPIE -D_FORTIFY_SOURCE=3
 CFLAGS ?= -O2 -g
-ALL_CFLAGS := -std=gnu11 $(WARN) $(HARDEN) $(CFLAGS) $(PKG_CFLAGS) \
+ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) $(PKG_CFLAGS) \
               -DIPYBOX_LIBEXECDIR='"$(LIBEXECDIR)"'
 ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
 ifneq ($(SANITIZE),)

@@ -1,0 +1,52 @@
+/* ipybox: the command line. `ipybox mcp` (MCP server over stdio with the embedded
+ * supervisor) and `ipybox run` (a command in a fresh sandbox). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "log.h"
+
+#define IPYBOX_VERSION "0.1.0"
+
+static void usage(FILE *f) {
+    fprintf(f, "Usage: ipybox COMMAND [OPTIONS]\n\n"
+               "A Linux-native sandbox for stateful IPython kernels, driven over MCP.\n\n"
+               "Commands:\n"
+               "  mcp    MCP server on stdin/stdout for desktop agents: a stateful IPython kernel in a\n"
+               "         sandbox, with the tools execute_ipython_cell, upload_file, download_file, reset.\n"
+               "         Client configuration: {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n"
+               "  run    Run a command in a fresh sandbox: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n\n"
+               "`ipybox COMMAND --help` explains the options of each command.\n");
+}
+
+void cli_warn_unsupported(const ipb_options *o) {
+    if (o->allowed_domains.n)
+        log_warn("--allowed-domain is accepted but egress is not built yet: the sandbox has loopback only, "
+                 "so no domain is reachable");
+    if (o->container_tag)
+        log_warn("--container-tag %s ignored: ipybox-native uses no Docker image (see --rootfs)", o->container_tag);
+}
+
+int main(int argc, char **argv) {
+    ipb_log_init("ipybox", IPB_LOG_INFO);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "mcp"))
+        return cmd_mcp(argc - 2, argv + 2);
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("ipybox %s\n", IPYBOX_VERSION);
+        return 0;
+    }
+    log_error("unknown command '%s'", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,121 @@
+/* `ipybox run [options] -- CMD [ARGS]`: a command in a fresh sandbox; exits with its status. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "log.h"
+#include "sandbox.h"
+#include "shimcfg.h"
+#include "statedir.h"
+
+static void run_usage(FILE *f) {
+    fprintf(f, "Usage: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n\n"
+               "Runs COMMAND in a fresh sandbox (the same one `ipybox mcp` gives the kernel: its own user,\n"
+               "mount, pid, network, IPC, UTS and cgroup namespaces, loopback only, no capabilities,\n"
+               "no_new_privs, seccomp) with the workspace at /app as the working directory, and exits\n"
+               "with COMMAND's status (128+N when killed by signal N; 125 when the sandbox could not\n"
+               "be built, 127 when COMMAND could not be run).\n\n%s",
+            ipb_options_help());
+}
+
+int cmd_run(int argc, char **argv) {
+    ipb_options o;
+    ipb_options_init(&o);
+    ipb_error *err = NULL;
+    int next = 0;
+    if (ipb_options_parse(&o, argc, argv, &next, &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        return 2;
+    }
+    if (o.help) {
+        run_usage(stdout);
+        return 0;
+    }
+    if (next >= argc) {
+        log_error("no command given; usage: ipybox run [OPTIONS] -- COMMAND [ARGS...]");
+        return 2;
+    }
+    ipb_log_init("ipybox run", o.verbose >= 2 ? IPB_LOG_DEBUG : IPB_LOG_WARN);
+    if (ipb_options_finish(&o, getenv("HOME"), &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        return 2;
+    }
+    cli_warn_unsupported(&o);
+    ipb_session_dirs_reap_stale();
+    ipb_session_dirs dirs;
+    shim_config cfg;
+    if (ipb_session_dirs_create(&o, false, &dirs, &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        return 125;
+    }
+    if (ipb_shim_config_build(&o, &dirs, SHIM_MODE_RUN, argv + next, &cfg, &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        ipb_session_dirs_remove(&dirs);
+        return 125;
+    }
+    /* Signals for the command go through PID 1 (which ignores them for itself). */
+    sigset_t fwd;
+    sigemptyset(&fwd);
+    sigaddset(&fwd, SIGINT);
+    sigaddset(&fwd, SIGTERM);
+    sigaddset(&fwd, SIGHUP);
+    sigaddset(&fwd, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &fwd, NULL);
+    int sfd = signalfd(-1, &fwd, SFD_CLOEXEC);
+
+    ipb_sandbox sb = IPB_SANDBOX_INIT;
+    int rc = 125;
+    if (ipb_sandbox_start(&cfg, 0, 1, 2, 30000, &sb, &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        goto out;
+    }
+    for (;;) {
+        struct pollfd p[2] = {{sb.fd, POLLIN, 0}, {sfd, POLLIN, 0}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) == sizeof(si))
+                ipb_sandbox_send(&sb, SHIM_CMD_SIGNAL, (int32_t)si.ssi_signo, 0, NULL);
+        }
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        struct shim_msg m;
+        int r = shim_recv(sb.fd, &m);
+        if (r <= 0) {
+            rc = ipb_sandbox_wait_exit(&sb);
+            break;
+        }
+        if (m.type == SHIM_EV_ERROR) {
+            log_error("%s: %s", m.step, m.text);
+            rc = strcmp(m.step, "exec") == 0 ? (m.err == ENOENT ? 127 : 126) : 125;
+        } else if (m.type == SHIM_EV_EXITED) {
+            if (rc == 125 || rc == 126 || rc == 127) {
+                /* keep the error code of a failed start */
+                if (!(WIFEXITED(m.arg) && WEXITSTATUS(m.arg) == 127))
+                    rc = WIFEXITED(m.arg) ? WEXITSTATUS(m.arg) : 128 + WTERMSIG(m.arg);
+            } else {
+                rc = WIFEXITED(m.arg) ? WEXITSTATUS(m.arg) : 128 + WTERMSIG(m.arg);
+            }
+            ipb_sandbox_wait_exit(&sb);
+            break;
+        }
+    }
+out:
+    ipb_sandbox_destroy(&sb);
+    shim_config_free(&cfg);
+    ipb_session_dirs_remove(&dirs);
+    ipb_options_free(&o);
+    ipb_error_free(err);
+    return rc;
+}

@@ -1,0 +1,95 @@
+#include "contain.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "netns.h"
+#include "pid1.h"
+#include "rootfs.h"
+#include "harden.h"
+
+/* Sends the failed step to the supervisor and exits. */
+__attribute__((noreturn)) static void fail(int fd, const char *step, ipb_error *err) {
+    shim_send(fd, SHIM_EV_ERROR, 0, err ? err->errnum : 0, 0, step, ipb_error_msg(err));
+    _exit(1);
+}
+
+static const char *userns_hint(int e) {
+    if (e == EPERM || e == EACCES)
+        return " (unprivileged user namespaces are disabled: enable them with "
+               "`sysctl kernel.unprivileged_userns_clone=1`, or on Ubuntu allow them in AppArmor with "
+               "`sysctl kernel.apparmor_restrict_unprivileged_userns=0`)";
+    if (e == ENOSPC)
+        return " (the user namespace limit is reached: raise user.max_user_namespaces)";
+    return "";
+}
+
+void shim_contain(int fd, shim_config *cfg) {
+    ipb_error *err = NULL;
+
+    /* 1. If the supervisor dies, so does the sandbox. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1) {
+        ipb_error_set(&err, errno, "the supervisor is gone");
+        fail(fd, "parent-death signal", err);
+    }
+
+    /* 2. User namespace 1: owns every other namespace of the sandbox and maps the invoking
+     *    user to root inside it, so that the shim may build mounts but holds nothing on the host. */
+    if (unshare(CLONE_NEWUSER) < 0) {
+        int e = errno;
+        ipb_error_set(&err, e, "cannot create a user namespace%s", userns_hint(e));
+        fail(fd, "user namespace", err);
+    }
+    if (shim_write_id_maps(0, 0, cfg->uid, 0, cfg->gid, &err) < 0)
+        fail(fd, "user namespace id maps", err);
+
+    /* 3. The other namespaces: mounts, network (loopback only), IPC, hostname, cgroup view
+     *    and pids (the next child becomes PID 1). */
+    if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID) < 0) {
+        ipb_error_set(&err, errno, "cannot create mount, network, IPC, UTS, cgroup and PID namespaces");
+        fail(fd, "namespaces", err);
+    }
+
+    pid_t pid1 = fork();
+    if (pid1 < 0) {
+        ipb_error_set(&err, errno, "cannot fork PID 1 of the sandbox");
+        fail(fd, "pid namespace", err);
+    }
+    if (pid1 > 0) {
+        /* The outer shim only mirrors PID 1's exit, so the supervisor has a child to wait for. */
+        close(fd);
+        int status;
+        while (waitpid(pid1, &status, 0) < 0)
+            if (errno != EINTR)
+                _exit(1);
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    }
+
+    /* PID 1 of the sandbox from here on. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+        ipb_error_set(&err, errno, "setting the parent-death signal");
+        fail(fd, "parent-death signal", err);
+    }
+    /* 4. Network: only loopback exists in the new namespace; bring it up. */
+    if (ipb_netns_loopback_up(&err) < 0)
+        fail(fd, "network namespace", err);
+    /* 5. Hostname, so the host's name does not leak in. */
+    const char *hn = cfg->hostname ? cfg->hostname : "ipybox";
+    if (sethostname(hn, strlen(hn)) < 0) {
+        ipb_error_set(&err, errno, "setting the hostname");
+        fail(fd, "uts namespace", err);
+    }
+    /* 6. The root filesystem: tmpfs, read-only system binds, minimal /etc and /dev, /app,
+     *    size-limited /tmp and /dev/shm, fresh /proc with sensitive parts masked, pivot_root. */
+    if (shim_build_root(cfg->root, &cfg->plan, &err) < 0)
+        fail(fd, "root filesystem", err);
+    shim_pid1(fd, cfg);
+}

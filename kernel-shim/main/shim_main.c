@@ -1,0 +1,40 @@
+/* ipybox-shim: started by the supervisor with the sync socket on fd 3; builds the sandbox
+ * from inside and becomes its PID 1. Not meant to be run by hand. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "contain.h"
+#include "shim_proto.h"
+
+int main(int argc, char **argv) {
+    (void)argv;
+    struct stat st;
+    if (argc != 1 || fstat(SHIM_SYNC_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+        fprintf(stderr, "ipybox-shim: this program is started by ipybox; it is not meant to be run by hand\n");
+        return 2;
+    }
+    uint8_t *buf = malloc(SHIM_CONFIG_MAX);
+    if (!buf)
+        return 1;
+    ssize_t n;
+    do
+        n = recv(SHIM_SYNC_FD, buf, SHIM_CONFIG_MAX, MSG_TRUNC);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0 || n > (ssize_t)SHIM_CONFIG_MAX) {
+        shim_send(SHIM_SYNC_FD, SHIM_EV_ERROR, 0, n < 0 ? errno : EMSGSIZE, 0, "configuration",
+                  "cannot read the sandbox configuration");
+        return 1;
+    }
+    shim_config cfg;
+    ipb_error *err = NULL;
+    if (shim_config_decode(buf, (size_t)n, &cfg, &err) < 0) {
+        shim_send(SHIM_SYNC_FD, SHIM_EV_ERROR, 0, err->errnum, 0, "configuration", ipb_error_msg(err));
+        return 1;
+    }
+    free(buf);
+    shim_contain(SHIM_SYNC_FD, &cfg);
+}

@@ -1,0 +1,202 @@
+#include "pid1.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fdio.h"
+#include "harden.h"
+#include "mountplan.h"
+#include "tree.h"
+
+extern char **environ;
+
+/* The program's own hardening, in the child of PID 1. Any failure is reported and the child
+ * exits 127 without running anything. */
+__attribute__((noreturn)) static void exec_program(int fd, shim_config *cfg, uint32_t gen) {
+    ipb_error *err = NULL;
+    const char *step = "signals";
+    sigset_t all;
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
+    /* Its own session and process group: interrupts reach it and its children, not PID 1. */
+    setsid();
+
+    /* User namespace 2: the program holds no capability over the mounts or the network
+     * namespace, which belong to user namespace 1. */
+    step = "kernel user namespace";
+    if (unshare(CLONE_NEWUSER) < 0) {
+        ipb_error_set(&err, errno, "cannot create the program's user namespace");
+        goto fail;
+    }
+    if (shim_write_id_maps(0, IPB_SANDBOX_UID, 0, IPB_SANDBOX_UID, 0, &err) < 0)
+        goto fail;
+    step = "capabilities";
+    if (shim_drop_bounding_caps(&err) < 0)
+        goto fail;
+    if (setresgid(IPB_SANDBOX_UID, IPB_SANDBOX_UID, IPB_SANDBOX_UID) < 0 ||
+        setresuid(IPB_SANDBOX_UID, IPB_SANDBOX_UID, IPB_SANDBOX_UID) < 0) {
+        ipb_error_set(&err, errno, "switching to the sandbox user");
+        goto fail;
+    }
+    if (shim_clear_caps(&err) < 0)
+        goto fail;
+    /* Credential changes clear the parent-death signal; set it again. */
+    step = "parent-death signal";
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != 1) {
+        ipb_error_set(&err, errno, "PID 1 is gone");
+        goto fail;
+    }
+    struct rlimit core = {0, 0};
+    setrlimit(RLIMIT_CORE, &core);
+    step = "no_new_privs";
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        ipb_error_set(&err, errno, "setting no_new_privs");
+        goto fail;
+    }
+    step = "working directory";
+    const char *cwd = cfg->cwd ? cfg->cwd : "/";
+    if (chdir(cwd) < 0) {
+        ipb_error_set(&err, errno, "entering %s", cwd);
+        goto fail;
+    }
+    /* Only fds 0-2 cross the exec; fd may still report an exec failure until then. */
+    step = "file descriptors";
+    ipb_cloexec_from(3);
+    environ = cfg->env.v ? cfg->env.v : (char *[]){NULL};
+    step = "seccomp";
+    if (shim_apply_seccomp(cfg->bpf, cfg->bpf_len, &err) < 0)
+        goto fail;
+    execvp(cfg->argv.v[0], cfg->argv.v);
+    step = "exec";
+    ipb_error_set(&err, errno, "cannot run '%s' in the sandbox", cfg->argv.v[0]);
+fail:
+    shim_send(fd, SHIM_EV_ERROR, 0, err ? err->errnum : 0, gen, step, ipb_error_msg(err));
+    _exit(127);
+}
+
+static pid_t start_program(int fd, shim_config *cfg, uint32_t gen) {
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_program(fd, cfg, gen);
+    return pid;
+}
+
+/* SIGKILL every process of the sandbox but PID 1, and reap them. */
+static void kill_all(void) {
+    kill(-1, SIGKILL);
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+        ;
+}
+
+static void clean_rundir(void) {
+    int dfd = open(IPB_SANDBOX_RUNDIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd >= 0) {
+        ipb_empty_dir_at(dfd);
+        close(dfd);
+    }
+}
+
+void shim_pid1(int fd, shim_config *cfg) {
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) {
+        shim_send(fd, SHIM_EV_ERROR, 0, errno, 0, "pid 1", "signalfd failed");
+        _exit(1);
+    }
+    /* The supervisor's channel must not leak into the program past its exec. */
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+
+    pid_t prog = 0;
+    uint32_t gen = 0;
+    shim_send(fd, SHIM_EV_READY, 0, 0, 0, NULL, NULL);
+    if (cfg->mode == SHIM_MODE_RUN) {
+        prog = start_program(fd, cfg, gen);
+        if (prog < 0) {
+            shim_send(fd, SHIM_EV_ERROR, 0, errno, gen, "fork", "cannot start the program");
+            _exit(1);
+        }
+        shim_send(fd, SHIM_EV_STARTED, prog, 0, gen, NULL, NULL);
+    }
+    for (;;) {
+        struct pollfd p[2] = {{fd, POLLIN, 0}, {sfd, POLLIN, 0}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(1);
+        }
+        if (p[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) > 0)
+                ;
+            int status;
+            pid_t w;
+            while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+                if (w != prog)
+                    continue;
+                prog = 0;
+                shim_send(fd, SHIM_EV_EXITED, status, 0, gen, NULL, NULL);
+                if (cfg->mode == SHIM_MODE_RUN) {
+                    kill_all();
+                    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+                }
+            }
+        }
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            struct shim_msg m;
+            int r = shim_recv(fd, &m);
+            if (r <= 0) {
+                /* The supervisor is gone or spoke nonsense: end the sandbox. */
+                kill_all();
+                _exit(r == 0 ? 0 : 1);
+            }
+            switch (m.type) {
+            case SHIM_CMD_START:
+                if (prog > 0) {
+                    shim_send(fd, SHIM_EV_ERROR, 0, EBUSY, m.gen, "start", "a program is already running");
+                    break;
+                }
+                gen = m.gen;
+                prog = start_program(fd, cfg, gen);
+                if (prog < 0) {
+                    prog = 0;
+                    shim_send(fd, SHIM_EV_ERROR, 0, errno, gen, "fork", "cannot start the kernel");
+                } else {
+                    shim_send(fd, SHIM_EV_STARTED, prog, 0, gen, NULL, NULL);
+                }
+                break;
+            case SHIM_CMD_SIGNAL:
+                if (prog > 0 && m.arg > 0 && m.arg < NSIG)
+                    kill(-prog, m.arg);
+                break;
+            case SHIM_CMD_KILL_ALL:
+                kill_all();
+                if (prog > 0)
+                    shim_send(fd, SHIM_EV_EXITED, SIGKILL, 0, gen, NULL, NULL);
+                prog = 0;
+                if (cfg->mode == SHIM_MODE_KERNEL)
+                    clean_rundir();
+                shim_send(fd, SHIM_EV_KILLED, 0, 0, gen, NULL, NULL);
+                break;
+            default:
+                kill_all();
+                _exit(1);
+            }
+        }
+    }
+}

@@ -1,0 +1,6 @@
+/* PID 1 of the sandbox: starts the program (kernel or command) through the last hardening
+ * steps, reaps every process, and obeys the supervisor's commands. */
+#pragma once
+#include "shim_proto.h"
+
+__attribute__((noreturn)) void shim_pid1(int fd, shim_config *cfg);

@@ -1,0 +1,59 @@
+/* The supervisor <-> shim channel: a SOCK_SEQPACKET socketpair on fd SHIM_SYNC_FD of the shim.
+ * First the supervisor sends one configuration message (shim_config, encoded); after that
+ * both sides exchange fixed-size shim_msg records, each checked for its exact size. */
+#pragma once
+#include <stdint.h>
+
+#include "error.h"
+#include "mountplan.h"
+#include "options.h"
+#include "strbuf.h"
+
+#define SHIM_SYNC_FD 3
+#define SHIM_CONFIG_MAX (1u << 20)
+
+enum shim_mode { SHIM_MODE_KERNEL = 1, SHIM_MODE_RUN = 2 };
+
+enum shim_msg_type {
+    /* shim -> supervisor */
+    SHIM_EV_READY = 1,  /* sandbox built; arg = pid of PID 1 as seen by the supervisor's side (unused) */
+    SHIM_EV_ERROR,      /* a step failed: step, err (errno), text */
+    SHIM_EV_STARTED,    /* the program of generation gen runs; arg = its pid inside the sandbox */
+    SHIM_EV_EXITED,     /* the program of generation gen ended; arg = wait status */
+    SHIM_EV_KILLED,     /* every sandbox process but PID 1 is gone */
+    /* supervisor -> shim */
+    SHIM_CMD_START = 100, /* start the program as generation gen */
+    SHIM_CMD_SIGNAL,      /* send signal arg to the program's process group */
+    SHIM_CMD_KILL_ALL,    /* SIGKILL every sandbox process but PID 1, clean the run directory */
+};
+
+struct shim_msg {
+    uint32_t type;
+    int32_t arg;
+    int32_t err;
+    uint32_t gen;
+    char step[32];
+    char text[480];
+};
+
+typedef struct shim_config {
+    uint32_t mode;
+    uint32_t uid, gid;       /* the invoking user's ids (outside) */
+    char *root;              /* empty host directory where the new root is assembled */
+    char *hostname;
+    char *cwd;               /* working directory of the program */
+    ipb_mount_plan plan;
+    ipb_strv argv, env;
+    uint8_t *bpf;            /* seccomp program, struct sock_filter[] */
+    size_t bpf_len;
+} shim_config;
+
+int shim_config_encode(const shim_config *c, ipb_buf *out);
+int shim_config_decode(const void *data, size_t len, shim_config *ret, ipb_error **err);
+void shim_config_free(shim_config *c);
+
+/* Sends one record; returns 0 or -errno. */
+int shim_send(int fd, uint32_t type, int32_t arg, int32_t err, uint32_t gen, const char *step, const char *text);
+/* Receives one record; returns 1 on a record, 0 on EOF, -errno on error (-EBADMSG for a
+ * record of the wrong size). */
+int shim_recv(int fd, struct shim_msg *m);

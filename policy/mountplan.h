@@ -1,0 +1,55 @@
+/* The sandbox's filesystem as data: an ordered list of steps the shim carries out below the
+ * new root before pivot_root. Built here (pure), executed by kernel-shim/rootfs.c. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "options.h"
+
+enum ipb_mount_kind {
+    IPB_MNT_BIND_RO = 1, /* src (host) -> dst, read-only, nosuid, nodev */
+    IPB_MNT_BIND_RW,     /* src (host) -> dst, read-write, nosuid, nodev */
+    IPB_MNT_BIND_DEV,    /* device node src -> dst, nosuid, noexec */
+    IPB_MNT_TMPFS,       /* tmpfs at dst; data = mount options; nosuid, nodev */
+    IPB_MNT_DIR,         /* mkdir dst */
+    IPB_MNT_FILE,        /* regular file at dst with content data (read-only once root is) */
+    IPB_MNT_SYMLINK,     /* symlink dst -> src */
+    IPB_MNT_PROC,        /* fresh procfs at dst */
+    IPB_MNT_MASK,        /* hide dst: /dev/null over a file, an empty read-only tmpfs over a dir */
+    IPB_MNT_READONLY,    /* make the existing dst read-only */
+};
+
+#define IPB_MNT_OPTIONAL 0x1u /* skip when the source (or, for MASK/READONLY, dst) is missing */
+#define IPB_MNT_MIRROR   0x2u /* a source that is a symlink becomes the same symlink */
+
+typedef struct ipb_mount {
+    uint32_t kind;
+    uint32_t flags;
+    char *src;
+    char *dst;  /* absolute path in the sandbox */
+    char *data; /* tmpfs options or file content */
+} ipb_mount;
+
+typedef struct ipb_mount_plan {
+    ipb_mount *m;
+    size_t n;
+} ipb_mount_plan;
+
+typedef struct ipb_plan_input {
+    const ipb_options *opts;
+    const char *workspace;  /* host directory behind /app */
+    const char *home;       /* host directory behind /home/appuser */
+    const char *rundir;     /* host directory behind /run/ipybox, or NULL */
+} ipb_plan_input;
+
+#define IPB_SANDBOX_USER "appuser"
+#define IPB_SANDBOX_UID 1000
+#define IPB_SANDBOX_HOME "/home/appuser"
+#define IPB_SANDBOX_RUNDIR "/run/ipybox"
+#define IPB_SANDBOX_HOSTNAME "ipybox"
+
+int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_error **err);
+int ipb_mount_plan_add(ipb_mount_plan *p, uint32_t kind, uint32_t flags, const char *src, const char *dst,
+                       const char *data);
+void ipb_mount_plan_free(ipb_mount_plan *p);

@@ -1,0 +1,405 @@
+#include "options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "fdio.h"
+#include "pathrules.h"
+
+int ipb_strv_push(ipb_strv *s, const char *v) {
+    char **n = realloc(s->v, (s->n + 2) * sizeof(char *));
+    if (!n)
+        return -ENOMEM;
+    s->v = n;
+    if (!(s->v[s->n] = strdup(v)))
+        return -ENOMEM;
+    s->n++;
+    s->v[s->n] = NULL;
+    return 0;
+}
+
+void ipb_strv_free(ipb_strv *s) {
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}
+
+void ipb_options_init(ipb_options *o) {
+    memset(o, 0, sizeof(*o));
+    o->tmp_size = IPB_DEFAULT_TMP_SIZE;
+    o->shm_size = IPB_DEFAULT_SHM_SIZE;
+    o->max_output_chars = IPB_DEFAULT_MAX_OUTPUT;
+}
+
+void ipb_options_free(ipb_options *o) {
+    ipb_strv_free(&o->allowed_dirs);
+    ipb_strv_free(&o->allowed_domains);
+    ipb_strv_free(&o->env);
+    for (size_t i = 0; i < o->n_binds; i++) {
+        free(o->binds[i].host);
+        free(o->binds[i].rel);
+    }
+    free(o->binds);
+    free(o->rootfs);
+    free(o->container_tag);
+    free(o->workspace);
+    free(o->python);
+    memset(o, 0, sizeof(*o));
+}
+
+int ipb_parse_size(const char *s, uint64_t *ret) {
+    if (!s || !isdigit((unsigned char)*s))
+        return -EINVAL;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -EINVAL;
+    unsigned shift = 0;
+    switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: return -EINVAL;
+    }
+    if (*end == 'i' || *end == 'B' || *end == 'b')
+        end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
+    if (*end)
+        return -EINVAL;
+    if (shift && v > (UINT64_MAX >> shift))
+        return -ERANGE;
+    *ret = (uint64_t)v << shift;
+    return 0;
+}
+
+static bool env_key_ok(const char *k, size_t len) {
+    if (len == 0 || !(isalpha((unsigned char)k[0]) || k[0] == '_'))
+        return false;
+    for (size_t i = 1; i < len; i++)
+        if (!(isalnum((unsigned char)k[i]) || k[i] == '_'))
+            return false;
+    return true;
+}
+
+int ipb_check_env_assignment(const char *kv, ipb_error **err) {
+    const char *eq = strchr(kv, '=');
+    if (!eq)
+        return ipb_error_set(err, 0, "'%s' is not KEY=VALUE", kv);
+    size_t klen = (size_t)(eq - kv);
+    if (!env_key_ok(kv, klen))
+        return ipb_error_set(err, 0, "'%.*s' is not a valid variable name (letters, digits, '_', not starting with a digit)",
+                             (int)klen, kv);
+    /* ipykernel exits at start when JPY_PARENT_PID names a parent it cannot see. */
+    if (klen == strlen("JPY_PARENT_PID") && !strncmp(kv, "JPY_PARENT_PID", klen))
+        return ipb_error_set(err, 0, "JPY_PARENT_PID is reserved by the sandbox");
+    return 0;
+}
+
+int ipb_parse_env_file(const char *text, size_t len, const char *name, ipb_strv *env, ipb_error **err) {
+    size_t pos = 0;
+    int lineno = 0;
+    while (pos < len) {
+        lineno++;
+        const char *line = text + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t llen = nl ? (size_t)(nl - line) : len - pos;
+        pos += llen + (nl ? 1 : 0);
+        if (memchr(line, '\0', llen))
+            return ipb_error_set(err, 0, "%s:%d: contains a NUL byte", name, lineno);
+        while (llen && (line[llen - 1] == '\r' || isspace((unsigned char)line[llen - 1])))
+            llen--;
+        while (llen && isspace((unsigned char)*line)) {
+            line++;
+            llen--;
+        }
+        if (llen == 0 || line[0] == '#')
+            continue;
+        if (llen > 7 && !strncmp(line, "export", 6) && isspace((unsigned char)line[6])) {
+            line += 7;
+            llen -= 7;
+            while (llen && isspace((unsigned char)*line)) {
+                line++;
+                llen--;
+            }
+        }
+        const char *eq = memchr(line, '=', llen);
+        if (!eq)
+            return ipb_error_set(err, 0, "%s:%d: expected KEY=VALUE", name, lineno);
+        size_t klen = (size_t)(eq - line);
+        while (klen && isspace((unsigned char)line[klen - 1]))
+            klen--;
+        const char *val = eq + 1;
+        size_t vlen = llen - (size_t)(val - line);
+        while (vlen && isspace((unsigned char)*val)) {
+            val++;
+            vlen--;
+        }
+        if (vlen >= 2 && (val[0] == '"' || val[0] == '\'') && val[vlen - 1] == val[0]) {
+            val++;
+            vlen -= 2;
+        }
+        cleanup_free char *kv = NULL;
+        if (asprintf(&kv, "%.*s=%.*s", (int)klen, line, (int)vlen, val) < 0)
+            return ipb_error_set(err, ENOMEM, "%s", name);
+        ipb_error *e = NULL;
+        if (ipb_check_env_assignment(kv, &e) < 0) {
+            ipb_error_set(err, 0, "%s:%d: %s", name, lineno, ipb_error_msg(e));
+            ipb_error_free(e);
+            return -1;
+        }
+        if (ipb_strv_push(env, kv) < 0)
+            return ipb_error_set(err, ENOMEM, "%s", name);
+    }
+    return 0;
+}
+
+static int parse_bind(ipb_options *o, const char *spec, ipb_error **err) {
+    const char *colon = strrchr(spec, ':');
+    if (!colon || colon == spec || !colon[1])
+        return ipb_error_set(err, 0, "--container-bind '%s': expected HOST_PATH:RELATIVE_PATH", spec);
+    cleanup_free char *host = strndup(spec, (size_t)(colon - spec));
+    const char *rel = colon + 1;
+    if (!host)
+        return ipb_error_set(err, ENOMEM, "--container-bind");
+    if (host[0] != '/')
+        return ipb_error_set(err, 0, "--container-bind '%s': the host path must be absolute", spec);
+    ipb_error *e = NULL;
+    if (ipb_check_relpath(rel, strlen(rel), &e) < 0) {
+        ipb_error_set(err, 0, "--container-bind '%s': %s", spec, ipb_error_msg(e));
+        ipb_error_free(e);
+        return -1;
+    }
+    ipb_bind *n = realloc(o->binds, (o->n_binds + 1) * sizeof(*n));
+    if (!n)
+        return ipb_error_set(err, ENOMEM, "--container-bind");
+    o->binds = n;
+    n[o->n_binds].host = steal_ptr(host);
+    n[o->n_binds].rel = strdup(rel);
+    o->n_binds++;
+    return 0;
+}
+
+static int set_str(char **slot, const char *opt, const char *v, ipb_error **err) {
+    if (!*v)
+        return ipb_error_set(err, 0, "%s needs a non-empty value", opt);
+    free(*slot);
+    *slot = strdup(v);
+    return *slot ? 0 : ipb_error_set(err, ENOMEM, "%s", opt);
+}
+
+enum opt_id {
+    OPT_ALLOWED_DIR, OPT_ALLOWED_DOMAIN, OPT_ENV_VAR, OPT_ENV_FILE, OPT_BIND, OPT_ROOTFS,
+    OPT_WORKSPACE, OPT_PYTHON, OPT_TMP_SIZE, OPT_SHM_SIZE, OPT_MAX_OUTPUT, OPT_VERBOSE, OPT_HELP,
+};
+static const struct {
+    const char *name;
+    enum opt_id id;
+    bool has_arg;
+} option_table[] = {
+    {"--allowed-dir", OPT_ALLOWED_DIR, true},
+    {"--allowed-domain", OPT_ALLOWED_DOMAIN, true},
+    {"--container-env-var", OPT_ENV_VAR, true},
+    {"--container-env-file", OPT_ENV_FILE, true},
+    {"--container-bind", OPT_BIND, true},
+    {"--rootfs", OPT_ROOTFS, true},
+    {"--container-tag", OPT_ROOTFS, true},
+    {"--workspace", OPT_WORKSPACE, true},
+    {"--python", OPT_PYTHON, true},
+    {"--tmp-size", OPT_TMP_SIZE, true},
+    {"--shm-size", OPT_SHM_SIZE, true},
+    {"--max-output-chars", OPT_MAX_OUTPUT, true},
+    {"--verbose", OPT_VERBOSE, false},
+    {"-v", OPT_VERBOSE, false},
+    {"--help", OPT_HELP, false},
+    {"-h", OPT_HELP, false},
+};
+
+static int apply_option(ipb_options *o, const char *name, enum opt_id id, const char *v, ipb_error **err) {
+    uint64_t size;
+    switch (id) {
+    case OPT_ALLOWED_DIR:
+        if (v[0] != '/')
+            return ipb_error_set(err, 0, "--allowed-dir '%s': must be an absolute path", v);
+        return ipb_strv_push(&o->allowed_dirs, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
+    case OPT_ALLOWED_DOMAIN:
+        if (!*v)
+            return ipb_error_set(err, 0, "--allowed-domain needs a value");
+        return ipb_strv_push(&o->allowed_domains, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
+    case OPT_ENV_VAR:
+        if (ipb_check_env_assignment(v, err) < 0)
+            return ipb_error_wrap(err, "--container-env-var");
+        return ipb_strv_push(&o->env, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
+    case OPT_ENV_FILE: {
+        cleanup_free char *text = NULL;
+        size_t len = 0;
+        int r = ipb_read_file(v, 1 << 20, &text, &len);
+        if (r < 0)
+            return ipb_error_set(err, -r, "--container-env-file: cannot read '%s'", v);
+        return ipb_parse_env_file(text, len, v, &o->env, err) < 0 ? ipb_error_wrap(err, "--container-env-file") : 0;
+    }
+    case OPT_BIND:
+        return parse_bind(o, v, err);
+    case OPT_ROOTFS:
+        if (!strcmp(name, "--container-tag"))
+            return set_str(&o->container_tag, name, v, err);
+        if (v[0] != '/')
+            return ipb_error_set(err, 0, "--rootfs '%s': must be an absolute path", v);
+        return set_str(&o->rootfs, name, v, err);
+    case OPT_WORKSPACE:
+        if (v[0] != '/')
+            return ipb_error_set(err, 0, "--workspace '%s': must be an absolute path", v);
+        return set_str(&o->workspace, name, v, err);
+    case OPT_PYTHON:
+        if (v[0] != '/')
+            return ipb_error_set(err, 0, "--python '%s': must be an absolute path inside the sandbox", v);
+        return set_str(&o->python, name, v, err);
+    case OPT_TMP_SIZE:
+    case OPT_SHM_SIZE:
+        if (ipb_parse_size(v, &size) < 0 || size < (1u << 20))
+            return ipb_error_set(err, 0, "%s '%s': expected a size of at least 1M, such as 512M or 2G", name, v);
+        *(id == OPT_TMP_SIZE ? &o->tmp_size : &o->shm_size) = size;
+        return 0;
+    case OPT_MAX_OUTPUT: {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno || !*v || *end || n < 100 || n > 10000000)
+            return ipb_error_set(err, 0, "%s '%s': expected a number between 100 and 10000000", name, v);
+        o->max_output_chars = n;
+        return 0;
+    }
+    case OPT_VERBOSE:
+        o->verbose++;
+        return 0;
+    case OPT_HELP:
+        o->help = true;
+        return 0;
+    }
+    return ipb_error_set(err, 0, "internal error: unhandled option %s", name);
+}
+
+int ipb_options_parse(ipb_options *o, int argc, char **argv, int *ret_next, ipb_error **err) {
+    int i = 0;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-')
+            break;
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        size_t k;
+        for (k = 0; k < sizeof(option_table) / sizeof(option_table[0]); k++)
+            if (strlen(option_table[k].name) == nlen && !strncmp(option_table[k].name, a, nlen))
+                break;
+        if (k == sizeof(option_table) / sizeof(option_table[0]))
+            return ipb_error_set(err, 0, "unknown option '%.*s' (see --help)", (int)nlen, a);
+        const char *v = NULL;
+        if (option_table[k].has_arg) {
+            if (eq)
+                v = eq + 1;
+            else if (i + 1 < argc)
+                v = argv[++i];
+            else
+                return ipb_error_set(err, 0, "%s needs a value (see --help)", option_table[k].name);
+        } else if (eq) {
+            return ipb_error_set(err, 0, "%s takes no value", option_table[k].name);
+        }
+        if (apply_option(o, option_table[k].name, option_table[k].id, v, err) < 0)
+            return -1;
+    }
+    if (ret_next)
+        *ret_next = i;
+    return 0;
+}
+
+int ipb_options_finish(ipb_options *o, const char *home, ipb_error **err) {
+    if (o->allowed_dirs.n == 0) {
+        if (home && home[0] == '/' && ipb_strv_push(&o->allowed_dirs, home) < 0)
+            return ipb_error_set(err, ENOMEM, "allowed directories");
+        if (ipb_strv_push(&o->allowed_dirs, "/tmp") < 0)
+            return ipb_error_set(err, ENOMEM, "allowed directories");
+    }
+    if (!o->python && set_str(&o->python, "--python", IPB_DEFAULT_PYTHON, err) < 0)
+        return -1;
+    return 0;
+}
+
+const char *ipb_options_help(void) {
+    return "Sandbox options (accepted by `ipybox run` and `ipybox mcp`):\n"
+           "  --allowed-dir DIR         Host directory that upload_file/download_file may read or write\n"
+           "                            (repeatable; default: your home directory and /tmp).\n"
+           "  --allowed-domain X        Accepted for ipybox compatibility. Egress is not built yet:\n"
+           "                            the sandbox has loopback only, so nothing is reachable.\n"
+           "  --container-env-var K=V   Environment variable for the kernel (repeatable). Nothing else\n"
+           "                            from your environment reaches the sandbox.\n"
+           "  --container-env-file PATH KEY=VALUE lines ('#' comments, optional quotes) for the kernel.\n"
+           "  --container-bind HOST:REL Bind host path HOST read-write at /app/REL (created if missing).\n"
+           "  --rootfs DIR              Use DIR's /usr, /bin, /lib* and /etc files instead of the host's\n"
+           "                            (a debootstrap tree works). ipybox's --container-tag names a\n"
+           "                            Docker image: it is accepted and ignored, with a warning.\n"
+           "  --workspace DIR           Host directory behind /app (default: a fresh directory under\n"
+           "                            ~/.local/state/ipybox/workspaces/, kept when it is not empty).\n"
+           "  --python PATH             Interpreter inside the sandbox (default /usr/bin/python3); it needs\n"
+           "                            ipykernel for `ipybox mcp`.\n"
+           "  --tmp-size SIZE           Size limit of /tmp in the sandbox (default 512M).\n"
+           "  --shm-size SIZE           Size limit of /dev/shm in the sandbox (default 64M).\n"
+           "  --max-output-chars N      Default cap on a cell's text output (default 50000); the head and\n"
+           "                            the tail are kept and the result says what was cut.\n"
+           "  -v, --verbose             More log lines on stderr (repeat for debug).\n"
+           "  -h, --help                This help.\n";
+}
+
+static int env_set(ipb_strv *env, const char *kv) {
+    size_t klen = (size_t)(strchr(kv, '=') - kv);
+    for (size_t i = 0; i < env->n; i++) {
+        if (!strncmp(env->v[i], kv, klen + 1)) {
+            char *d = strdup(kv);
+            if (!d)
+                return -ENOMEM;
+            free(env->v[i]);
+            env->v[i] = d;
+            return 0;
+        }
+    }
+    return ipb_strv_push(env, kv);
+}
+
+int ipb_sandbox_env(const ipb_options *o, bool kernel, ipb_strv *ret, ipb_error **err) {
+    static const char *const base[] = {
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+        "HOME=/home/appuser",
+        "USER=appuser",
+        "LOGNAME=appuser",
+        "SHELL=/bin/sh",
+        "LANG=C.UTF-8",
+        /* `!pip install x` installs into ~/.local (persistent across reset), even on Debian's
+         * externally managed Python. */
+        "PIP_BREAK_SYSTEM_PACKAGES=1",
+        "PIP_DISABLE_PIP_VERSION_CHECK=1",
+        "PIP_NO_INPUT=1",
+    };
+    ipb_strv env = {0};
+    for (size_t i = 0; i < sizeof(base) / sizeof(*base); i++)
+        if (env_set(&env, base[i]) < 0)
+            goto oom;
+    if (kernel && (env_set(&env, "MPLBACKEND=module://matplotlib_inline.backend_inline") < 0 ||
+                   env_set(&env, "PYTHONUNBUFFERED=1") < 0))
+        goto oom;
+    for (size_t i = 0; i < o->env.n; i++)
+        if (env_set(&env, o->env.v[i]) < 0)
+            goto oom;
+    *ret = env;
+    return 0;
+oom:
+    ipb_strv_free(&env);
+    return ipb_error_set(err, ENOMEM, "building the sandbox environment");
+}

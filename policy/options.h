@@ -1,0 +1,65 @@
+/* The user's configuration of a sandbox, from command-line options (shared by `ipybox run`
+ * and `ipybox mcp`), checked and typed. Pure: no I/O beyond reading an env file. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct ipb_strv {
+    char **v;
+    size_t n;
+} ipb_strv;
+
+typedef struct ipb_bind {
+    char *host; /* absolute host path */
+    char *rel;  /* path below /app */
+} ipb_bind;
+
+typedef struct ipb_options {
+    ipb_strv allowed_dirs;   /* canonical at use time; default: $HOME and /tmp */
+    ipb_strv allowed_domains;/* accepted for compatibility; egress is not built yet */
+    ipb_strv env;            /* KEY=VALUE for the kernel, in order; later wins */
+    ipb_bind *binds;
+    size_t n_binds;
+    char *rootfs;            /* NULL: the host's /usr etc. */
+    char *container_tag;     /* ipybox's Docker image option: accepted, ignored, warned about */
+    char *workspace;         /* NULL: fresh per-session directory */
+    char *python;            /* interpreter path inside the sandbox */
+    uint64_t tmp_size;       /* bytes, /tmp tmpfs */
+    uint64_t shm_size;       /* bytes, /dev/shm tmpfs */
+    long max_output_chars;   /* default cap on a cell's text output */
+    int verbose;
+    bool help;
+} ipb_options;
+
+#define IPB_DEFAULT_PYTHON "/usr/bin/python3"
+#define IPB_DEFAULT_TMP_SIZE (512ull << 20)
+#define IPB_DEFAULT_SHM_SIZE (64ull << 20)
+#define IPB_DEFAULT_MAX_OUTPUT 50000L
+
+void ipb_options_init(ipb_options *o);
+void ipb_options_free(ipb_options *o);
+/* Parses argv[0..argc) (options only, no program name). Stops at "--" or at the first
+ * non-option word and stores its index in *ret_next. Reads --container-env-file files. */
+int ipb_options_parse(ipb_options *o, int argc, char **argv, int *ret_next, ipb_error **err);
+/* Fills defaults that depend on the environment (allowed dirs from $HOME). */
+int ipb_options_finish(ipb_options *o, const char *home, ipb_error **err);
+/* The help text for the shared options. */
+const char *ipb_options_help(void);
+
+int ipb_strv_push(ipb_strv *s, const char *v);
+void ipb_strv_free(ipb_strv *s);
+
+/* "512M", "1G", "4096", "64k" -> bytes. */
+int ipb_parse_size(const char *s, uint64_t *ret);
+/* Checks a KEY=VALUE assignment: KEY is [A-Za-z_][A-Za-z0-9_]*, not reserved. */
+int ipb_check_env_assignment(const char *kv, ipb_error **err);
+/* Parses an env file (KEY=VALUE lines, '#' comments, optional `export `, optional single or
+ * double quotes around the value) and appends to env. `name` is used in messages. */
+int ipb_parse_env_file(const char *text, size_t len, const char *name, ipb_strv *env, ipb_error **err);
+
+/* The sandboxed program's whole environment: fixed defaults, then the user's variables
+ * (later entries override earlier ones). Nothing comes from the host's environment. */
+int ipb_sandbox_env(const ipb_options *o, bool kernel, ipb_strv *ret, ipb_error **err);

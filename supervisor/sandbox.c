@@ -1,0 +1,191 @@
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "strbuf.h"
+
+extern char **environ;
+
+int ipb_find_shim(char **ret_path, ipb_error **err) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            char *p = NULL;
+            if (asprintf(&p, "%s/../libexec/ipybox/ipybox-shim", exe) >= 0) {
+                if (access(p, X_OK) == 0) {
+                    *ret_path = p;
+                    return 0;
+                }
+                free(p);
+            }
+        }
+    }
+    const char *installed = IPYBOX_LIBEXECDIR "/ipybox/ipybox-shim";
+    if (access(installed, X_OK) == 0) {
+        *ret_path = strdup(installed);
+        return *ret_path ? 0 : ipb_error_set(err, ENOMEM, "locating ipybox-shim");
+    }
+    return ipb_error_set(err, ENOENT, "cannot find ipybox-shim next to this program or at %s; "
+                                      "run `make` (or `make install`) again", installed);
+}
+
+static long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+int ipb_sandbox_next(ipb_sandbox *sb, int timeout_ms, struct shim_msg *m, ipb_error **err) {
+    struct pollfd p = {sb->fd, POLLIN, 0};
+    int r;
+    do
+        r = poll(&p, 1, timeout_ms);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return ipb_error_set(err, errno, "waiting for the sandbox");
+    if (r == 0)
+        return 0;
+    r = shim_recv(sb->fd, m);
+    if (r == 0)
+        return ipb_error_set(err, 0, "the sandbox's PID 1 exited unexpectedly");
+    if (r < 0)
+        return ipb_error_set(err, -r, "reading from the sandbox");
+    return 1;
+}
+
+int ipb_sandbox_send(ipb_sandbox *sb, uint32_t type, int32_t arg, uint32_t gen, ipb_error **err) {
+    int r = shim_send(sb->fd, type, arg, 0, gen, NULL, NULL);
+    return r < 0 ? ipb_error_set(err, -r, "talking to the sandbox") : 0;
+}
+
+int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms,
+                      ipb_sandbox *ret, ipb_error **err) {
+    cleanup_free char *shim = NULL;
+    if (ipb_find_shim(&shim, err) < 0)
+        return -1;
+    ipb_buf msg = {0};
+    int r = shim_config_encode(cfg, &msg);
+    if (r < 0) {
+        ipb_buf_free(&msg);
+        return ipb_error_set(err, -r, "encoding the sandbox configuration");
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        ipb_buf_free(&msg);
+        return ipb_error_set(err, errno, "creating the sandbox channel");
+    }
+    int sndbuf = (int)msg.len + 4096;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], SHIM_SYNC_FD);
+    char *argv[] = {(char *)"ipybox-shim", NULL};
+    char *envp[] = {NULL};
+    pid_t pid;
+    r = posix_spawn(&pid, shim, &fa, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(sv[1]);
+    if (r != 0) {
+        close(sv[0]);
+        ipb_buf_free(&msg);
+        return ipb_error_set(err, r, "starting %s", shim);
+    }
+    ipb_sandbox sb = {.pid = pid, .fd = sv[0]};
+    size_t msg_len = msg.len;
+    ssize_t n = send(sb.fd, msg.data, msg_len, MSG_NOSIGNAL);
+    int send_errno = errno;
+    ipb_buf_free(&msg);
+    if (n != (ssize_t)msg_len) {
+        ipb_sandbox_destroy(&sb);
+        return ipb_error_set(err, n < 0 ? send_errno : EIO, "sending the sandbox configuration");
+    }
+    long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        struct shim_msg m;
+        long left = deadline - now_ms();
+        r = ipb_sandbox_next(&sb, left > 0 ? (int)left : 0, &m, err);
+        if (r == 0)
+            ipb_error_set(err, ETIMEDOUT, "building the sandbox took longer than %d ms", timeout_ms);
+        if (r <= 0) {
+            ipb_sandbox_destroy(&sb);
+            return -1;
+        }
+        if (m.type == SHIM_EV_READY)
+            break;
+        if (m.type == SHIM_EV_ERROR) {
+            ipb_sandbox_destroy(&sb);
+            return ipb_error_set(err, 0, "cannot build the sandbox: %s: %s", m.step, m.text);
+        }
+    }
+    *ret = sb;
+    return 0;
+}
+
+int ipb_sandbox_destroy(ipb_sandbox *sb) {
+    int status = -1;
+    if (sb->pid > 0) {
+        kill(sb->pid, SIGKILL);
+        while (waitpid(sb->pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        sb->pid = -1;
+    }
+    if (sb->fd >= 0) {
+        close(sb->fd);
+        sb->fd = -1;
+    }
+    return status;
+}
+
+int ipb_sandbox_wait_exit(ipb_sandbox *sb) {
+    int status = 0;
+    if (sb->pid > 0) {
+        while (waitpid(sb->pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        sb->pid = -1;
+    }
+    if (sb->fd >= 0) {
+        close(sb->fd);
+        sb->fd = -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void ipb_describe_status(int status, char *buf, size_t len) {
+    if (WIFEXITED(status))
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len, "was killed by signal %d (%s)%s", WTERMSIG(status), strsignal(WTERMSIG(status)),
+                 WTERMSIG(status) == SIGKILL ? ", possibly for running out of memory" : "");
+    else
+        snprintf(buf, len, "ended with wait status 0x%x", status);
+}

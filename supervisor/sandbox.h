@@ -1,0 +1,32 @@
+/* One sandbox seen from the supervisor: the shim process and its sync socket. */
+#pragma once
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "shim_proto.h"
+
+typedef struct ipb_sandbox {
+    pid_t pid;   /* the outer shim; -1 when none */
+    int fd;      /* sync socket, -1 when none */
+} ipb_sandbox;
+
+#define IPB_SANDBOX_INIT {.pid = -1, .fd = -1}
+
+/* Locates ipybox-shim: next to the running binary's ../libexec/ipybox, else the installed path. */
+int ipb_find_shim(char **ret_path, ipb_error **err);
+/* Starts the shim with the given stdio, sends cfg and waits (up to timeout_ms) until the
+ * sandbox is built. A failure comes back as the shim's sentence naming the step. */
+int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms,
+                      ipb_sandbox *ret, ipb_error **err);
+/* Waits up to timeout_ms (-1: forever) for the next record. Returns 1 with a record, 0 on
+ * timeout, -1 with err when the shim is gone or misbehaves. */
+int ipb_sandbox_next(ipb_sandbox *sb, int timeout_ms, struct shim_msg *m, ipb_error **err);
+int ipb_sandbox_send(ipb_sandbox *sb, uint32_t type, int32_t arg, uint32_t gen, ipb_error **err);
+/* Kills the whole sandbox (SIGKILL to the outer shim ends PID 1 and the pid namespace) and
+ * reaps it. Safe to call twice. Returns the shim's wait status or -1. */
+int ipb_sandbox_destroy(ipb_sandbox *sb);
+/* Waits for the shim to exit by itself; returns its exit code. */
+int ipb_sandbox_wait_exit(ipb_sandbox *sb);
+/* A sentence for a wait status: "exited with status 3", "was killed by signal 9 (Killed)". */
+void ipb_describe_status(int status, char *buf, size_t len);

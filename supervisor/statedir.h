@@ -1,0 +1,26 @@
+/* Host directories of a session under the user's state directory
+ * ($XDG_STATE_HOME/ipybox, default ~/.local/state/ipybox):
+ *   sessions/<id>/{root,home,run,pid}   removed when the session ends
+ *   workspaces/<id>/                    the default /app, kept unless empty */
+#pragma once
+#include <stdbool.h>
+
+#include "error.h"
+#include "options.h"
+
+typedef struct ipb_session_dirs {
+    char id[17];
+    char *base, *root, *home, *run;
+    char *workspace;       /* canonical */
+    bool workspace_owned;  /* created for this session */
+} ipb_session_dirs;
+
+int ipb_state_dir(char **ret, ipb_error **err);
+/* Creates the directories (and missing --container-bind host paths). */
+int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs *ret, ipb_error **err);
+/* Removes the session's private directories; the workspace only if it was created for the
+ * session and is empty. Safe to call twice. */
+void ipb_session_dirs_remove(ipb_session_dirs *d);
+/* Removes the directories of sessions whose supervisor is no longer running (left behind by
+ * a SIGKILL). Returns how many were removed. */
+int ipb_session_dirs_reap_stale(void);
