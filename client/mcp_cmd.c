@@ -1,9 +1,94 @@
+/* `ipybox mcp`: the MCP server for desktop agents, with the supervisor embedded. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "cli.h"
 #include "log.h"
+#include "mcp_server.h"
+#include "session.h"
+#include "statedir.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void mcp_usage(FILE *f) {
+    fprintf(f, "Usage: ipybox mcp [OPTIONS]\n\n"
+               "MCP server on stdin/stdout (newline-delimited JSON-RPC) with a stateful IPython kernel in a\n"
+               "sandbox. Tools: execute_ipython_cell(code, timeout=120), upload_file(relpath, local_path),\n"
+               "download_file(relpath, local_path), reset(). stdout carries only JSON-RPC; logs go to stderr.\n\n"
+               "The kernel runs in its own user, mount, pid, network (loopback only), IPC, UTS and cgroup\n"
+               "namespaces, as an unprivileged user of a nested user namespace, with no capabilities,\n"
+               "no_new_privs and a seccomp filter. It sees the host's system directories read-only, /app\n"
+               "(the workspace) read-write, and small private /tmp and /dev/shm.\n\n"
+               "Client configuration:  {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n\n%s",
+            ipb_options_help());
+}
 
 int cmd_mcp(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    log_error("not yet");
-    return 1;
+    ipb_options o;
+    ipb_options_init(&o);
+    ipb_error *err = NULL;
+    int next = 0;
+    if (ipb_options_parse(&o, argc, argv, &next, &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        return 2;
+    }
+    if (o.help) {
+        mcp_usage(stdout);
+        return 0;
+    }
+    if (next < argc) {
+        log_error("unexpected argument '%s' (see ipybox mcp --help)", argv[next]);
+        return 2;
+    }
+    ipb_log_init("ipybox mcp", o.verbose >= 2 ? IPB_LOG_DEBUG : o.verbose ? IPB_LOG_INFO : IPB_LOG_WARN);
+    if (ipb_options_finish(&o, getenv("HOME"), &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        return 2;
+    }
+    cli_warn_unsupported(&o);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal; /* no SA_RESTART: waits return EINTR and see the flag */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int stale = ipb_session_dirs_reap_stale();
+    if (stale)
+        log_info("removed %d session director%s left by an earlier run", stale, stale == 1 ? "y" : "ies");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ipb_session s;
+    if (ipb_session_open(&s, &o, &err) < 0) {
+        fprintf(stderr, "ipybox mcp: cannot start: %s\n", ipb_error_msg(err));
+        ipb_error_free(err);
+        ipb_options_free(&o);
+        return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    fprintf(stderr,
+            "ipybox mcp: ready in %ld ms (embedded supervisor): kernel %s as an unprivileged user in its own "
+            "user/mount/pid/net/ipc/uts/cgroup namespaces, no capabilities, seccomp, network loopback only; "
+            "/app = %s\n",
+            ms, o.python, s.dirs.workspace);
+    ipb_mcp_server srv = {.in_fd = 0, .out_fd = 1, .session = &s, .stop = &stop_requested};
+    ipb_mcp_serve(&srv);
+    const char *ws = s.dirs.workspace_owned ? strdup(s.dirs.workspace) : NULL;
+    ipb_session_close(&s);
+    if (ws && access(ws, F_OK) == 0)
+        log_warn("workspace kept: %s", ws);
+    free((char *)ws);
+    ipb_options_free(&o);
+    return 0;
 }

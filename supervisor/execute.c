@@ -1,0 +1,273 @@
+#include "execute.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "output.h"
+
+#define INTERRUPT_GRACE_MS 3000
+
+static long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+typedef struct exec_state {
+    ipb_output out;
+    ipb_exec_result *res;
+    const ipb_exec_hooks *h;
+    bool got_reply, got_idle, raised;
+} exec_state;
+
+static void emit(exec_state *s, const char *text, size_t len) {
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return;
+    memcpy(copy, text, len);
+    size_t n = ipb_strip_ansi(copy, len);
+    copy[n] = '\0';
+    ipb_output_append(&s->out, copy, n);
+    if (s->h && s->h->on_output && n)
+        s->h->on_output(s->h->ud, copy, n);
+    free(copy);
+}
+
+static void add_image(exec_state *s, const char *mime, json_t *v) {
+    const char *data = json_string_value(v);
+    if (!data)
+        return;
+    size_t len = json_string_length(v);
+    if (s->res->n_images >= IPB_MAX_IMAGES || len > IPB_MAX_IMAGE_B64) {
+        s->res->images_dropped++;
+        return;
+    }
+    ipb_image *img = &s->res->images[s->res->n_images];
+    img->mime = strdup(mime);
+    img->data = strndup(data, len);
+    if (img->mime && img->data)
+        s->res->n_images++;
+    else {
+        free(img->mime);
+        free(img->data);
+    }
+}
+
+/* execute_result and display_data: images where present, else the text/plain form. */
+static void handle_display(exec_state *s, json_t *content) {
+    json_t *data = json_object_get(content, "data");
+    if (!json_is_object(data))
+        return;
+    static const char *const mimes[] = {"image/png", "image/jpeg", "image/svg+xml"};
+    bool had_image = false;
+    for (size_t i = 0; i < 3; i++) {
+        json_t *v = json_object_get(data, mimes[i]);
+        if (v) {
+            add_image(s, mimes[i], v);
+            had_image = true;
+            break;
+        }
+    }
+    if (had_image)
+        return;
+    json_t *text = json_object_get(data, "text/plain");
+    if (json_is_string(text)) {
+        emit(s, json_string_value(text), json_string_length(text));
+        emit(s, "\n", 1);
+    }
+}
+
+static void handle_iopub(exec_state *s, jmsg *m) {
+    if (!strcmp(m->msg_type, "stream")) {
+        json_t *t = json_object_get(m->content, "text");
+        if (json_is_string(t))
+            emit(s, json_string_value(t), json_string_length(t));
+    } else if (!strcmp(m->msg_type, "execute_result") || !strcmp(m->msg_type, "display_data")) {
+        handle_display(s, m->content);
+    } else if (!strcmp(m->msg_type, "error")) {
+        s->raised = true;
+        json_t *tb = json_object_get(m->content, "traceback");
+        size_t i;
+        json_t *line;
+        if (json_is_array(tb) && json_array_size(tb) > 0) {
+            json_array_foreach(tb, i, line) {
+                if (json_is_string(line)) {
+                    emit(s, json_string_value(line), json_string_length(line));
+                    emit(s, "\n", 1);
+                }
+            }
+        } else {
+            const char *en = json_string_value(json_object_get(m->content, "ename"));
+            const char *ev = json_string_value(json_object_get(m->content, "evalue"));
+            char buf[1024];
+            int n = snprintf(buf, sizeof(buf), "%s: %s\n", en ? en : "Error", ev ? ev : "");
+            emit(s, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+        }
+    } else if (!strcmp(m->msg_type, "status")) {
+        const char *st = json_string_value(json_object_get(m->content, "execution_state"));
+        if (st && !strcmp(st, "idle"))
+            s->got_idle = true;
+    }
+}
+
+static void drain(ipb_kernel *k, exec_state *s, const char *msg_id) {
+    jmsg m;
+    while (k->running && ipb_kernel_recv(k, IPB_IOPUB, &m, NULL) > 0) {
+        if (!strcmp(m.parent_id, msg_id))
+            handle_iopub(s, &m);
+        jmsg_free(&m);
+    }
+    while (k->running && ipb_kernel_recv(k, IPB_SHELL, &m, NULL) > 0) {
+        if (!strcmp(m.parent_id, msg_id) && !strcmp(m.msg_type, "execute_reply")) {
+            s->got_reply = true;
+            const char *st = json_string_value(json_object_get(m.content, "status"));
+            if (st && strcmp(st, "ok"))
+                s->raised = true;
+        }
+        jmsg_free(&m);
+    }
+}
+
+static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *dupf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_chars, const ipb_exec_hooks *h,
+                ipb_exec_result *ret, ipb_error **err) {
+    memset(ret, 0, sizeof(*ret));
+    if (!k->running && ipb_kernel_restart(k, err) < 0)
+        return ipb_error_wrap(err, "starting a fresh kernel");
+    exec_state s = {.res = ret, .h = h};
+    ipb_output_init(&s.out, max_chars);
+    char msg_id[33];
+    json_t *c = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 0, "store_history", 1,
+                          "user_expressions", "allow_stdin", 0, "stop_on_error", 0);
+    if (!c) {
+        ipb_output_free(&s.out);
+        return ipb_error_set(err, EINVAL, "the code is not valid UTF-8 text");
+    }
+    int r = ipb_kernel_send(k, IPB_SHELL, "execute_request", c, msg_id, err);
+    json_decref(c);
+    if (r < 0) {
+        ipb_output_free(&s.out);
+        return -1;
+    }
+    long start = now_ms();
+    long deadline = start + (long)(timeout_s * 1000.0);
+    bool interrupted = false, cancelled = false;
+    enum ipb_exec_outcome outcome = IPB_EXEC_OK;
+    for (;;) {
+        zmq_pollitem_t items[5];
+        int n = ipb_kernel_pollitems(k, items);
+        if (h && h->extra_fd >= 0)
+            items[n++] = (zmq_pollitem_t){NULL, h->extra_fd, ZMQ_POLLIN, 0};
+        long left = deadline - now_ms();
+        if (zmq_poll(items, n, left > 0 ? left : 0) < 0 && zmq_errno() != EINTR) {
+            ipb_output_free(&s.out);
+            return ipb_error_set(err, zmq_errno(), "waiting for the kernel");
+        }
+        if (items[2].revents || items[3].revents) {
+            ipb_error *perr = NULL;
+            if (ipb_kernel_pump(k, &perr) < 0) {
+                ipb_output_free(&s.out);
+                *err = perr;
+                return ipb_error_wrap(err, "the sandbox is gone");
+            }
+            ipb_error_free(perr);
+        }
+        drain(k, &s, msg_id);
+        if (s.got_reply && s.got_idle)
+            break;
+        if (k->died) {
+            /* Keep whatever output arrived before it died. */
+            outcome = IPB_EXEC_DIED;
+            break;
+        }
+        if (h && h->extra_fd >= 0 && items[n - 1].revents && h->on_extra)
+            h->on_extra(h->ud);
+        if (!cancelled && h && h->cancelled && h->cancelled(h->ud)) {
+            cancelled = true;
+            ipb_kernel_interrupt(k, NULL);
+            deadline = now_ms() + INTERRUPT_GRACE_MS;
+            continue;
+        }
+        if (now_ms() >= deadline) {
+            if (!interrupted && !cancelled) {
+                interrupted = true;
+                log_info("cell timed out after %.0f s; interrupting the kernel", timeout_s);
+                ipb_kernel_interrupt(k, NULL);
+                deadline = now_ms() + INTERRUPT_GRACE_MS;
+                continue;
+            }
+            /* The interrupt did not bring the kernel back: start over. */
+            outcome = cancelled ? IPB_EXEC_CANCELLED : IPB_EXEC_TIMEOUT_RESTARTED;
+            ipb_error *rerr = NULL;
+            if (ipb_kernel_restart(k, &rerr) < 0) {
+                ret->note = dupf("Restarting the kernel failed: %s", ipb_error_msg(rerr));
+                ipb_error_free(rerr);
+            }
+            break;
+        }
+    }
+    if (outcome == IPB_EXEC_OK) {
+        if (cancelled)
+            outcome = IPB_EXEC_CANCELLED;
+        else if (interrupted)
+            outcome = IPB_EXEC_TIMEOUT;
+        else if (s.raised)
+            outcome = IPB_EXEC_ERROR;
+    }
+    ret->outcome = outcome;
+    ret->text = ipb_output_finish(&s.out);
+    ipb_output_free(&s.out);
+    char *note = NULL;
+    switch (outcome) {
+    case IPB_EXEC_TIMEOUT:
+        note = dupf("The cell timed out after %g s and was interrupted; the kernel's state is kept.", timeout_s);
+        break;
+    case IPB_EXEC_TIMEOUT_RESTARTED:
+        note = dupf("The cell timed out after %g s and did not stop when interrupted, so the kernel was restarted: "
+                    "variables, imports and definitions are lost; files in /app and installed packages are kept.%s%s",
+                    timeout_s, ret->note ? " " : "", ret->note ? ret->note : "");
+        break;
+    case IPB_EXEC_DIED: {
+        char report[2600];
+        ipb_kernel_death_report(k, report, sizeof(report));
+        note = dupf("%s The next call starts a fresh kernel: variables are lost; files in /app and installed "
+                    "packages are kept.", report);
+        break;
+    }
+    case IPB_EXEC_CANCELLED:
+        note = dupf("The cell was cancelled.");
+        break;
+    default:
+        break;
+    }
+    if (note) {
+        free(ret->note);
+        ret->note = note;
+    }
+    (void)start;
+    return 0;
+}
+
+void ipb_exec_result_free(ipb_exec_result *r) {
+    free(r->text);
+    free(r->note);
+    for (size_t i = 0; i < r->n_images; i++) {
+        free(r->images[i].mime);
+        free(r->images[i].data);
+    }
+    memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,46 @@
+/* Running one cell: streams output through hooks as it arrives, completes on execute_reply
+ * plus idle, and turns timeouts, cancellation and kernel death into clear outcomes. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "error.h"
+#include "kernel.h"
+
+#define IPB_MAX_IMAGES 16
+#define IPB_MAX_IMAGE_B64 (32u << 20)
+
+typedef struct ipb_exec_hooks {
+    void *ud;
+    int extra_fd;                                         /* watched while the cell runs; -1: none */
+    void (*on_extra)(void *ud);                           /* extra_fd is readable */
+    bool (*cancelled)(void *ud);                          /* the client cancelled the call */
+    void (*on_output)(void *ud, const char *text, size_t len); /* output as it arrives */
+} ipb_exec_hooks;
+
+typedef struct ipb_image {
+    char *mime;  /* image/png, image/jpeg, image/svg+xml */
+    char *data;  /* base64 for png/jpeg, text for svg */
+} ipb_image;
+
+enum ipb_exec_outcome {
+    IPB_EXEC_OK,
+    IPB_EXEC_ERROR,        /* the code raised */
+    IPB_EXEC_TIMEOUT,      /* interrupted after the timeout; state kept */
+    IPB_EXEC_TIMEOUT_RESTARTED, /* the interrupt did not stop it: restarted, state lost */
+    IPB_EXEC_CANCELLED,
+    IPB_EXEC_DIED,         /* the kernel died; the next call gets a fresh one */
+};
+
+typedef struct ipb_exec_result {
+    enum ipb_exec_outcome outcome;
+    char *text;            /* output (and traceback), capped, ANSI stripped */
+    char *note;            /* a sentence about timeout/death/restart, or NULL */
+    ipb_image images[IPB_MAX_IMAGES];
+    size_t n_images;
+    size_t images_dropped;
+} ipb_exec_result;
+
+int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_chars, const ipb_exec_hooks *h,
+                ipb_exec_result *ret, ipb_error **err);
+void ipb_exec_result_free(ipb_exec_result *r);

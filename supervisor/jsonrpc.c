@@ -1,0 +1,154 @@
+#include "jsonrpc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int jrpc_reader_fill(jrpc_reader *r, int fd) {
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno == EAGAIN ? 0 : -errno;
+        }
+        if (n == 0) {
+            r->eof = true;
+            return 0;
+        }
+        const char *p = chunk;
+        size_t len = (size_t)n;
+        if (r->discarding) {
+            const char *nl = memchr(p, '\n', len);
+            if (!nl)
+                continue;
+            r->discarding = false;
+            len -= (size_t)(nl + 1 - p);
+            p = nl + 1;
+        }
+        int rr = ipb_buf_append(&r->buf, p, len);
+        if (rr < 0)
+            return rr;
+        if ((size_t)n < sizeof(chunk))
+            return 0;
+    }
+}
+
+int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
+    static __thread char *held;
+    free(held);
+    held = NULL;
+    char *nl = r->buf.len ? memchr(r->buf.data, '\n', r->buf.len) : NULL;
+    if (!nl) {
+        if (r->buf.len > JRPC_MAX_LINE) {
+            ipb_buf_reset(&r->buf);
+            r->discarding = true;
+            return -E2BIG;
+        }
+        if (r->eof && r->buf.len) {
+            /* A last line without newline still counts. */
+            held = strndup(r->buf.data, r->buf.len);
+            *len = r->buf.len;
+            ipb_buf_reset(&r->buf);
+            if (!held)
+                return -ENOMEM;
+            *line = held;
+            return 1;
+        }
+        return 0;
+    }
+    size_t l = (size_t)(nl - r->buf.data);
+    if (l > JRPC_MAX_LINE) {
+        ipb_buf_consume(&r->buf, l + 1);
+        return -E2BIG;
+    }
+    held = strndup(r->buf.data, l);
+    ipb_buf_consume(&r->buf, l + 1);
+    if (!held)
+        return -ENOMEM;
+    if (l && held[l - 1] == '\r')
+        held[--l] = '\0';
+    *line = held;
+    *len = l;
+    return 1;
+}
+
+void jrpc_reader_free(jrpc_reader *r) { ipb_buf_free(&r->buf); }
+
+static void invalid(jrpc_msg *m, int code, const char *msg) {
+    m->kind = JRPC_INVALID;
+    m->error_code = code;
+    m->error_msg = msg;
+}
+
+void jrpc_parse(const char *line, size_t len, jrpc_msg *m) {
+    memset(m, 0, sizeof(*m));
+    json_error_t e;
+    /* Nesting is capped by jansson's parser depth; duplicates would make intent ambiguous. */
+    m->root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &e);
+    if (!m->root)
+        return invalid(m, JRPC_PARSE_ERROR, "Parse error: the message is not valid JSON");
+    if (json_is_array(m->root))
+        return invalid(m, JRPC_INVALID_REQUEST, "Batches are not supported");
+    if (!json_is_object(m->root))
+        return invalid(m, JRPC_INVALID_REQUEST, "Invalid Request: expected a JSON object");
+    json_t *id = json_object_get(m->root, "id");
+    if (id && !(json_is_string(id) || json_is_integer(id) || json_is_null(id)))
+        return invalid(m, JRPC_INVALID_REQUEST, "Invalid Request: id must be a string or an integer");
+    if (id && !json_is_null(id))
+        m->id = id;
+    const char *ver = json_string_value(json_object_get(m->root, "jsonrpc"));
+    if (!ver || strcmp(ver, "2.0"))
+        return invalid(m, JRPC_INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"");
+    json_t *method = json_object_get(m->root, "method");
+    if (!method) {
+        if (m->id && (json_object_get(m->root, "result") || json_object_get(m->root, "error"))) {
+            m->kind = JRPC_RESPONSE;
+            return;
+        }
+        return invalid(m, JRPC_INVALID_REQUEST, "Invalid Request: no method");
+    }
+    if (!json_is_string(method))
+        return invalid(m, JRPC_INVALID_REQUEST, "Invalid Request: method must be a string");
+    m->method = json_string_value(method);
+    m->params = json_object_get(m->root, "params");
+    if (m->params && !json_is_object(m->params) && !json_is_array(m->params))
+        return invalid(m, JRPC_INVALID_REQUEST, "Invalid Request: params must be an object");
+    m->kind = m->id ? JRPC_REQUEST : JRPC_NOTIFICATION;
+}
+
+void jrpc_msg_free(jrpc_msg *m) {
+    json_decref(m->root);
+    memset(m, 0, sizeof(*m));
+}
+
+json_t *jrpc_result(json_t *id, json_t *result) {
+    return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result", result);
+}
+
+json_t *jrpc_error(json_t *id, int code, const char *msg) {
+    return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", "code", code,
+                     "message", msg);
+}
+
+json_t *jrpc_notification(const char *method, json_t *params) {
+    return json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method, "params", params);
+}
+
+char *jrpc_dump(json_t *msg, size_t *ret_len) {
+    char *s = json_dumps(msg, JSON_COMPACT);
+    if (!s)
+        return NULL;
+    size_t l = strlen(s);
+    char *n = realloc(s, l + 2);
+    if (!n) {
+        free(s);
+        return NULL;
+    }
+    n[l] = '\n';
+    n[l + 1] = '\0';
+    *ret_len = l + 1;
+    return n;
+}

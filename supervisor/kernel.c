@@ -1,0 +1,451 @@
+#include "kernel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "fdio.h"
+#include "log.h"
+#include "mountplan.h"
+
+/* ipc endpoints: <ip>-<port>; fixed ports so the names are known in advance. */
+static const int channel_port[IPB_NCHANNELS] = {1, 2, 4};
+static const char *const channel_name[IPB_NCHANNELS] = {"shell", "iopub", "control"};
+
+/* Runs once per kernel start, silently: the working directory and the user site-packages
+ * directory (so `!pip install` results import at once), without leaving names behind. */
+static const char bootstrap_code[] =
+    "def __ipybox_init():\n"
+    "    import os, sys, site\n"
+    "    os.chdir('/app')\n"
+    "    if sys.path and sys.path[0] == '/':\n"
+    "        sys.path.pop(0)\n"
+    "    user_site = site.getusersitepackages()\n"
+    "    os.makedirs(user_site, exist_ok=True)\n"
+    "    if user_site not in sys.path:\n"
+    "        at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))), len(sys.path))\n"
+    "        sys.path.insert(at, user_site)\n"
+    "__ipybox_init()\n"
+    "del __ipybox_init\n";
+
+static long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void disconnect(ipb_kernel *k) {
+    for (int i = 0; i < IPB_NCHANNELS; i++) {
+        if (k->sock[i]) {
+            zmq_close(k->sock[i]);
+            k->sock[i] = NULL;
+        }
+        if (k->pin_fd[i] >= 0) {
+            close(k->pin_fd[i]);
+            k->pin_fd[i] = -1;
+        }
+    }
+}
+
+static int write_connection_file(ipb_kernel *k, ipb_error **err) {
+    unsigned char rnd[32];
+    if (ipb_random(rnd, sizeof(rnd)) < 0)
+        return ipb_error_set(err, errno, "generating the kernel's key");
+    ipb_hex(rnd, sizeof(rnd), k->key);
+    if (ipb_random(rnd, 16) < 0)
+        return ipb_error_set(err, errno, "generating a session id");
+    ipb_hex(rnd, 16, k->session);
+    json_t *c = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:s}", "transport", "ipc", "ip",
+                          IPB_SANDBOX_RUNDIR "/kernel", "shell_port", 1, "iopub_port", 2, "stdin_port", 3,
+                          "control_port", 4, "hb_port", 5, "key", k->key, "signature_scheme", "hmac-sha256",
+                          "kernel_name", "python3");
+    char *text = c ? json_dumps(c, JSON_INDENT(1)) : NULL;
+    json_decref(c);
+    if (!text)
+        return ipb_error_set(err, ENOMEM, "writing the connection file");
+    /* The run directory was emptied by PID 1 with no sandbox process alive; O_EXCL|O_NOFOLLOW
+     * still refuses anything unexpected. */
+    unlinkat(k->rundir_fd, "connection.json", 0);
+    cleanup_close int fd = openat(k->rundir_fd, "connection.json", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int r = fd < 0 ? -errno : ipb_write_all(fd, text, strlen(text));
+    free(text);
+    if (r < 0)
+        return ipb_error_set(err, -r, "writing the connection file");
+    return 0;
+}
+
+/* Connects channel ch once the kernel has bound its socket file. Returns 1 when connected,
+ * 0 when the file is not there yet. */
+static int connect_channel(ipb_kernel *k, int ch, ipb_error **err) {
+    char name[32];
+    snprintf(name, sizeof(name), "kernel-%d", channel_port[ch]);
+    int fd = openat(k->rundir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : ipb_error_set(err, errno, "opening the kernel's %s socket", channel_name[ch]);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+        close(fd);
+        return ipb_error_set(err, EINVAL, "the kernel's %s endpoint is not a socket", channel_name[ch]);
+    }
+    void *s = zmq_socket(k->zctx, ch == IPB_IOPUB ? ZMQ_SUB : ZMQ_DEALER);
+    if (!s) {
+        close(fd);
+        return ipb_error_set(err, zmq_errno(), "creating a ZMQ socket");
+    }
+    int zero = 0, ivl = 20;
+    int64_t maxmsg = JMSG_MAX_FRAME;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
+    if (ch == IPB_IOPUB)
+        zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "ipc:///proc/self/fd/%d", fd);
+    if (zmq_connect(s, ep) < 0) {
+        int e = zmq_errno();
+        zmq_close(s);
+        close(fd);
+        return ipb_error_set(err, e, "connecting to the kernel's %s socket", channel_name[ch]);
+    }
+    k->sock[ch] = s;
+    k->pin_fd[ch] = fd;
+    return 1;
+}
+
+void ipb_kernel_death_report(ipb_kernel *k, char *buf, size_t len) {
+    char how[160];
+    ipb_describe_status(k->exit_status, how, sizeof(how));
+    /* Only the last few lines of stderr, as text. */
+    const char *tail = k->stderr_tail;
+    size_t tl = k->stderr_len;
+    int lines = 0;
+    for (size_t i = tl; i > 0; i--) {
+        if (tail[i - 1] == '\n' && i != tl && ++lines == 8) {
+            tail += i;
+            tl -= i;
+            break;
+        }
+    }
+    snprintf(buf, len, "The kernel died (it %s).%s%.*s", how, tl ? " Its last output on stderr:\n" : "", (int)tl, tail);
+}
+
+static void drain_stderr(ipb_kernel *k) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(k->stderr_fd, buf, sizeof(buf))) > 0) {
+        size_t cap = sizeof(k->stderr_tail);
+        if ((size_t)n >= cap) {
+            memcpy(k->stderr_tail, buf + n - cap, cap);
+            k->stderr_len = cap;
+        } else {
+            if (k->stderr_len + (size_t)n > cap) {
+                size_t drop = k->stderr_len + (size_t)n - cap;
+                memmove(k->stderr_tail, k->stderr_tail + drop, k->stderr_len - drop);
+                k->stderr_len -= drop;
+            }
+            memcpy(k->stderr_tail + k->stderr_len, buf, (size_t)n);
+            k->stderr_len += (size_t)n;
+        }
+        log_debug("kernel stderr: %.*s", (int)n, buf);
+    }
+}
+
+static int handle_shim_msg(ipb_kernel *k, const struct shim_msg *m, ipb_error **err) {
+    switch (m->type) {
+    case SHIM_EV_EXITED:
+        if (m->gen == k->gen) {
+            k->running = false;
+            k->died = true;
+            k->exit_status = m->arg;
+        }
+        return 0;
+    case SHIM_EV_ERROR:
+        k->running = false;
+        k->died = true;
+        k->exit_status = 127 << 8;
+        return ipb_error_set(err, 0, "cannot start the kernel: %s: %s", m->step, m->text);
+    default:
+        return 0;
+    }
+}
+
+int ipb_kernel_pump(ipb_kernel *k, ipb_error **err) {
+    drain_stderr(k);
+    for (;;) {
+        struct shim_msg m;
+        int r = ipb_sandbox_next(&k->sb, 0, &m, err);
+        if (r < 0) {
+            k->running = false;
+            k->died = true;
+            return -1;
+        }
+        if (r == 0)
+            return 0;
+        if (handle_shim_msg(k, &m, err) < 0)
+            return 0; /* reported through died; the error text stays in err for callers */
+    }
+}
+
+int ipb_kernel_pollitems(ipb_kernel *k, zmq_pollitem_t items[4]) {
+    items[0] = (zmq_pollitem_t){k->sock[IPB_IOPUB], 0, ZMQ_POLLIN, 0};
+    items[1] = (zmq_pollitem_t){k->sock[IPB_SHELL], 0, ZMQ_POLLIN, 0};
+    items[2] = (zmq_pollitem_t){NULL, k->sb.fd, ZMQ_POLLIN, 0};
+    items[3] = (zmq_pollitem_t){NULL, k->stderr_fd, ZMQ_POLLIN, 0};
+    return 4;
+}
+
+int ipb_kernel_send(ipb_kernel *k, enum ipb_channel ch, const char *msg_type, json_t *content, char msg_id[33],
+                    ipb_error **err) {
+    jmsg_frame f[6];
+    char *storage = NULL;
+    if (jmsg_build(k->key, k->session, msg_type, content, msg_id, f, &storage, err) < 0)
+        return -1;
+    int r = 0;
+    for (int i = 0; i < 6 && r >= 0; i++)
+        r = zmq_send(k->sock[ch], f[i].data, f[i].len, (i < 5 ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+    free(storage);
+    if (r < 0)
+        return ipb_error_set(err, zmq_errno(), "sending %s to the kernel", msg_type);
+    return 0;
+}
+
+int ipb_kernel_recv(ipb_kernel *k, enum ipb_channel ch, jmsg *ret, ipb_error **err) {
+    enum { MAX_FRAMES = 64 };
+    zmq_msg_t parts[MAX_FRAMES];
+    size_t n = 0;
+    int more = 1;
+    bool overflow = false;
+    while (more) {
+        zmq_msg_t tmp;
+        zmq_msg_init(&tmp);
+        if (zmq_msg_recv(&tmp, k->sock[ch], n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            int e = zmq_errno();
+            zmq_msg_close(&tmp);
+            for (size_t i = 0; i < n; i++)
+                zmq_msg_close(&parts[i]);
+            if (e == EAGAIN && n == 0)
+                return 0;
+            return ipb_error_set(err, e, "receiving from the kernel's %s channel", channel_name[ch]);
+        }
+        more = zmq_msg_more(&tmp);
+        if (n < MAX_FRAMES)
+            parts[n++] = tmp;
+        else {
+            overflow = true;
+            zmq_msg_close(&tmp);
+        }
+    }
+    jmsg_frame f[MAX_FRAMES];
+    for (size_t i = 0; i < n; i++)
+        f[i] = (jmsg_frame){zmq_msg_data(&parts[i]), zmq_msg_size(&parts[i])};
+    ipb_error *perr = NULL;
+    int r = overflow ? ipb_error_set(&perr, EMSGSIZE, "kernel message with too many parts")
+                     : jmsg_parse(k->key, f, n, ret, &perr);
+    for (size_t i = 0; i < n; i++)
+        zmq_msg_close(&parts[i]);
+    if (r < 0) {
+        log_warn("dropped a message from the kernel: %s", ipb_error_msg(perr));
+        ipb_error_free(perr);
+        return 0;
+    }
+    return 1;
+}
+
+int ipb_kernel_interrupt(ipb_kernel *k, ipb_error **err) {
+    return ipb_sandbox_send(&k->sb, SHIM_CMD_SIGNAL, SIGINT, k->gen, err);
+}
+
+/* Waits for a reply on shell and some iopub traffic for it (so iopub is known connected),
+ * then runs the bootstrap cell. */
+static int handshake(ipb_kernel *k, long deadline, ipb_error **err) {
+    char info_id[33] = "", boot_id[33] = "";
+    bool iopub_seen = false, boot_reply = false, boot_idle = false;
+    long next_nudge = 0;
+    while (!(boot_reply && boot_idle)) {
+        long now = now_ms();
+        if (now > deadline)
+            return ipb_error_set(err, ETIMEDOUT, "the kernel did not answer within %d s", k->start_timeout_ms / 1000);
+        if (!iopub_seen && now >= next_nudge) {
+            json_t *c = json_object();
+            int r = ipb_kernel_send(k, IPB_SHELL, "kernel_info_request", c, info_id, err);
+            json_decref(c);
+            if (r < 0)
+                return -1;
+            next_nudge = now + 200;
+        }
+        zmq_pollitem_t items[4];
+        ipb_kernel_pollitems(k, items);
+        long wait = iopub_seen ? deadline - now : next_nudge - now;
+        if (zmq_poll(items, 4, wait > 0 ? wait : 0) < 0 && zmq_errno() != EINTR)
+            return ipb_error_set(err, zmq_errno(), "waiting for the kernel");
+        if (items[2].revents || items[3].revents) {
+            if (ipb_kernel_pump(k, err) < 0)
+                return -1;
+            if (k->died) {
+                char report[2600];
+                ipb_kernel_death_report(k, report, sizeof(report));
+                ipb_error_freep(err);
+                return ipb_error_set(err, 0, "the kernel exited while starting. %s", report);
+            }
+        }
+        jmsg m;
+        while (ipb_kernel_recv(k, IPB_IOPUB, &m, NULL) > 0) {
+            if (!iopub_seen && !strcmp(m.msg_type, "status") && info_id[0]) {
+                iopub_seen = true;
+                json_t *c = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", bootstrap_code, "silent", 1,
+                                      "store_history", 0, "user_expressions", "allow_stdin", 0, "stop_on_error", 0);
+                int r = ipb_kernel_send(k, IPB_SHELL, "execute_request", c, boot_id, err);
+                json_decref(c);
+                if (r < 0) {
+                    jmsg_free(&m);
+                    return -1;
+                }
+            }
+            if (boot_id[0] && !strcmp(m.parent_id, boot_id) && !strcmp(m.msg_type, "status") &&
+                !strcmp(json_string_value(json_object_get(m.content, "execution_state")) ?: "", "idle"))
+                boot_idle = true;
+            jmsg_free(&m);
+        }
+        while (ipb_kernel_recv(k, IPB_SHELL, &m, NULL) > 0) {
+            if (boot_id[0] && !strcmp(m.parent_id, boot_id)) {
+                boot_reply = true;
+                const char *st = json_string_value(json_object_get(m.content, "status"));
+                if (!st || strcmp(st, "ok")) {
+                    const char *ev = json_string_value(json_object_get(m.content, "evalue"));
+                    jmsg_free(&m);
+                    return ipb_error_set(err, 0, "the kernel's start-up code failed: %s", ev ? ev : "unknown error");
+                }
+            }
+            jmsg_free(&m);
+        }
+    }
+    return 0;
+}
+
+static int start_kernel(ipb_kernel *k, ipb_error **err) {
+    long deadline = now_ms() + k->start_timeout_ms;
+    k->gen++;
+    k->died = false;
+    k->stderr_len = 0;
+    if (write_connection_file(k, err) < 0)
+        return -1;
+    if (ipb_sandbox_send(&k->sb, SHIM_CMD_START, 0, k->gen, err) < 0)
+        return -1;
+    /* Wait for the started record and for the three socket files. */
+    bool started = false;
+    int connected = 0;
+    while (connected < IPB_NCHANNELS) {
+        long left = deadline - now_ms();
+        if (left <= 0)
+            return ipb_error_set(err, ETIMEDOUT, "the kernel did not open its sockets within %d s",
+                                 k->start_timeout_ms / 1000);
+        struct shim_msg m;
+        int r = ipb_sandbox_next(&k->sb, started ? 0 : (int)left, &m, err);
+        if (r < 0)
+            return -1;
+        if (r == 1) {
+            if (m.type == SHIM_EV_STARTED && m.gen == k->gen)
+                started = true;
+            else if (handle_shim_msg(k, &m, err) < 0)
+                return -1;
+            if (k->died) {
+                drain_stderr(k);
+                char report[2600];
+                ipb_kernel_death_report(k, report, sizeof(report));
+                return ipb_error_set(err, 0, "the kernel exited while starting. %s", report);
+            }
+            continue;
+        }
+        drain_stderr(k);
+        connected = 0;
+        for (int ch = 0; ch < IPB_NCHANNELS; ch++) {
+            if (!k->sock[ch] && connect_channel(k, ch, err) < 0)
+                return -1;
+            connected += k->sock[ch] != NULL;
+        }
+        if (connected < IPB_NCHANNELS) {
+            struct pollfd p = {k->sb.fd, POLLIN, 0};
+            poll(&p, 1, 5);
+        }
+    }
+    if (handshake(k, deadline, err) < 0)
+        return -1;
+    k->running = true;
+    return 0;
+}
+
+int ipb_kernel_restart(ipb_kernel *k, ipb_error **err) {
+    disconnect(k);
+    k->running = false;
+    if (ipb_sandbox_send(&k->sb, SHIM_CMD_KILL_ALL, 0, k->gen, err) < 0)
+        return -1;
+    long deadline = now_ms() + 10000;
+    for (;;) {
+        struct shim_msg m;
+        long left = deadline - now_ms();
+        int r = ipb_sandbox_next(&k->sb, left > 0 ? (int)left : 0, &m, err);
+        if (r == 0)
+            return ipb_error_set(err, ETIMEDOUT, "the sandbox did not stop its processes");
+        if (r < 0)
+            return -1;
+        if (m.type == SHIM_EV_KILLED)
+            break;
+    }
+    if (start_kernel(k, err) < 0) {
+        disconnect(k);
+        return -1;
+    }
+    return 0;
+}
+
+int ipb_kernel_open(ipb_kernel *k, const shim_config *cfg, const char *rundir, ipb_error **err) {
+    memset(k, 0, sizeof(*k));
+    k->sb = (ipb_sandbox)IPB_SANDBOX_INIT;
+    k->stderr_fd = -1;
+    k->rundir_fd = -1;
+    for (int i = 0; i < IPB_NCHANNELS; i++)
+        k->pin_fd[i] = -1;
+    if (!k->start_timeout_ms)
+        k->start_timeout_ms = 60000;
+    k->rundir_fd = open(rundir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (k->rundir_fd < 0)
+        return ipb_error_set(err, errno, "opening the session's run directory %s", rundir);
+    if (!(k->zctx = zmq_ctx_new()))
+        return ipb_error_set(err, zmq_errno(), "creating the ZMQ context");
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) < 0)
+        return ipb_error_set(err, errno, "creating the kernel's stderr pipe");
+    ipb_set_nonblock(pipefd[0], 1);
+    k->stderr_fd = pipefd[0];
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int r = ipb_sandbox_start(cfg, devnull, devnull, pipefd[1], 30000, &k->sb, err);
+    if (devnull >= 0)
+        close(devnull);
+    close(pipefd[1]);
+    if (r < 0)
+        return -1;
+    return start_kernel(k, err);
+}
+
+void ipb_kernel_close(ipb_kernel *k) {
+    disconnect(k);
+    ipb_sandbox_destroy(&k->sb);
+    if (k->zctx) {
+        zmq_ctx_term(k->zctx);
+        k->zctx = NULL;
+    }
+    if (k->stderr_fd >= 0)
+        close(k->stderr_fd);
+    if (k->rundir_fd >= 0)
+        close(k->rundir_fd);
+    k->stderr_fd = k->rundir_fd = -1;
+    k->running = false;
+}

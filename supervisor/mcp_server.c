@@ -1,0 +1,251 @@
+#include "mcp_server.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fdio.h"
+#include "log.h"
+#include "tools.h"
+
+#define IPYBOX_VERSION "0.1.0"
+#define PROGRESS_INTERVAL_MS 50
+#define PROGRESS_CHUNK 16384
+
+/* Newest first; the first is answered when a client asks for one we do not know. */
+const char *const ipb_mcp_protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", NULL};
+
+static const char instructions[] =
+    "ipybox runs Python in a stateful, sandboxed IPython kernel. State persists across "
+    "execute_ipython_cell calls until reset. /app is the workspace (upload_file / download_file). "
+    "Use `!pip install` for packages and top-level `await` for async code (never asyncio.run()). "
+    "The sandbox has no network access in this version.";
+
+static long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void send_msg(ipb_mcp_server *srv, json_t *msg) {
+    if (!msg)
+        return;
+    size_t len;
+    char *line = jrpc_dump(msg, &len);
+    json_decref(msg);
+    if (!line || srv->out_broken) {
+        free(line);
+        return;
+    }
+    if (ipb_write_all(srv->out_fd, line, len) < 0) {
+        log_error("cannot write to the MCP client; stopping");
+        srv->out_broken = true;
+    }
+    free(line);
+}
+
+static void flush_progress(ipb_mcp_server *srv) {
+    if (!srv->progress_token || srv->pending.len == 0)
+        return;
+    srv->progress += 1;
+    json_t *params = json_pack("{s:O, s:f, s:s%}", "progressToken", srv->progress_token, "progress", srv->progress,
+                               "message", srv->pending.data, srv->pending.len);
+    if (!params) {
+        /* Output that is not valid UTF-8 cannot be carried in JSON; say so rather than drop silently. */
+        params = json_pack("{s:O, s:f, s:s}", "progressToken", srv->progress_token, "progress", srv->progress,
+                           "message", "[output not valid as UTF-8 omitted]");
+    }
+    send_msg(srv, jrpc_notification("notifications/progress", params));
+    ipb_buf_reset(&srv->pending);
+    srv->last_flush_ms = now_ms();
+}
+
+static void on_output(void *ud, const char *text, size_t len) {
+    ipb_mcp_server *srv = ud;
+    if (!srv->progress_token)
+        return;
+    ipb_buf_append(&srv->pending, text, len);
+    if (srv->pending.len >= PROGRESS_CHUNK || now_ms() - srv->last_flush_ms >= PROGRESS_INTERVAL_MS)
+        flush_progress(srv);
+}
+
+static bool ids_equal(json_t *a, json_t *b) { return a && b && json_equal(a, b); }
+
+static json_t *initialize_result(json_t *params) {
+    const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
+    const char *version = ipb_mcp_protocol_versions[0];
+    for (size_t i = 0; asked && ipb_mcp_protocol_versions[i]; i++)
+        if (!strcmp(asked, ipb_mcp_protocol_versions[i]))
+            version = ipb_mcp_protocol_versions[i];
+    return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version, "capabilities", "tools",
+                     "listChanged", 0, "serverInfo", "name", "ipybox", "title", "ipybox (native sandbox)", "version",
+                     IPYBOX_VERSION, "instructions", instructions);
+}
+
+static void run_call(ipb_mcp_server *srv, json_t *root);
+
+static void on_extra(void *ud);
+static bool cancelled(void *ud) {
+    ipb_mcp_server *srv = ud;
+    return srv->cancel_current || (srv->stop && *srv->stop) || srv->rd.eof;
+}
+
+/* Handles one incoming line. While a call runs (busy), tools/call requests are queued. */
+static void handle_line(ipb_mcp_server *srv, const char *line, size_t len, bool busy) {
+    jrpc_msg m;
+    jrpc_parse(line, len, &m);
+    switch (m.kind) {
+    case JRPC_INVALID:
+        send_msg(srv, jrpc_error(m.id, m.error_code, m.error_msg));
+        break;
+    case JRPC_RESPONSE:
+        break; /* we send no requests yet */
+    case JRPC_NOTIFICATION:
+        if (!strcmp(m.method, "notifications/cancelled")) {
+            json_t *rid = json_object_get(m.params, "requestId");
+            if (ids_equal(rid, srv->current_id)) {
+                srv->cancel_current = true;
+            } else {
+                size_t i;
+                json_t *q;
+                json_array_foreach(srv->queue, i, q) {
+                    if (ids_equal(rid, json_object_get(q, "id"))) {
+                        json_array_remove(srv->queue, i);
+                        break;
+                    }
+                }
+            }
+        }
+        break;
+    case JRPC_REQUEST:
+        if (!strcmp(m.method, "initialize")) {
+            send_msg(srv, jrpc_result(m.id, initialize_result(m.params)));
+        } else if (!strcmp(m.method, "ping")) {
+            send_msg(srv, jrpc_result(m.id, json_object()));
+        } else if (!strcmp(m.method, "tools/list")) {
+            send_msg(srv, jrpc_result(m.id, json_pack("{s:o}", "tools", ipb_tools_list())));
+        } else if (!strcmp(m.method, "tools/call")) {
+            const char *name = json_string_value(json_object_get(m.params, "name"));
+            if (!json_is_object(m.params) || !name) {
+                send_msg(srv, jrpc_error(m.id, JRPC_INVALID_PARAMS, "Invalid params: tools/call needs a tool 'name'"));
+            } else if (!ipb_tool_exists(name)) {
+                char msg[512];
+                snprintf(msg, sizeof(msg), "Unknown tool: '%.200s' (tools: execute_ipython_cell, upload_file, "
+                                           "download_file, reset)", name);
+                send_msg(srv, jrpc_error(m.id, JRPC_INVALID_PARAMS, msg));
+            } else if (busy || json_array_size(srv->queue) > 0) {
+                if (json_array_size(srv->queue) >= 64)
+                    send_msg(srv, jrpc_error(m.id, JRPC_INTERNAL_ERROR, "Too many queued tool calls (64)"));
+                else
+                    json_array_append(srv->queue, m.root);
+            } else {
+                run_call(srv, m.root);
+            }
+        } else {
+            char msg[512];
+            snprintf(msg, sizeof(msg), "Method not found: '%.200s'", m.method);
+            send_msg(srv, jrpc_error(m.id, JRPC_METHOD_NOT_FOUND, msg));
+        }
+        break;
+    }
+    jrpc_msg_free(&m);
+}
+
+static void pump_input(ipb_mcp_server *srv, bool busy) {
+    int r = jrpc_reader_fill(&srv->rd, srv->in_fd);
+    if (r < 0) {
+        log_error("reading from the MCP client: %s", strerror(-r));
+        srv->rd.eof = true;
+    }
+    for (;;) {
+        char *line;
+        size_t len;
+        r = jrpc_reader_next(&srv->rd, &line, &len);
+        if (r == 0)
+            break;
+        if (r == -E2BIG) {
+            send_msg(srv, jrpc_error(NULL, JRPC_INVALID_REQUEST, "Message too large (over 16 MiB); dropped"));
+            continue;
+        }
+        if (r < 0)
+            break;
+        if (len == 0)
+            continue;
+        handle_line(srv, line, len, busy);
+    }
+}
+
+static void on_extra(void *ud) { pump_input(ud, true); }
+
+static void run_call(ipb_mcp_server *srv, json_t *root) {
+    json_incref(root);
+    json_t *id = json_object_get(root, "id");
+    json_t *params = json_object_get(root, "params");
+    const char *name = json_string_value(json_object_get(params, "name"));
+    json_t *args = json_object_get(params, "arguments");
+    srv->current_id = id;
+    srv->cancel_current = false;
+    srv->progress_token = json_object_get(json_object_get(params, "_meta"), "progressToken");
+    if (srv->progress_token && !json_is_string(srv->progress_token) && !json_is_integer(srv->progress_token))
+        srv->progress_token = NULL;
+    srv->progress = 0;
+    srv->last_flush_ms = now_ms();
+    ipb_buf_reset(&srv->pending);
+    ipb_exec_hooks hooks = {.ud = srv, .extra_fd = srv->rd.eof ? -1 : srv->in_fd, .on_extra = on_extra,
+                            .cancelled = cancelled, .on_output = on_output};
+    bool was_cancelled = false;
+    json_t *result = ipb_tools_call(srv->session, name, args, &hooks, &was_cancelled);
+    flush_progress(srv);
+    if (!(was_cancelled && srv->cancel_current))
+        send_msg(srv, jrpc_result(id, result));
+    else
+        json_decref(result);
+    srv->current_id = NULL;
+    srv->progress_token = NULL;
+    srv->cancel_current = false;
+    json_decref(root);
+}
+
+int ipb_mcp_serve(ipb_mcp_server *srv) {
+    srv->queue = json_array();
+    ipb_set_nonblock(srv->in_fd, 1);
+    while (!srv->out_broken && !(srv->stop && *srv->stop)) {
+        /* Queued calls first, in arrival order. */
+        if (json_array_size(srv->queue) > 0) {
+            json_t *next = json_incref(json_array_get(srv->queue, 0));
+            json_array_remove(srv->queue, 0);
+            run_call(srv, next);
+            json_decref(next);
+            continue;
+        }
+        if (srv->rd.eof)
+            break;
+        ipb_kernel *k = &srv->session->kernel;
+        struct pollfd p[3] = {{srv->in_fd, POLLIN, 0}, {k->sb.fd, POLLIN, 0}, {k->stderr_fd, POLLIN, 0}};
+        if (poll(p, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            log_error("poll: %s", strerror(errno));
+            break;
+        }
+        if (p[1].revents || p[2].revents) {
+            ipb_error *err = NULL;
+            if (ipb_kernel_pump(k, &err) < 0) {
+                log_warn("the sandbox ended: %s; the next call builds a new one", ipb_error_msg(err));
+                ipb_sandbox_destroy(&k->sb);
+            }
+            ipb_error_free(err);
+        }
+        if (p[0].revents)
+            pump_input(srv, false);
+    }
+    json_decref(srv->queue);
+    srv->queue = NULL;
+    jrpc_reader_free(&srv->rd);
+    ipb_buf_free(&srv->pending);
+    return 0;
+}

@@ -1,0 +1,31 @@
+/* MCP over a newline-delimited JSON-RPC stream (stdio for `ipybox mcp`): initialize,
+ * ping, tools/list, tools/call, notifications/cancelled, progress notifications. */
+#pragma once
+#include <jansson.h>
+#include <signal.h>
+#include <stdbool.h>
+
+#include "jsonrpc.h"
+#include "session.h"
+#include "strbuf.h"
+
+typedef struct ipb_mcp_server {
+    int in_fd, out_fd;
+    ipb_session *session;
+    volatile sig_atomic_t *stop;   /* set by a signal handler: finish and return */
+    /* internal */
+    jrpc_reader rd;
+    json_t *queue;                 /* tools/call requests waiting for the running one */
+    json_t *current_id;            /* id of the running tools/call */
+    bool cancel_current;
+    json_t *progress_token;
+    double progress;
+    ipb_buf pending;               /* output not yet sent as progress */
+    long last_flush_ms;
+    bool out_broken;
+} ipb_mcp_server;
+
+/* Serves until the input ends, the output breaks or *stop is set. Returns 0. */
+int ipb_mcp_serve(ipb_mcp_server *srv);
+
+extern const char *const ipb_mcp_protocol_versions[];

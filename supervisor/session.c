@@ -1,0 +1,94 @@
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shimcfg.h"
+
+int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_error **err) {
+    memset(s, 0, sizeof(*s));
+    s->opts = o;
+    s->ws_fd = -1;
+    s->kernel.sb = (ipb_sandbox)IPB_SANDBOX_INIT;
+    s->kernel.stderr_fd = s->kernel.rundir_fd = -1;
+    if (ipb_session_dirs_create(o, true, &s->dirs, err) < 0)
+        return -1;
+    s->open = true;
+    s->ws_fd = open(s->dirs.workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->ws_fd < 0) {
+        ipb_error_set(err, errno, "opening the workspace %s", s->dirs.workspace);
+        goto fail;
+    }
+    s->bind_fds = calloc(o->n_binds + 1, sizeof(int));
+    for (size_t i = 0; i < o->n_binds; i++) {
+        s->bind_fds[i] = open(o->binds[i].host, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->bind_fds[i] < 0) {
+            ipb_error_set(err, errno, "--container-bind: opening %s", o->binds[i].host);
+            goto fail;
+        }
+    }
+    char *argv[] = {o->python, (char *)"-m", (char *)"ipykernel_launcher", (char *)"-f",
+                    (char *)IPB_SANDBOX_RUNDIR "/connection.json", NULL};
+    if (ipb_shim_config_build(o, &s->dirs, SHIM_MODE_KERNEL, argv, &s->cfg, err) < 0)
+        goto fail;
+    if (ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    ipb_session_close(s);
+    return -1;
+}
+
+int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err) {
+    if (s->kernel.sb.fd < 0) {
+        /* The sandbox itself is gone (its PID 1 was killed): build a new one. */
+        ipb_kernel_close(&s->kernel);
+        return ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, err);
+    }
+    if (!s->kernel.running)
+        return ipb_kernel_restart(&s->kernel, err);
+    return 0;
+}
+
+int ipb_session_reset(ipb_session *s, ipb_error **err) {
+    if (s->kernel.sb.fd < 0)
+        return ipb_session_ensure_kernel(s, err);
+    return ipb_kernel_restart(&s->kernel, err);
+}
+
+void ipb_session_close(ipb_session *s) {
+    if (!s->open)
+        return;
+    ipb_kernel_close(&s->kernel);
+    shim_config_free(&s->cfg);
+    if (s->ws_fd >= 0)
+        close(s->ws_fd);
+    if (s->bind_fds) {
+        for (size_t i = 0; i < s->opts->n_binds; i++)
+            if (s->bind_fds[i] > 0)
+                close(s->bind_fds[i]);
+        free(s->bind_fds);
+    }
+    ipb_session_dirs_remove(&s->dirs);
+    s->open = false;
+}
+
+void ipb_session_locate(ipb_session *s, const char *relpath, int *ret_basefd, const char **ret_sub) {
+    *ret_basefd = s->ws_fd;
+    *ret_sub = relpath;
+    size_t best = 0;
+    for (size_t i = 0; i < s->opts->n_binds; i++) {
+        const char *rel = s->opts->binds[i].rel;
+        size_t l = strlen(rel);
+        while (l > 1 && rel[l - 1] == '/')
+            l--;
+        if (l > best && !strncmp(relpath, rel, l) && relpath[l] == '/') {
+            best = l;
+            *ret_basefd = s->bind_fds[i];
+            *ret_sub = relpath + l + 1;
+        }
+    }
+}

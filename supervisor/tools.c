@@ -1,0 +1,318 @@
+#include "tools.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "fdio.h"
+#include "files.h"
+#include "pathrules.h"
+
+#define DEFAULT_TIMEOUT 120.0
+#define MAX_TIMEOUT 86400.0
+
+static const char exec_description[] =
+    "Execute Python code in a stateful IPython kernel running in a sandbox. Variables, imports and "
+    "definitions persist across calls until `reset`. The working directory is /app, the workspace that "
+    "upload_file and download_file use. Install packages with `!pip install name`; they stay installed "
+    "after reset. The kernel runs an asyncio event loop: use top-level `await`, never `asyncio.run()`. "
+    "Executions run one at a time. Plots (matplotlib) and other images are returned as images and saved "
+    "under /app/images/. Returns the output (stdout and stderr merged, and the value of the last "
+    "expression); when the code raises, the output printed before the error and the traceback.";
+
+json_t *ipb_tools_list(void) {
+    return json_pack(
+        "[{s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s, s:f, s:f}, s:{s:s, s:s, s:i}}, s:[s]}},"
+        " {s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}},"
+        " {s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}},"
+        " {s:s, s:s, s:{s:s, s:{}}}]",
+        "name", "execute_ipython_cell", "description", exec_description, "inputSchema", "type", "object",
+        "properties", "code", "type", "string", "description", "Python code to execute (IPython syntax: magics and "
+        "`!shell` lines work).",
+        "timeout", "type", "number", "description", "Seconds to wait before interrupting the cell (default 120).",
+        "default", DEFAULT_TIMEOUT, "maximum", MAX_TIMEOUT,
+        "max_output_chars", "type", "integer", "description", "Cap on the returned text; the head and the tail "
+        "are kept and the result says what was cut.", "minimum", 100,
+        "required", "code",
+        "name", "upload_file", "description", "Copy a file from the host into the sandbox's /app workspace.",
+        "inputSchema", "type", "object", "properties", "relpath", "type", "string", "description",
+        "Destination path relative to /app (parent directories are created).", "local_path", "type", "string",
+        "description", "Absolute path of the file on the host, inside the allowed directories.", "required",
+        "relpath", "local_path",
+        "name", "download_file", "description", "Copy a file from the sandbox's /app workspace to the host.",
+        "inputSchema", "type", "object", "properties", "relpath", "type", "string", "description",
+        "Source path relative to /app.", "local_path", "type", "string", "description",
+        "Absolute destination path on the host, inside the allowed directories (parent directories are "
+        "created).", "required", "relpath", "local_path",
+        "name", "reset", "description", "Reset the kernel: start a fresh Python process. Variables, imports and "
+        "definitions are cleared; files in /app and packages installed with pip are kept.", "inputSchema", "type",
+        "object", "properties");
+}
+
+bool ipb_tool_exists(const char *name) {
+    return !strcmp(name, "execute_ipython_cell") || !strcmp(name, "upload_file") || !strcmp(name, "download_file") ||
+           !strcmp(name, "reset");
+}
+
+static json_t *text_result(const char *text, bool is_error) {
+    return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text, "isError", is_error);
+}
+
+static json_t *error_result(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *error_result(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    json_t *r = text_result(s ? s : "error", true);
+    free(s);
+    return r;
+}
+
+/* A required or optional string argument; NUL bytes are refused. */
+static int get_string(json_t *args, const char *key, bool required, const char **ret, json_t **ret_err) {
+    json_t *v = json_object_get(args, key);
+    if (!v) {
+        if (required)
+            *ret_err = error_result("Invalid arguments: '%s' is required.", key);
+        *ret = NULL;
+        return required ? -1 : 0;
+    }
+    if (!json_is_string(v)) {
+        *ret_err = error_result("Invalid arguments: '%s' must be a string.", key);
+        return -1;
+    }
+    if (strlen(json_string_value(v)) != json_string_length(v)) {
+        *ret_err = error_result("Invalid arguments: '%s' contains a NUL byte.", key);
+        return -1;
+    }
+    *ret = json_string_value(v);
+    return 0;
+}
+
+static int b64_decode(const char *in, size_t len, unsigned char **ret, size_t *ret_len) {
+    char *clean = malloc(len + 1);
+    if (!clean)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        if (in[i] != '\n' && in[i] != '\r' && in[i] != ' ')
+            clean[n++] = in[i];
+    if (n % 4) {
+        free(clean);
+        return -EINVAL;
+    }
+    unsigned char *out = malloc(n / 4 * 3 + 1);
+    if (!out) {
+        free(clean);
+        return -ENOMEM;
+    }
+    int got = EVP_DecodeBlock(out, (unsigned char *)clean, (int)n);
+    size_t pad = (n >= 1 && clean[n - 1] == '=') + (n >= 2 && clean[n - 2] == '=');
+    free(clean);
+    if (got < 0) {
+        free(out);
+        return -EINVAL;
+    }
+    *ret = out;
+    *ret_len = (size_t)got - pad;
+    return 0;
+}
+
+static char *b64_encode(const unsigned char *in, size_t len) {
+    char *out = malloc(4 * ((len + 2) / 3) + 1);
+    if (out)
+        EVP_EncodeBlock((unsigned char *)out, in, (int)len);
+    return out;
+}
+
+/* Saves an image under /app/images/ and returns its MCP content block. */
+static json_t *image_block(ipb_session *s, const ipb_image *img, ipb_buf *text) {
+    const char *ext = !strcmp(img->mime, "image/png") ? "png" : !strcmp(img->mime, "image/jpeg") ? "jpg" : "svg";
+    unsigned char rnd[6];
+    char hex[13], rel[64];
+    ipb_random(rnd, sizeof(rnd));
+    ipb_hex(rnd, sizeof(rnd), hex);
+    snprintf(rel, sizeof(rel), "images/%s.%s", hex, ext);
+    unsigned char *bytes = NULL;
+    size_t blen = 0;
+    char *b64 = NULL;
+    bool svg = !strcmp(ext, "svg");
+    if (svg) {
+        bytes = (unsigned char *)strdup(img->data);
+        blen = bytes ? strlen((char *)bytes) : 0;
+        b64 = bytes ? b64_encode(bytes, blen) : NULL;
+    } else if (b64_decode(img->data, strlen(img->data), &bytes, &blen) == 0) {
+        b64 = b64_encode(bytes, blen);
+    }
+    if (!bytes || !b64) {
+        ipb_buf_appendf(text, "\n[an %s image could not be decoded and was dropped]", img->mime);
+        free(bytes);
+        free(b64);
+        return NULL;
+    }
+    ipb_error *err = NULL;
+    if (ipb_ws_write(s->ws_fd, rel, bytes, blen, &err) == 0)
+        ipb_buf_appendf(text, "\n[image saved to /app/%s]", rel);
+    else
+        ipb_buf_appendf(text, "\n[image not saved: %s]", ipb_error_msg(err));
+    ipb_error_free(err);
+    free(bytes);
+    json_t *block = json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", img->mime);
+    free(b64);
+    return block;
+}
+
+static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *hooks, bool *ret_cancelled) {
+    const char *code;
+    json_t *bad = NULL;
+    if (get_string(args, "code", true, &code, &bad) < 0)
+        return bad;
+    double timeout = DEFAULT_TIMEOUT;
+    json_t *t = json_object_get(args, "timeout");
+    if (t && !json_is_null(t)) {
+        if (!json_is_number(t) || json_number_value(t) <= 0 || json_number_value(t) > MAX_TIMEOUT)
+            return error_result("Invalid arguments: 'timeout' must be a number of seconds between 0 and %g.", MAX_TIMEOUT);
+        timeout = json_number_value(t);
+    }
+    long max_chars = s->opts->max_output_chars;
+    json_t *mc = json_object_get(args, "max_output_chars");
+    if (mc && !json_is_null(mc)) {
+        if (!json_is_integer(mc) || json_integer_value(mc) < 100 || json_integer_value(mc) > 10000000)
+            return error_result("Invalid arguments: 'max_output_chars' must be an integer between 100 and 10000000.");
+        max_chars = (long)json_integer_value(mc);
+    }
+    ipb_error *err = NULL;
+    if (ipb_session_ensure_kernel(s, &err) < 0) {
+        json_t *r = error_result("The kernel is not available: %s", ipb_error_msg(err));
+        ipb_error_free(err);
+        return r;
+    }
+    ipb_exec_result res;
+    if (ipb_execute(&s->kernel, code, timeout, (size_t)max_chars, hooks, &res, &err) < 0) {
+        json_t *r = error_result("Execution failed: %s", ipb_error_msg(err));
+        ipb_error_free(err);
+        return r;
+    }
+    if (res.outcome == IPB_EXEC_CANCELLED)
+        *ret_cancelled = true;
+    ipb_buf text = {0};
+    ipb_buf_append(&text, res.text, strlen(res.text));
+    json_t *content = json_array();
+    json_array_append_new(content, json_null()); /* placeholder for the text block */
+    for (size_t i = 0; i < res.n_images; i++) {
+        json_t *b = image_block(s, &res.images[i], &text);
+        if (b)
+            json_array_append_new(content, b);
+    }
+    if (res.images_dropped)
+        ipb_buf_appendf(&text, "\n[%zu more images were dropped: at most %d per cell]", res.images_dropped,
+                        IPB_MAX_IMAGES);
+    if (res.note)
+        ipb_buf_appendf(&text, "%s%s", text.len ? "\n" : "", res.note);
+    json_array_set_new(content, 0, json_pack("{s:s, s:s}", "type", "text", "text", ipb_buf_cstr(&text)));
+    ipb_buf_free(&text);
+    bool is_error = res.outcome != IPB_EXEC_OK;
+    ipb_exec_result_free(&res);
+    return json_pack("{s:o, s:b}", "content", content, "isError", is_error);
+}
+
+static json_t *tool_upload(ipb_session *s, json_t *args) {
+    const char *relpath, *local;
+    json_t *bad = NULL;
+    if (get_string(args, "relpath", true, &relpath, &bad) < 0 || get_string(args, "local_path", true, &local, &bad) < 0)
+        return bad;
+    ipb_error *err = NULL;
+    cleanup_free char *src = NULL;
+    cleanup_close int fd = -1;
+    if (ipb_check_relpath(relpath, strlen(relpath), &err) < 0)
+        goto fail;
+    if (ipb_host_resolve_read(&s->opts->allowed_dirs, local, &src, &err) < 0)
+        goto fail;
+    fd = open(src, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        ipb_error_set(&err, errno, "opening %s", local);
+        goto fail;
+    }
+    int base;
+    const char *sub;
+    ipb_session_locate(s, relpath, &base, &sub);
+    if (ipb_ws_copy_in(base, sub, fd, &err) < 0)
+        goto fail;
+    char msg[8192];
+    snprintf(msg, sizeof(msg), "Uploaded %s to /app/%s", local, relpath);
+    return text_result(msg, false);
+fail: {
+    json_t *r = error_result("upload_file failed: %s", ipb_error_msg(err));
+    ipb_error_free(err);
+    return r;
+}
+}
+
+static json_t *tool_download(ipb_session *s, json_t *args) {
+    const char *relpath, *local;
+    json_t *bad = NULL;
+    if (get_string(args, "relpath", true, &relpath, &bad) < 0 || get_string(args, "local_path", true, &local, &bad) < 0)
+        return bad;
+    ipb_error *err = NULL;
+    cleanup_free char *dst = NULL;
+    cleanup_close int fd = -1;
+    if (ipb_check_relpath(relpath, strlen(relpath), &err) < 0)
+        goto fail;
+    if (ipb_host_resolve_write(&s->opts->allowed_dirs, local, &dst, &err) < 0)
+        goto fail;
+    int base;
+    const char *sub;
+    ipb_session_locate(s, relpath, &base, &sub);
+    if (ipb_ws_open_read(base, sub, &fd, &err) < 0)
+        goto fail;
+    if (ipb_host_write_from(dst, fd, &err) < 0)
+        goto fail;
+    char msg[8192];
+    snprintf(msg, sizeof(msg), "Downloaded /app/%s to %s", relpath, dst);
+    return text_result(msg, false);
+fail: {
+    json_t *r = error_result("download_file failed: %s", ipb_error_msg(err));
+    ipb_error_free(err);
+    return r;
+}
+}
+
+static json_t *tool_reset(ipb_session *s) {
+    ipb_error *err = NULL;
+    if (ipb_session_reset(s, &err) < 0) {
+        json_t *r = error_result("reset failed: %s", ipb_error_msg(err));
+        ipb_error_free(err);
+        return r;
+    }
+    return text_result("The kernel was reset: a fresh Python process is ready. Files in /app and installed "
+                       "packages are kept.", false);
+}
+
+json_t *ipb_tools_call(ipb_session *s, const char *name, json_t *args, const ipb_exec_hooks *hooks,
+                       bool *ret_cancelled) {
+    *ret_cancelled = false;
+    if (args && !json_is_object(args))
+        return error_result("Invalid arguments: 'arguments' must be an object.");
+    json_t *empty = NULL;
+    if (!args)
+        args = empty = json_object();
+    json_t *r;
+    if (!strcmp(name, "execute_ipython_cell"))
+        r = tool_execute(s, args, hooks, ret_cancelled);
+    else if (!strcmp(name, "upload_file"))
+        r = tool_upload(s, args);
+    else if (!strcmp(name, "download_file"))
+        r = tool_download(s, args);
+    else
+        r = tool_reset(s);
+    json_decref(empty);
+    return r;
+}
