@@ -146,6 +146,13 @@ static int do_step(const char *root, const ipb_mount *m, ipb_error **err) {
             return ipb_error_set(err, errno, "mounting a fresh /proc (the host's /proc may be partly hidden, "
                                              "as inside some containers)");
         return 0;
+    case IPB_MNT_DEVPTS:
+        if (make_mountpoint(dst, true, err) < 0)
+            return -1;
+        /* A new instance: the sandbox's ptys are its own, the host's are not visible. */
+        if (mount("devpts", dst, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") < 0)
+            return ipb_error_set(err, errno, "mounting devpts at %s", m->dst);
+        return 0;
     case IPB_MNT_MASK: {
         struct stat st;
         if (lstat(dst, &st) < 0)

@@ -94,7 +94,7 @@ static int decode_mount(const uint8_t *p, size_t len, ipb_mount_plan *plan) {
     p += 8;
     len -= 8;
     int r = -1;
-    if (kind < IPB_MNT_BIND_RO || kind > IPB_MNT_READONLY)
+    if (kind < IPB_MNT_BIND_RO || kind > IPB_MNT_DEVPTS)
         return -1;
     if (take_mount_str(&p, &len, &src) < 0 || take_mount_str(&p, &len, &dst) < 0 ||
         take_mount_str(&p, &len, &data) < 0 || len != 0 || !dst || dst[0] != '/')

@@ -127,6 +127,8 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
     ADD(IPB_MNT_SYMLINK, 0, "/proc/self/fd/2", "/dev/stderr", NULL);
     snprintf(opt, sizeof(opt), "size=%llu,mode=1777", (unsigned long long)o->shm_size);
     ADD(IPB_MNT_TMPFS, 0, NULL, "/dev/shm", opt);
+    ADD(IPB_MNT_DEVPTS, 0, NULL, "/dev/pts", NULL);
+    ADD(IPB_MNT_SYMLINK, 0, "pts/ptmx", "/dev/ptmx", NULL);
 
     ADD(IPB_MNT_PROC, 0, NULL, "/proc", NULL);
     for (size_t i = 0; i < sizeof(proc_masked) / sizeof(*proc_masked); i++) {

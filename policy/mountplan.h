@@ -18,6 +18,7 @@ enum ipb_mount_kind {
     IPB_MNT_PROC,        /* fresh procfs at dst */
     IPB_MNT_MASK,        /* hide dst: /dev/null over a file, an empty read-only tmpfs over a dir */
     IPB_MNT_READONLY,    /* make the existing dst read-only */
+    IPB_MNT_DEVPTS,      /* a private devpts instance at dst (IPython's `!cmd` runs under a pty) */
 };
 
 #define IPB_MNT_OPTIONAL 0x1u /* skip when the source (or, for MASK/READONLY, dst) is missing */

@@ -391,8 +391,8 @@ int ipb_sandbox_env(const ipb_options *o, bool kernel, ipb_strv *ret, ipb_error 
     for (size_t i = 0; i < sizeof(base) / sizeof(*base); i++)
         if (env_set(&env, base[i]) < 0)
             goto oom;
-    if (kernel && (env_set(&env, "MPLBACKEND=module://matplotlib_inline.backend_inline") < 0 ||
-                   env_set(&env, "PYTHONUNBUFFERED=1") < 0))
+    /* pydevd (ipykernel's debugger) warns about frozen modules on every start otherwise. */
+    if (kernel && (env_set(&env, "PYDEVD_DISABLE_FILE_VALIDATION=1") < 0 || env_set(&env, "PYTHONUNBUFFERED=1") < 0))
         goto oom;
     for (size_t i = 0; i < o->env.n; i++)
         if (env_set(&env, o->env.v[i]) < 0)

@@ -30,6 +30,12 @@ static void emit(exec_state *s, const char *text, size_t len) {
         return;
     memcpy(copy, text, len);
     size_t n = ipb_strip_ansi(copy, len);
+    /* NUL characters would end the text at the next C string boundary: drop them. */
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (copy[i])
+            copy[w++] = copy[i];
+    n = w;
     copy[n] = '\0';
     ipb_output_append(&s->out, copy, n);
     if (s->h && s->h->on_output && n)

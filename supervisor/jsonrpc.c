@@ -87,7 +87,7 @@ void jrpc_parse(const char *line, size_t len, jrpc_msg *m) {
     memset(m, 0, sizeof(*m));
     json_error_t e;
     /* Nesting is capped by jansson's parser depth; duplicates would make intent ambiguous. */
-    m->root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &e);
+    m->root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
     if (!m->root)
         return invalid(m, JRPC_PARSE_ERROR, "Parse error: the message is not valid JSON");
     if (json_is_array(m->root))

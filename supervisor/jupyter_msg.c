@@ -97,7 +97,8 @@ int jmsg_build(const char *key, const char *session, const char *msg_type, json_
 
 static json_t *load_object(const jmsg_frame *f) {
     json_error_t e;
-    json_t *j = json_loadb(f->data, f->len, JSON_REJECT_DUPLICATES, &e);
+    /* Output may legitimately contain NUL characters; callers work with lengths. */
+    json_t *j = json_loadb(f->data, f->len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
     if (j && !json_is_object(j)) {
         json_decref(j);
         return NULL;

@@ -279,7 +279,7 @@ static int handshake(ipb_kernel *k, long deadline, ipb_error **err) {
             json_decref(c);
             if (r < 0)
                 return -1;
-            next_nudge = now + 200;
+            next_nudge = now + 50;
         }
         zmq_pollitem_t items[4];
         ipb_kernel_pollitems(k, items);

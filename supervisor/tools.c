@@ -160,7 +160,7 @@ static json_t *image_block(ipb_session *s, const ipb_image *img, ipb_buf *text) 
     }
     ipb_error *err = NULL;
     if (ipb_ws_write(s->ws_fd, rel, bytes, blen, &err) == 0)
-        ipb_buf_appendf(text, "\n[image saved to /app/%s]", rel);
+        ipb_buf_appendf(text, "%s[image saved to /app/%s]", text->len ? "\n" : "", rel);
     else
         ipb_buf_appendf(text, "\n[image not saved: %s]", ipb_error_msg(err));
     ipb_error_free(err);

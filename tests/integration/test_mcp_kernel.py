@@ -1,0 +1,190 @@
+"""The kernel behind execute_ipython_cell and reset, driven over MCP stdio."""
+import base64
+import io
+import os
+import re
+import sys
+import tempfile
+import time
+import unittest
+import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from ipybox_test import McpClient, require_sandbox  # noqa: E402
+
+ANSI = re.compile(r"\x1b[\[\]]")
+
+
+def make_wheel(path, name="ipyboxprobe", version="1.0"):
+    """A minimal pure-Python wheel, so pip can install it with no network."""
+    dist = "%s-%s.dist-info" % (name, version)
+    files = {
+        "%s/__init__.py" % name: "VALUE = 'from the wheel'\n",
+        dist + "/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version),
+        dist + "/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[dist + "/RECORD"] = "".join("%s,,\n" % f for f in files) + dist + "/RECORD,,\n"
+    whl = os.path.join(path, "%s-%s-py3-none-any.whl" % (name, version))
+    with zipfile.ZipFile(whl, "w") as z:
+        for f, content in files.items():
+            z.writestr(f, content)
+    return whl
+
+
+class KernelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_sandbox(cls)
+        cls.ws = tempfile.mkdtemp(prefix="ipybox-ws-")
+        cls.c = McpClient("--workspace", cls.ws, "--allowed-dir", cls.ws)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def test_state_persists(self):
+        self.c.execute("counter = 41")
+        text, r = self.c.execute("counter += 1\ncounter")
+        self.assertFalse(r["isError"])
+        self.assertEqual(text.strip(), "42")
+
+    def test_stdout_stderr_and_result(self):
+        text, _ = self.c.execute("import sys\nprint('out')\nprint('err', file=sys.stderr)\n'value'")
+        self.assertIn("out\n", text)
+        self.assertIn("err\n", text)
+        self.assertIn("'value'", text)
+
+    def test_no_output_is_empty_text(self):
+        text, r = self.c.execute("y = 1")
+        self.assertEqual(text, "")
+        self.assertFalse(r["isError"])
+
+    def test_top_level_await(self):
+        text, r = self.c.execute("import asyncio\nawait asyncio.sleep(0.01)\n'awaited'")
+        self.assertFalse(r["isError"], text)
+        self.assertIn("awaited", text)
+
+    def test_indented_code(self):
+        text, r = self.c.execute("    a = 2\n    print(a * 3)")
+        self.assertFalse(r["isError"], text)
+        self.assertIn("6", text)
+
+    def test_error_keeps_prior_output_without_ansi(self):
+        text, r = self.c.execute("print('before the error')\nraise ValueError('boom')")
+        self.assertTrue(r["isError"])
+        self.assertIn("before the error", text)
+        self.assertIn("ValueError", text)
+        self.assertIn("boom", text)
+        self.assertIsNone(ANSI.search(text), repr(text))
+        text, r = self.c.execute("'after'")  # the next cell after a failure runs normally
+        self.assertFalse(r["isError"])
+        self.assertIn("after", text)
+
+    def test_cwd_and_user(self):
+        text, _ = self.c.execute("import os, getpass\nprint(os.getcwd(), getpass.getuser(), os.getuid())")
+        self.assertEqual(text.split(), ["/app", "appuser", "1000"])
+
+    def test_plot_is_returned_and_saved(self):
+        text, r = self.c.execute("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()")
+        self.assertFalse(r["isError"], text)
+        images = [c for c in r["content"] if c["type"] == "image"]
+        self.assertEqual(len(images), 1)
+        self.assertEqual(images[0]["mimeType"], "image/png")
+        png = base64.b64decode(images[0]["data"])
+        self.assertTrue(png.startswith(b"\x89PNG\r\n\x1a\n"))
+        m = re.search(r"/app/(images/[0-9a-f]+\.png)", text)
+        self.assertTrue(m, text)
+        with open(os.path.join(self.ws, m.group(1)), "rb") as f:
+            self.assertEqual(f.read(), png)
+
+    def test_svg_display(self):
+        text, r = self.c.execute("from IPython.display import SVG, display\n"
+                                 "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\"/>'))")
+        images = [c for c in r["content"] if c["type"] == "image"]
+        self.assertEqual([i["mimeType"] for i in images], ["image/svg+xml"])
+        self.assertIn(b"<svg", base64.b64decode(images[0]["data"]))
+
+    def test_streaming_progress(self):
+        self.c.notifications.clear()
+        text, r = self.c.execute("import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.3)",
+                                 progress_token="tok-1")
+        progress = [n for n in self.c.notifications if n.get("method") == "notifications/progress"]
+        self.assertGreaterEqual(len(progress), 2, progress)
+        self.assertTrue(all(n["params"]["progressToken"] == "tok-1" for n in progress))
+        values = [n["params"]["progress"] for n in progress]
+        self.assertEqual(values, sorted(set(values)), "progress must increase")
+        self.assertEqual("".join(n["params"]["message"] for n in progress), text)
+
+    def test_output_cap_keeps_head_and_tail(self):
+        text, r = self.c.execute("print('HEAD'); print('x' * 200000); print('TAIL')", max_output_chars=1000)
+        self.assertLess(len(text), 1400)
+        self.assertTrue(text.startswith("HEAD"))
+        self.assertIn("TAIL", text)
+        self.assertIn("characters of output cut", text)
+
+    def test_binary_output(self):
+        text, r = self.c.execute("print('\\x00\\x01\\x7f' + bytes(range(128, 256)).decode('latin-1') + 'abc')")
+        self.assertFalse(r["isError"])
+        self.assertIn("abc", text)
+
+    def test_timeout_interrupts_and_keeps_state(self):
+        self.c.execute("survivor = 'still here'")
+        t = time.time()
+        text, r = self.c.execute("import time\nprint('started')\ntime.sleep(30)", timeout=1)
+        self.assertLess(time.time() - t, 10)
+        self.assertTrue(r["isError"])
+        self.assertIn("started", text)
+        self.assertIn("timed out after 1 s", text)
+        self.assertIn("state is kept", text)
+        text, _ = self.c.execute("survivor")
+        self.assertIn("still here", text)
+
+    def test_timeout_with_ignored_interrupt_restarts(self):
+        self.c.execute("lost = 1")
+        t = time.time()
+        text, r = self.c.execute("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", timeout=1)
+        self.assertLess(time.time() - t, 30)
+        self.assertTrue(r["isError"])
+        self.assertIn("restarted", text)
+        text, r = self.c.execute("'lost' in dir()")
+        self.assertEqual(text.strip(), "False")
+
+    def test_kernel_death_is_reported_then_fresh_kernel(self):
+        for code, words in [("import os; os._exit(3)", "exited with status 3"),
+                            ("import ctypes; ctypes.string_at(0)", "signal 11"),
+                            ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "signal 9")]:
+            with self.subTest(code=code):
+                self.c.execute("doomed = 1")
+                text, r = self.c.execute(code)
+                self.assertTrue(r["isError"])
+                self.assertIn("kernel died", text)
+                self.assertIn(words, text)
+                text, r = self.c.execute("'doomed' in dir()")
+                self.assertFalse(r["isError"], text)
+                self.assertEqual(text.strip(), "False")
+
+    def test_reset_keeps_files_and_packages(self):
+        whl = make_wheel(self.ws)
+        text, r = self.c.execute("!pip install --no-index /app/%s" % os.path.basename(whl), timeout=300)
+        self.assertFalse(r["isError"], text)
+        text, r = self.c.execute("import ipyboxprobe\nprint(ipyboxprobe.VALUE)\nopen('/app/kept.txt', 'w').write('k')\nx_before_reset = 1")
+        self.assertIn("from the wheel", text)
+        r = self.c.call("reset")
+        self.assertFalse(r["isError"])
+        text, r = self.c.execute("import ipyboxprobe\nprint(ipyboxprobe.VALUE, open('/app/kept.txt').read(), 'x_before_reset' in dir())")
+        self.assertFalse(r["isError"], text)
+        self.assertEqual(text.split(), ["from", "the", "wheel", "k", "False"])
+
+    def test_reset_kills_background_processes(self):
+        self.c.execute("import subprocess\np = subprocess.Popen(['sleep', '1000'])\nprint(p.pid)")
+        self.c.call("reset")
+        text, _ = self.c.execute("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
+        pids = eval(text.strip())
+        # PID 1 (the shim) and the kernel with at most its own helper processes; no `sleep`.
+        comms = self.c.execute("import os\nprint([open('/proc/%s/comm' % p).read().strip() for p in os.listdir('/proc') if p.isdigit()])")[0]
+        self.assertNotIn("sleep", comms)
+        self.assertIn(1, pids)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,172 @@
+"""Helpers for the integration and security tests: an MCP client for `ipybox mcp` over
+stdio, and `ipybox run`. Standard library only (Debian's /usr/bin/python3)."""
+import json
+import os
+import select
+import subprocess
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+IPYBOX = os.environ.get("IPYBOX", os.path.join(BUILD, "bin", "ipybox"))
+HELPERS = os.path.join(BUILD, "tests", "helpers")
+PROTOCOL = "2025-06-18"
+
+_userns_ok = None
+
+
+def userns_available():
+    """Whether a sandbox can be built here (user namespaces enabled)."""
+    global _userns_ok
+    if _userns_ok is None:
+        r = subprocess.run([IPYBOX, "run", "--", "/bin/true"], capture_output=True, text=True, timeout=60)
+        _userns_ok = (r.returncode == 0, r.stderr.strip())
+    return _userns_ok
+
+
+def require_sandbox(test):
+    ok, why = userns_available()
+    if not ok:
+        raise unittest.SkipTest("cannot build a sandbox here: " + why)
+
+
+def run_sandboxed(cmd, options=(), timeout=120, input=None):
+    """`ipybox run [options] -- cmd...`; returns CompletedProcess (text)."""
+    return subprocess.run([IPYBOX, "run", *options, "--", *cmd], capture_output=True, text=True,
+                          timeout=timeout, input=input)
+
+
+class McpError(Exception):
+    def __init__(self, error):
+        super().__init__(error.get("message"))
+        self.code = error.get("code")
+        self.error = error
+
+
+class McpClient:
+    """A minimal MCP client for `ipybox mcp` over stdio."""
+
+    def __init__(self, *options, env=None, initialize=True, home=None):
+        self.tmp = tempfile.TemporaryDirectory(prefix="ipybox-test-")
+        e = dict(os.environ if env is None else env)
+        # Keep each test's state (sessions, default workspaces) out of the user's own.
+        e.setdefault("XDG_STATE_HOME", os.path.join(self.tmp.name, "state"))
+        self.state_dir = os.path.join(e["XDG_STATE_HOME"], "ipybox")
+        self.proc = subprocess.Popen([IPYBOX, "mcp", *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=e)
+        self._buf = b""
+        self._next = 1
+        self.notifications = []
+        if initialize:
+            self.init_result = self.request("initialize", {
+                "protocolVersion": PROTOCOL, "capabilities": {},
+                "clientInfo": {"name": "ipybox-tests", "version": "1"}})
+            self.notify("notifications/initialized")
+
+    # -- transport
+    def send_raw(self, data: bytes):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, msg):
+        self.send_raw((json.dumps(msg) + "\n").encode())
+
+    def read_message(self, timeout=180):
+        deadline = time.time() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.time()
+            if left <= 0:
+                raise TimeoutError("no message from ipybox mcp within %s s" % timeout)
+            r, _, _ = select.select([self.proc.stdout], [], [], left)
+            if r:
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                if not chunk:
+                    raise EOFError("ipybox mcp closed stdout; stderr: " + self.stderr_text())
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def wait_response(self, rid, timeout=180):
+        while True:
+            msg = self.read_message(timeout)
+            if msg.get("id") == rid and ("result" in msg or "error" in msg):
+                return msg
+            self.notifications.append(msg)
+
+    # -- JSON-RPC
+    def request(self, method, params=None, timeout=180, meta=None):
+        rid = self.send_request(method, params, meta=meta)
+        msg = self.wait_response(rid, timeout)
+        if "error" in msg:
+            raise McpError(msg["error"])
+        return msg["result"]
+
+    def send_request(self, method, params=None, meta=None):
+        rid = self._next
+        self._next += 1
+        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None or meta is not None:
+            params = dict(params or {})
+            if meta:
+                params["_meta"] = meta
+            msg["params"] = params
+        self.send(msg)
+        return rid
+
+    def notify(self, method, params=None):
+        msg = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+
+    # -- tools
+    def call(self, name, arguments=None, timeout=180, progress_token=None):
+        meta = {"progressToken": progress_token} if progress_token is not None else None
+        return self.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout, meta=meta)
+
+    def execute(self, code, **kw):
+        """Returns (text, result)."""
+        args = {"code": code}
+        for k in ("timeout", "max_output_chars"):
+            if k in kw:
+                args[k] = kw.pop(k)
+        r = self.call("execute_ipython_cell", args, **kw)
+        text = "".join(c.get("text", "") for c in r["content"] if c["type"] == "text")
+        return text, r
+
+    # -- life
+    def stderr_text(self):
+        try:
+            if self.proc.poll() is None:
+                return "(still running)"
+            return self.proc.stderr.read().decode(errors="replace")
+        except Exception:
+            return ""
+
+    def close(self, timeout=30):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except Exception:
+                pass
+        rc = self.proc.returncode
+        self.tmp.cleanup()
+        return rc
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,68 @@
+"""Test driver for `make check`: Check unit suites (binaries given as arguments), then the
+Python integration and security suites (unittest), with one summary line at the end."""
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+CHECK_LINE = re.compile(r"(\d+)%: Checks: (\d+), Failures: (\d+), Errors: (\d+)")
+
+
+def run_unit(binaries):
+    passed = failed = 0
+    for b in binaries:
+        r = subprocess.run([b], capture_output=True, text=True, env=dict(os.environ, CK_FORK="yes"))
+        sys.stdout.write(r.stdout)
+        sys.stderr.write(r.stderr)
+        m = CHECK_LINE.search(r.stdout)
+        if not m:
+            print("%s: no Check summary (exit %d)" % (b, r.returncode))
+            failed += 1
+            continue
+        checks, fails, errors = int(m.group(2)), int(m.group(3)), int(m.group(4))
+        passed += checks - fails - errors
+        failed += fails + errors
+        if r.returncode != 0 and fails + errors == 0:
+            failed += 1
+    return passed, failed
+
+
+def run_python(dirs):
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite()
+    for d in dirs:
+        path = os.path.join(TESTS, d)
+        if os.path.isdir(path):
+            suite.addTests(loader.discover(path, pattern="test_*.py", top_level_dir=path))
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    skipped = len(result.skipped)
+    return result.testsRun - failed - skipped, failed, skipped
+
+
+def main():
+    args = sys.argv[1:]
+    unit_only = "--unit-only" in args
+    binaries = [a for a in args if not a.startswith("--")]
+    print("== unit (Check)")
+    up, uf = run_unit(binaries)
+    pp = pf = ps = 0
+    if not unit_only:
+        only = os.environ.get("TESTS")  # e.g. TESTS=integration
+        dirs = [only] if only else ["integration", "security"]
+        print("== " + ", ".join(dirs))
+        sys.stdout.flush()
+        pp, pf, ps = run_python(dirs)
+    passed, failed = up + pp, uf + pf
+    print("unit: %d passed, %d failed; integration/security: %d passed, %d failed, %d skipped" % (up, uf, pp, pf, ps))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, ps))
+    return 1 if failed or passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
