@@ -10,22 +10,22 @@ int ipb_check_relpath(const char *p, size_t len, ipb_error **err) {
     if (len > IPB_RELPATH_MAX)
         return ipb_error_set(err, 0, "the path is longer than %d bytes", IPB_RELPATH_MAX);
     if (p[0] == '/')
-        return ipb_error_set(err, 0, "'%s' is absolute; give a path relative to /app", p);
+        return ipb_error_set(err, 0, "'%.*s' is absolute; give a path relative to /app", (int)len, p);
     size_t real_components = 0;
     const char *s = p, *end = p + len;
     while (s < end) {
         const char *slash = memchr(s, '/', (size_t)(end - s));
         size_t clen = slash ? (size_t)(slash - s) : (size_t)(end - s);
         if (clen == 2 && s[0] == '.' && s[1] == '.')
-            return ipb_error_set(err, 0, "'%s' contains '..'; paths must stay inside /app", p);
+            return ipb_error_set(err, 0, "'%.*s' contains '..'; paths must stay inside /app", (int)len, p);
         if (clen > 255)
-            return ipb_error_set(err, 0, "'%s' has a name longer than 255 bytes", p);
+            return ipb_error_set(err, 0, "'%.*s' has a name longer than 255 bytes", (int)len, p);
         if (clen > 0 && !(clen == 1 && s[0] == '.'))
             real_components++;
         s += clen + 1;
     }
     if (real_components == 0)
-        return ipb_error_set(err, 0, "'%s' names /app itself, not a file in it", p);
+        return ipb_error_set(err, 0, "'%.*s' names /app itself, not a file in it", (int)len, p);
     return 0;
 }
 

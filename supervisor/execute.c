@@ -179,6 +179,8 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         if (h && h->extra_fd >= 0)
             items[n++] = (zmq_pollitem_t){NULL, h->extra_fd, ZMQ_POLLIN, 0};
         long left = deadline - now_ms();
+        if (h && h->on_tick && h->tick_ms > 0 && left > h->tick_ms)
+            left = h->tick_ms;
         if (zmq_poll(items, n, left > 0 ? left : 0) < 0 && zmq_errno() != EINTR) {
             ipb_output_free(&s.out);
             return ipb_error_set(err, zmq_errno(), "waiting for the kernel");
@@ -202,6 +204,8 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         }
         if (h && h->extra_fd >= 0 && items[n - 1].revents && h->on_extra)
             h->on_extra(h->ud);
+        if (h && h->on_tick)
+            h->on_tick(h->ud);
         if (!cancelled && h && h->cancelled && h->cancelled(h->ud)) {
             cancelled = true;
             ipb_kernel_interrupt(k, NULL);

@@ -16,6 +16,8 @@ typedef struct ipb_exec_hooks {
     void (*on_extra)(void *ud);                           /* extra_fd is readable */
     bool (*cancelled)(void *ud);                          /* the client cancelled the call */
     void (*on_output)(void *ud, const char *text, size_t len); /* output as it arrives */
+    void (*on_tick)(void *ud);                            /* at least every tick_ms while running */
+    int tick_ms;
 } ipb_exec_hooks;
 
 typedef struct ipb_image {

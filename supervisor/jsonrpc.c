@@ -36,6 +36,17 @@ int jrpc_reader_fill(jrpc_reader *r, int fd) {
     }
 }
 
+/* A NUL-terminated copy of exactly n bytes: lines may contain NUL bytes, so strndup() (which
+ * stops at the first NUL) would return a shorter buffer than the length we report. */
+static char *dup_bytes(const char *p, size_t n) {
+    char *s = malloc(n + 1);
+    if (s) {
+        memcpy(s, p, n);
+        s[n] = '\0';
+    }
+    return s;
+}
+
 int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
     static __thread char *held;
     free(held);
@@ -49,7 +60,7 @@ int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
         }
         if (r->eof && r->buf.len) {
             /* A last line without newline still counts. */
-            held = strndup(r->buf.data, r->buf.len);
+            held = dup_bytes(r->buf.data, r->buf.len);
             *len = r->buf.len;
             ipb_buf_reset(&r->buf);
             if (!held)
@@ -64,7 +75,7 @@ int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
         ipb_buf_consume(&r->buf, l + 1);
         return -E2BIG;
     }
-    held = strndup(r->buf.data, l);
+    held = dup_bytes(r->buf.data, l);
     ipb_buf_consume(&r->buf, l + 1);
     if (!held)
         return -ENOMEM;
@@ -87,7 +98,8 @@ void jrpc_parse(const char *line, size_t len, jrpc_msg *m) {
     memset(m, 0, sizeof(*m));
     json_error_t e;
     /* Nesting is capped by jansson's parser depth; duplicates would make intent ambiguous. */
-    m->root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
+    /* NUL characters in strings are let through so that tools can refuse them by name. */
+    m->root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
     if (!m->root)
         return invalid(m, JRPC_PARSE_ERROR, "Parse error: the message is not valid JSON");
     if (json_is_array(m->root))
@@ -110,7 +122,7 @@ void jrpc_parse(const char *line, size_t len, jrpc_msg *m) {
         }
         return invalid(m, JRPC_INVALID_REQUEST, "Invalid Request: no method");
     }
-    if (!json_is_string(method))
+    if (!json_is_string(method) || strlen(json_string_value(method)) != json_string_length(method))
         return invalid(m, JRPC_INVALID_REQUEST, "Invalid Request: method must be a string");
     m->method = json_string_value(method);
     m->params = json_object_get(m->root, "params");

@@ -15,6 +15,7 @@
 #include "fdio.h"
 #include "log.h"
 #include "mountplan.h"
+#include "tree.h"
 
 /* ipc endpoints: <ip>-<port>; fixed ports so the names are known in advance. */
 static const int channel_port[IPB_NCHANNELS] = {1, 2, 4};
@@ -277,8 +278,11 @@ static int handshake(ipb_kernel *k, long deadline, ipb_error **err) {
             json_t *c = json_object();
             int r = ipb_kernel_send(k, IPB_SHELL, "kernel_info_request", c, info_id, err);
             json_decref(c);
-            if (r < 0)
+            /* Not connected yet: try again at the next nudge. */
+            if (r < 0 && (*err)->errnum != EAGAIN)
                 return -1;
+            if (r < 0)
+                ipb_error_freep(err);
             next_nudge = now + 50;
         }
         zmq_pollitem_t items[4];
@@ -418,6 +422,9 @@ int ipb_kernel_open(ipb_kernel *k, const shim_config *cfg, const char *rundir, i
     k->rundir_fd = open(rundir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (k->rundir_fd < 0)
         return ipb_error_set(err, errno, "opening the session's run directory %s", rundir);
+    /* A sandbox killed from outside leaves its socket files behind; no sandbox process
+     * exists yet, so nothing races with this. */
+    ipb_empty_dir_at(k->rundir_fd);
     if (!(k->zctx = zmq_ctx_new()))
         return ipb_error_set(err, zmq_errno(), "creating the ZMQ context");
     int pipefd[2];

@@ -73,6 +73,13 @@ static void on_output(void *ud, const char *text, size_t len) {
         flush_progress(srv);
 }
 
+/* Output waiting longer than the interval goes out even when no more output follows. */
+static void on_tick(void *ud) {
+    ipb_mcp_server *srv = ud;
+    if (srv->pending.len && now_ms() - srv->last_flush_ms >= PROGRESS_INTERVAL_MS)
+        flush_progress(srv);
+}
+
 static bool ids_equal(json_t *a, json_t *b) { return a && b && json_equal(a, b); }
 
 static json_t *initialize_result(json_t *params) {
@@ -130,6 +137,8 @@ static void handle_line(ipb_mcp_server *srv, const char *line, size_t len, bool 
             send_msg(srv, jrpc_result(m.id, json_pack("{s:o}", "tools", ipb_tools_list())));
         } else if (!strcmp(m.method, "tools/call")) {
             const char *name = json_string_value(json_object_get(m.params, "name"));
+            if (name && strlen(name) != json_string_length(json_object_get(m.params, "name")))
+                name = "(name with a NUL byte)";
             if (!json_is_object(m.params) || !name) {
                 send_msg(srv, jrpc_error(m.id, JRPC_INVALID_PARAMS, "Invalid params: tools/call needs a tool 'name'"));
             } else if (!ipb_tool_exists(name)) {
@@ -196,7 +205,8 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
     srv->last_flush_ms = now_ms();
     ipb_buf_reset(&srv->pending);
     ipb_exec_hooks hooks = {.ud = srv, .extra_fd = srv->rd.eof ? -1 : srv->in_fd, .on_extra = on_extra,
-                            .cancelled = cancelled, .on_output = on_output};
+                            .cancelled = cancelled, .on_output = on_output,
+                            .on_tick = on_tick, .tick_ms = PROGRESS_INTERVAL_MS};
     bool was_cancelled = false;
     json_t *result = ipb_tools_call(srv->session, name, args, &hooks, &was_cancelled);
     flush_progress(srv);

@@ -111,8 +111,13 @@ size_t ipb_strip_ansi(char *s, size_t len) {
                 r++;
             if (r < len)
                 r += s[r] == '\a' ? 1 : 2;
-        } else {
+        } else if (n >= 0x20 && n <= 0x7e) {
+            /* two-byte escape: ESC and one ASCII byte */
             r += 2;
+        } else {
+            /* a lone ESC: drop only it; what follows may be a control character or start a
+             * UTF-8 character, and dropping a lead byte would leave invalid UTF-8 */
+            r++;
         }
     }
     return w;
