@@ -25,21 +25,26 @@ typedef struct exec_state {
 } exec_state;
 
 static void emit(exec_state *s, const char *text, size_t len) {
-    char *copy = malloc(len + 1);
-    if (!copy)
-        return;
-    memcpy(copy, text, len);
-    size_t n = ipb_strip_ansi(copy, len);
-    /* NUL characters would end the text at the next C string boundary: drop them. */
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++)
-        if (copy[i])
-            copy[w++] = copy[i];
-    n = w;
-    copy[n] = '\0';
-    ipb_output_append(&s->out, copy, n);
-    if (s->h && s->h->on_output && n)
-        s->h->on_output(s->h->ud, copy, n);
+    char *copy = NULL;
+    /* Copy only when there is something to remove: output is often megabytes. */
+    if (memchr(text, 0x1b, len) || memchr(text, '\0', len)) {
+        copy = malloc(len + 1);
+        if (!copy)
+            return;
+        memcpy(copy, text, len);
+        size_t n = ipb_strip_ansi(copy, len);
+        /* NUL characters would end the text at the next C string boundary: drop them. */
+        size_t w = 0;
+        for (size_t i = 0; i < n; i++)
+            if (copy[i])
+                copy[w++] = copy[i];
+        copy[w] = '\0';
+        text = copy;
+        len = w;
+    }
+    ipb_output_append(&s->out, text, len);
+    if (s->h && s->h->on_output && len)
+        s->h->on_output(s->h->ud, text, len);
     free(copy);
 }
 

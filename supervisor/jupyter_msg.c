@@ -18,11 +18,11 @@ static const char delimiter[] = "<IDS|MSG>";
 int jmsg_sign(const char *key, const jmsg_frame parts[4], char out[65]) {
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int maclen = 0;
-    EVP_MAC *hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    if (!hmac)
+    /* Fetching the algorithm is costly; once per process is enough. */
+    static EVP_MAC *hmac;
+    if (!hmac && !(hmac = EVP_MAC_fetch(NULL, "HMAC", NULL)))
         return -EIO;
     EVP_MAC_CTX *c = EVP_MAC_CTX_new(hmac);
-    EVP_MAC_free(hmac);
     if (!c)
         return -ENOMEM;
     OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0), OSSL_PARAM_construct_end()};

@@ -25,6 +25,12 @@ int ipb_output_append(ipb_output *o, const char *text, size_t len) {
     }
     if (len == 0)
         return 0;
+    /* Of a large piece only its end can survive in the tail. */
+    if (len > tail_keep) {
+        ipb_buf_reset(&o->tail);
+        text += len - tail_keep;
+        len = tail_keep;
+    }
     int r = ipb_buf_append(&o->tail, text, len);
     if (r < 0)
         return r;

@@ -56,7 +56,8 @@ class McpClient:
         self.state_dir = os.path.join(e["XDG_STATE_HOME"], "ipybox")
         self.proc = subprocess.Popen([IPYBOX, "mcp", *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=e)
-        self._buf = b""
+        self._buf = bytearray()
+        self._scanned = 0
         self._next = 1
         self.notifications = []
         if initialize:
@@ -75,7 +76,12 @@ class McpClient:
 
     def read_message(self, timeout=180):
         deadline = time.time() + timeout
-        while b"\n" not in self._buf:
+        while True:
+            # Scan only what arrived since the last look: messages can be megabytes long.
+            nl = self._buf.find(b"\n", self._scanned)
+            if nl >= 0:
+                break
+            self._scanned = len(self._buf)
             left = deadline - time.time()
             if left <= 0:
                 raise TimeoutError("no message from ipybox mcp within %s s" % timeout)
@@ -85,7 +91,9 @@ class McpClient:
                 if not chunk:
                     raise EOFError("ipybox mcp closed stdout; stderr: " + self.stderr_text())
                 self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
+        line = bytes(self._buf[:nl])
+        del self._buf[:nl + 1]
+        self._scanned = 0
         return json.loads(line)
 
     def wait_response(self, rid, timeout=180):

@@ -1,0 +1,265 @@
+"""`make bench`: ipybox-native against a plain, unsandboxed ipykernel started the same way
+(python3 -m ipykernel_launcher with the ipc transport), measured in one run.
+
+Plain kernel: driven directly over ZMQ by a minimal client in this process (no MCP).
+ipybox: driven over MCP stdio (`ipybox mcp`), so its numbers include the MCP layer, the
+C supervisor and the sandbox. Writes a Markdown table (--out)."""
+import argparse
+import hashlib
+import hmac
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import zmq
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "lib"))
+from ipybox_test import IPYBOX, McpClient  # noqa: E402
+
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+STREAM_CODE = "import sys\nline = 'x' * 999 + '\\n'\nfor _ in range(%d): sys.stdout.write(line)\nsys.stdout.flush()"
+
+
+class PlainKernel:
+    """ipykernel without a sandbox, with the ipc transport, driven over raw ZMQ."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ipybox-bench-")
+        self.key = uuid.uuid4().hex.encode()
+        self.ctx = zmq.Context()
+        self.proc = None
+
+    def start(self):
+        conn = {"transport": "ipc", "ip": os.path.join(self.dir, "k"), "shell_port": 1, "iopub_port": 2,
+                "stdin_port": 3, "control_port": 4, "hb_port": 5, "key": self.key.decode(),
+                "signature_scheme": "hmac-sha256", "kernel_name": "python3"}
+        path = os.path.join(self.dir, "conn.json")
+        with open(path, "w") as f:
+            json.dump(conn, f)
+        env = {k: v for k, v in os.environ.items() if k != "JPY_PARENT_PID"}
+        env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+        self.proc = subprocess.Popen([PYTHON, "-m", "ipykernel_launcher", "-f", path], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir)
+        while not all(os.path.exists(os.path.join(self.dir, "k-%d" % p)) for p in (1, 2)):
+            time.sleep(0.002)
+        self.shell = self.ctx.socket(zmq.DEALER)
+        self.shell.connect("ipc://%s/k-1" % self.dir)
+        self.iopub = self.ctx.socket(zmq.SUB)
+        self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.iopub.connect("ipc://%s/k-2" % self.dir)
+        # Ready when iopub carries traffic for our kernel_info_request.
+        while True:
+            mid = self.send("kernel_info_request", {})
+            if self.iopub.poll(50):
+                self.drain_until_idle(mid)
+                break
+        while self.shell.poll(0):
+            self.shell.recv_multipart()
+
+    def send(self, msg_type, content):
+        mid = uuid.uuid4().hex
+        header = json.dumps({"msg_id": mid, "session": "bench", "username": "bench", "msg_type": msg_type,
+                             "version": "5.3", "date": ""}).encode()
+        parts = [header, b"{}", b"{}", json.dumps(content).encode()]
+        sig = hmac.new(self.key, b"".join(parts), hashlib.sha256).hexdigest().encode()
+        self.shell.send_multipart([b"<IDS|MSG>", sig] + parts)
+        return mid
+
+    def recv(self, sock):
+        frames = sock.recv_multipart()
+        i = frames.index(b"<IDS|MSG>")
+        header, parent, _, content = (json.loads(f) for f in frames[i + 2:i + 6])
+        return header["msg_type"], parent.get("msg_id"), content
+
+    def drain_until_idle(self, mid, on_stream=None):
+        while True:
+            t, parent, c = self.recv(self.iopub)
+            if parent != mid:
+                continue
+            if t == "stream" and on_stream:
+                on_stream(c["text"])
+            if t == "status" and c["execution_state"] == "idle":
+                return
+
+    def execute(self, code, on_stream=None):
+        mid = self.send("execute_request", {"code": code, "silent": False, "store_history": True,
+                                            "user_expressions": {}, "allow_stdin": False, "stop_on_error": False})
+        self.drain_until_idle(mid, on_stream)
+        while True:
+            t, parent, c = self.recv(self.shell)
+            if parent == mid and t == "execute_reply":
+                return c
+
+    def stop(self):
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+            self.shell.close(0)
+            self.iopub.close(0)
+            for f in os.listdir(self.dir):
+                if f.startswith("k-"):
+                    os.unlink(os.path.join(self.dir, f))
+
+    def pids(self):
+        return [self.proc.pid]
+
+
+def descendants(pid):
+    children = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open("/proc/%s/stat" % p) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(p))
+            except OSError:
+                pass
+    out, todo = [pid], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def pss_mib(pids):
+    total = 0
+    for p in pids:
+        try:
+            with open("/proc/%d/smaps_rollup" % p) as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024.0
+
+
+def median_ms(xs):
+    return statistics.median(xs) * 1000
+
+
+def p90_ms(xs):
+    return sorted(xs)[int(len(xs) * 0.9) - 1] * 1000
+
+
+def bench_plain(args):
+    r = {}
+    starts = []
+    for _ in range(args.starts):
+        k = PlainKernel()
+        t = time.perf_counter()
+        k.start()
+        k.execute("1+1")
+        starts.append(time.perf_counter() - t)
+        k.stop()
+    r["cold"] = median_ms(starts)
+    k = PlainKernel()
+    k.start()
+    rt = []
+    for _ in range(args.round_trips):
+        t = time.perf_counter()
+        k.execute("1+1")
+        rt.append(time.perf_counter() - t)
+    r["rt"], r["rt90"] = median_ms(rt), p90_ms(rt)
+    got = [0]
+    t = time.perf_counter()
+    k.execute(STREAM_CODE % args.stream_lines, lambda s: got.__setitem__(0, got[0] + len(s)))
+    r["stream"] = got[0] / (time.perf_counter() - t) / 1e6
+    r["mem"] = pss_mib(k.pids())
+    resets = []
+    for _ in range(args.resets):
+        t = time.perf_counter()
+        k.stop()
+        k.start()
+        resets.append(time.perf_counter() - t)
+    r["reset"] = median_ms(resets)
+    k.stop()
+    return r
+
+
+def bench_ipybox(args):
+    r = {}
+    starts = []
+    for _ in range(args.starts):
+        t = time.perf_counter()
+        c = McpClient()
+        c.execute("1+1")
+        starts.append(time.perf_counter() - t)
+        c.close()
+    r["cold"] = median_ms(starts)
+    c = McpClient()
+    c.execute("1+1")
+    rt = []
+    for _ in range(args.round_trips):
+        t = time.perf_counter()
+        c.execute("1+1")
+        rt.append(time.perf_counter() - t)
+    r["rt"], r["rt90"] = median_ms(rt), p90_ms(rt)
+    c.notifications.clear()
+    t = time.perf_counter()
+    c.execute(STREAM_CODE % args.stream_lines, progress_token="bench", max_output_chars=1000, timeout=600)
+    elapsed = time.perf_counter() - t
+    got = sum(len(n["params"].get("message", "")) for n in c.notifications if n.get("method") == "notifications/progress")
+    c.notifications.clear()
+    r["stream"] = got / elapsed / 1e6
+    r["mem"] = pss_mib(descendants(c.proc.pid))
+    resets = []
+    for _ in range(args.resets):
+        t = time.perf_counter()
+        c.call("reset")
+        resets.append(time.perf_counter() - t)
+    r["reset"] = median_ms(resets)
+    c.close()
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--starts", type=int, default=5)
+    ap.add_argument("--round-trips", type=int, default=300)
+    ap.add_argument("--resets", type=int, default=5)
+    ap.add_argument("--stream-lines", type=int, default=20000)
+    args = ap.parse_args()
+    plain = bench_plain(args)
+    ours = bench_ipybox(args)
+    rows = [
+        ("cold start to first `1+1` result (median of %d)" % args.starts, "cold", "ms", "at most +10%"),
+        ("`1+1` round trip (median of %d)" % args.round_trips, "rt", "ms", "at most +0.5 ms"),
+        ("`1+1` round trip, 90th percentile", "rt90", "ms", ""),
+        ("reset (median of %d)" % args.resets, "reset", "ms", ""),
+        ("streaming throughput (%d MB of `print`)" % (args.stream_lines // 1000), "stream", "MB/s", "at least 90%"),
+        ("memory of the process tree (PSS)", "mem", "MiB", ""),
+    ]
+    lines = ["# Benchmarks", "",
+             "`make bench` on %s, %s, %d cores, Python %s; %s." % (
+                 platform.node(), platform.release(), os.cpu_count(), platform.python_version(),
+                 time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
+             "", "Plain: ipykernel with the ipc transport, no sandbox, driven directly over ZMQ from Python.",
+             "ipybox: `ipybox mcp` driven over MCP stdio from Python (MCP + supervisor + sandbox).", "",
+             "| measure | plain ipykernel | ipybox mcp | difference | target |", "|---|---|---|---|---|"]
+    for label, key, unit, target in rows:
+        a, b = plain[key], ours[key]
+        if unit == "MB/s":
+            diff = "%.0f%% of plain" % (100 * b / a)
+        elif key == "rt" or key == "rt90":
+            diff = "%+.2f ms" % (b - a)
+        else:
+            diff = "%+.0f%%" % (100 * (b - a) / a)
+        lines.append("| %s | %.2f %s | %.2f %s | %s | %s |" % (label, a, unit, b, unit, diff, target))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
