@@ -101,7 +101,8 @@ static int do_bind(const ipb_mount *m, const char *dst, ipb_error **err) {
     else if (m->kind == IPB_MNT_BIND_RW)
         flags |= MS_NODEV;
     else
-        flags |= MS_NOEXEC;
+        /* Device I/O still works on a read-only bind; chmod/utimes of the host's node do not. */
+        flags |= MS_NOEXEC | MS_RDONLY;
     return remount(dst, flags, err);
 }
 
@@ -163,7 +164,7 @@ static int do_step(const char *root, const ipb_mount *m, ipb_error **err) {
         snprintf(null, sizeof(null), "%s/dev/null", root);
         if (mount(null, dst, NULL, MS_BIND, NULL) < 0)
             return ipb_error_set(err, errno, "masking %s", m->dst);
-        return 0;
+        return remount(dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC, err);
     }
     case IPB_MNT_READONLY: {
         struct stat st;

@@ -42,9 +42,10 @@ void ipb_mount_plan_free(ipb_mount_plan *p) {
 static const char *const system_dirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 
 /* /etc entries Python, pip, matplotlib and TLS need; everything else in /etc stays out
- * (notably passwd/shadow/group from the host, machine-id, ssh, apt and pip configuration). */
+ * (notably passwd/shadow/group from the host, ssl/private, machine-id, ssh, apt and pip
+ * configuration). */
 static const char *const etc_entries[] = {
-    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl/certs", "ssl/openssl.cnf", "ca-certificates",
     "ca-certificates.conf", "pki", "python3", "python3.9", "python3.10", "python3.11", "python3.12",
     "python3.13", "python3.14", "matplotlibrc", "fonts", "mime.types", "localtime", "timezone",
     "os-release", "debian_version", "protocols", "services", "host.conf", "gai.conf", "locale.alias",
@@ -139,6 +140,10 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
         snprintf(dst, sizeof(dst), "/proc/%s", proc_readonly[i]);
         ADD(IPB_MNT_READONLY, IPB_MNT_OPTIONAL, NULL, dst, NULL);
     }
+    /* Once populated, /dev and /run are read-only too; their own submounts (/dev/shm,
+     * /dev/pts, /run/ipybox) keep their flags. */
+    ADD(IPB_MNT_READONLY, 0, NULL, "/dev", NULL);
+    ADD(IPB_MNT_READONLY, 0, NULL, "/run", NULL);
     *ret = plan;
     memset(&plan, 0, sizeof(plan));
     return 0;

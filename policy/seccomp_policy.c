@@ -31,6 +31,8 @@ static const char *const denied_syscalls[] = {
     "io_uring_enter", "io_uring_register", "fanotify_init",
     /* other processes' memory */
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    /* 16-bit segments: old local-root bugs, nothing Python needs */
+    "modify_ldt",
     /* host administration */
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
     "swapon", "swapoff", "syslog", "acct", "quotactl", "quotactl_fd", "lookup_dcookie", "iopl",
