@@ -20,7 +20,7 @@ import uuid
 import zmq
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "lib"))
-from ipybox_test import IPYBOX, McpClient  # noqa: E402
+from ipybox_test import McpClient, descendants  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 STREAM_CODE = "import sys\nline = 'x' * 999 + '\\n'\nfor _ in range(%d): sys.stdout.write(line)\nsys.stdout.flush()"
@@ -110,24 +110,6 @@ class PlainKernel:
         return [self.proc.pid]
 
 
-def descendants(pid):
-    children = {}
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open("/proc/%s/stat" % p) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(p))
-            except OSError:
-                pass
-    out, todo = [pid], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 def pss_mib(pids):
     total = 0
     for p in pids:
@@ -209,7 +191,7 @@ def bench_ipybox(args):
     got = sum(len(n["params"].get("message", "")) for n in c.notifications if n.get("method") == "notifications/progress")
     c.notifications.clear()
     r["stream"] = got / elapsed / 1e6
-    r["mem"] = pss_mib(descendants(c.proc.pid))
+    r["mem"] = pss_mib([c.proc.pid] + descendants(c.proc.pid))
     resets = []
     for _ in range(args.resets):
         t = time.perf_counter()

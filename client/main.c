@@ -1,6 +1,7 @@
 /* ipybox: the command line. `ipybox mcp` (MCP server over stdio with the embedded
  * supervisor) and `ipybox run` (a command in a fresh sandbox). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -17,6 +18,29 @@ static void usage(FILE *f) {
                "         Client configuration: {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n"
                "  run    Run a command in a fresh sandbox: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n\n"
                "`ipybox COMMAND --help` explains the options of each command.\n");
+}
+
+int cli_parse_options(ipb_options *o, int argc, char **argv, const char *prog, void (*print_usage)(FILE *),
+                      int *ret_next) {
+    ipb_error *err = NULL;
+    ipb_options_init(o);
+    if (ipb_options_parse(o, argc, argv, ret_next, &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        ipb_error_free(err);
+        return 3;
+    }
+    if (o->help) {
+        print_usage(stdout);
+        return 1;
+    }
+    ipb_log_init(prog, o->verbose >= 2 ? IPB_LOG_DEBUG : o->verbose ? IPB_LOG_INFO : IPB_LOG_WARN);
+    if (ipb_options_finish(o, getenv("HOME"), &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        ipb_error_free(err);
+        return 3;
+    }
+    cli_warn_unsupported(o);
+    return 0;
 }
 
 void cli_warn_unsupported(const ipb_options *o) {

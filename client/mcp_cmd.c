@@ -34,27 +34,18 @@ static void mcp_usage(FILE *f) {
 
 int cmd_mcp(int argc, char **argv) {
     ipb_options o;
-    ipb_options_init(&o);
     ipb_error *err = NULL;
     int next = 0;
-    if (ipb_options_parse(&o, argc, argv, &next, &err) < 0) {
-        log_error("%s", ipb_error_msg(err));
-        return 2;
-    }
-    if (o.help) {
-        mcp_usage(stdout);
-        return 0;
+    int r = cli_parse_options(&o, argc, argv, "ipybox mcp", mcp_usage, &next);
+    if (r) {
+        ipb_options_free(&o);
+        return r - 1;
     }
     if (next < argc) {
         log_error("unexpected argument '%s' (see ipybox mcp --help)", argv[next]);
+        ipb_options_free(&o);
         return 2;
     }
-    ipb_log_init("ipybox mcp", o.verbose >= 2 ? IPB_LOG_DEBUG : o.verbose ? IPB_LOG_INFO : IPB_LOG_WARN);
-    if (ipb_options_finish(&o, getenv("HOME"), &err) < 0) {
-        log_error("%s", ipb_error_msg(err));
-        return 2;
-    }
-    cli_warn_unsupported(&o);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal; /* no SA_RESTART: waits return EINTR and see the flag */

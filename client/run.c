@@ -27,27 +27,18 @@ static void run_usage(FILE *f) {
 
 int cmd_run(int argc, char **argv) {
     ipb_options o;
-    ipb_options_init(&o);
     ipb_error *err = NULL;
     int next = 0;
-    if (ipb_options_parse(&o, argc, argv, &next, &err) < 0) {
-        log_error("%s", ipb_error_msg(err));
-        return 2;
-    }
-    if (o.help) {
-        run_usage(stdout);
-        return 0;
+    int pr = cli_parse_options(&o, argc, argv, "ipybox run", run_usage, &next);
+    if (pr) {
+        ipb_options_free(&o);
+        return pr - 1;
     }
     if (next >= argc) {
         log_error("no command given; usage: ipybox run [OPTIONS] -- COMMAND [ARGS...]");
+        ipb_options_free(&o);
         return 2;
     }
-    ipb_log_init("ipybox run", o.verbose >= 2 ? IPB_LOG_DEBUG : IPB_LOG_WARN);
-    if (ipb_options_finish(&o, getenv("HOME"), &err) < 0) {
-        log_error("%s", ipb_error_msg(err));
-        return 2;
-    }
-    cli_warn_unsupported(&o);
     ipb_session_dirs_reap_stale();
     ipb_session_dirs dirs;
     shim_config cfg;

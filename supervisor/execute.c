@@ -6,16 +6,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "output.h"
 
 #define INTERRUPT_GRACE_MS 3000
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 typedef struct exec_state {
     ipb_output out;
@@ -174,8 +169,7 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         ipb_output_free(&s.out);
         return -1;
     }
-    long start = now_ms();
-    long deadline = start + (long)(timeout_s * 1000.0);
+    long deadline = ipb_now_ms() + (long)(timeout_s * 1000.0);
     bool interrupted = false, cancelled = false;
     enum ipb_exec_outcome outcome = IPB_EXEC_OK;
     for (;;) {
@@ -183,7 +177,7 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         int n = ipb_kernel_pollitems(k, items);
         if (h && h->extra_fd >= 0)
             items[n++] = (zmq_pollitem_t){NULL, h->extra_fd, ZMQ_POLLIN, 0};
-        long left = deadline - now_ms();
+        long left = deadline - ipb_now_ms();
         if (h && h->on_tick && h->tick_ms > 0 && left > h->tick_ms)
             left = h->tick_ms;
         if (zmq_poll(items, n, left > 0 ? left : 0) < 0 && zmq_errno() != EINTR) {
@@ -214,15 +208,15 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         if (!cancelled && h && h->cancelled && h->cancelled(h->ud)) {
             cancelled = true;
             ipb_kernel_interrupt(k, NULL);
-            deadline = now_ms() + INTERRUPT_GRACE_MS;
+            deadline = ipb_now_ms() + INTERRUPT_GRACE_MS;
             continue;
         }
-        if (now_ms() >= deadline) {
+        if (ipb_now_ms() >= deadline) {
             if (!interrupted && !cancelled) {
                 interrupted = true;
                 log_info("cell timed out after %.0f s; interrupting the kernel", timeout_s);
                 ipb_kernel_interrupt(k, NULL);
-                deadline = now_ms() + INTERRUPT_GRACE_MS;
+                deadline = ipb_now_ms() + INTERRUPT_GRACE_MS;
                 continue;
             }
             /* The interrupt did not bring the kernel back: start over. */
@@ -273,7 +267,6 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         free(ret->note);
         ret->note = note;
     }
-    (void)start;
     return 0;
 }
 

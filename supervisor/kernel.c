@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "fdio.h"
 #include "log.h"
 #include "mountplan.h"
@@ -36,12 +37,6 @@ static const char bootstrap_code[] =
     "        sys.path.insert(at, user_site)\n"
     "__ipybox_init()\n"
     "del __ipybox_init\n";
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static void disconnect(ipb_kernel *k) {
     for (int i = 0; i < IPB_NCHANNELS; i++) {
@@ -271,7 +266,7 @@ static int handshake(ipb_kernel *k, long deadline, ipb_error **err) {
     bool iopub_seen = false, boot_reply = false, boot_idle = false;
     long next_nudge = 0;
     while (!(boot_reply && boot_idle)) {
-        long now = now_ms();
+        long now = ipb_now_ms();
         if (now > deadline)
             return ipb_error_set(err, ETIMEDOUT, "the kernel did not answer within %d s", k->start_timeout_ms / 1000);
         if (!iopub_seen && now >= next_nudge) {
@@ -335,7 +330,7 @@ static int handshake(ipb_kernel *k, long deadline, ipb_error **err) {
 }
 
 static int start_kernel(ipb_kernel *k, ipb_error **err) {
-    long deadline = now_ms() + k->start_timeout_ms;
+    long deadline = ipb_now_ms() + k->start_timeout_ms;
     k->gen++;
     k->died = false;
     k->stderr_len = 0;
@@ -347,7 +342,7 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
     bool started = false;
     int connected = 0;
     while (connected < IPB_NCHANNELS) {
-        long left = deadline - now_ms();
+        long left = deadline - ipb_now_ms();
         if (left <= 0)
             return ipb_error_set(err, ETIMEDOUT, "the kernel did not open its sockets within %d s",
                                  k->start_timeout_ms / 1000);
@@ -391,10 +386,10 @@ int ipb_kernel_restart(ipb_kernel *k, ipb_error **err) {
     k->running = false;
     if (ipb_sandbox_send(&k->sb, SHIM_CMD_KILL_ALL, 0, k->gen, err) < 0)
         return -1;
-    long deadline = now_ms() + 10000;
+    long deadline = ipb_now_ms() + 10000;
     for (;;) {
         struct shim_msg m;
-        long left = deadline - now_ms();
+        long left = deadline - ipb_now_ms();
         int r = ipb_sandbox_next(&k->sb, left > 0 ? (int)left : 0, &m, err);
         if (r == 0)
             return ipb_error_set(err, ETIMEDOUT, "the sandbox did not stop its processes");

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fdio.h"
+#include "clock.h"
 #include "log.h"
 #include "tools.h"
 
@@ -24,12 +25,6 @@ static const char instructions[] =
     "execute_ipython_cell calls until reset. /app is the workspace (upload_file / download_file). "
     "Use `!pip install` for packages and top-level `await` for async code (never asyncio.run()). "
     "The sandbox has no network access in this version.";
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static void send_msg(ipb_mcp_server *srv, json_t *msg) {
     if (!msg)
@@ -61,7 +56,7 @@ static void flush_progress(ipb_mcp_server *srv) {
     }
     send_msg(srv, jrpc_notification("notifications/progress", params));
     ipb_buf_reset(&srv->pending);
-    srv->last_flush_ms = now_ms();
+    srv->last_flush_ms = ipb_now_ms();
 }
 
 static void on_output(void *ud, const char *text, size_t len) {
@@ -69,14 +64,14 @@ static void on_output(void *ud, const char *text, size_t len) {
     if (!srv->progress_token)
         return;
     ipb_buf_append(&srv->pending, text, len);
-    if (srv->pending.len >= PROGRESS_CHUNK || now_ms() - srv->last_flush_ms >= PROGRESS_INTERVAL_MS)
+    if (srv->pending.len >= PROGRESS_CHUNK || ipb_now_ms() - srv->last_flush_ms >= PROGRESS_INTERVAL_MS)
         flush_progress(srv);
 }
 
 /* Output waiting longer than the interval goes out even when no more output follows. */
 static void on_tick(void *ud) {
     ipb_mcp_server *srv = ud;
-    if (srv->pending.len && now_ms() - srv->last_flush_ms >= PROGRESS_INTERVAL_MS)
+    if (srv->pending.len && ipb_now_ms() - srv->last_flush_ms >= PROGRESS_INTERVAL_MS)
         flush_progress(srv);
 }
 
@@ -202,7 +197,7 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
     if (srv->progress_token && !json_is_string(srv->progress_token) && !json_is_integer(srv->progress_token))
         srv->progress_token = NULL;
     srv->progress = 0;
-    srv->last_flush_ms = now_ms();
+    srv->last_flush_ms = ipb_now_ms();
     ipb_buf_reset(&srv->pending);
     ipb_exec_hooks hooks = {.ud = srv, .extra_fd = srv->rd.eof ? -1 : srv->in_fd, .on_extra = on_extra,
                             .cancelled = cancelled, .on_output = on_output,

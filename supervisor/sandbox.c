@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "strbuf.h"
 
 extern char **environ;
@@ -44,12 +45,6 @@ int ipb_find_shim(char **ret_path, ipb_error **err) {
     }
     return ipb_error_set(err, ENOENT, "cannot find ipybox-shim next to this program or at %s; "
                                       "run `make` (or `make install`) again", installed);
-}
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 int ipb_sandbox_next(ipb_sandbox *sb, int timeout_ms, struct shim_msg *m, ipb_error **err) {
@@ -129,10 +124,10 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         ipb_sandbox_destroy(&sb);
         return ipb_error_set(err, n < 0 ? send_errno : EIO, "sending the sandbox configuration");
     }
-    long deadline = now_ms() + timeout_ms;
+    long deadline = ipb_now_ms() + timeout_ms;
     for (;;) {
         struct shim_msg m;
-        long left = deadline - now_ms();
+        long left = deadline - ipb_now_ms();
         r = ipb_sandbox_next(&sb, left > 0 ? (int)left : 0, &m, err);
         if (r == 0)
             ipb_error_set(err, ETIMEDOUT, "building the sandbox took longer than %d ms", timeout_ms);

@@ -10,27 +10,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import IPYBOX, McpClient, require_sandbox, run_sandboxed  # noqa: E402
-
-
-def descendants(pid):
-    """All processes below pid, from /proc's parent links."""
-    children = {}
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % p) as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            continue
-        children.setdefault(ppid, []).append(int(p))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
+from ipybox_test import IPYBOX, McpClient, descendants, require_sandbox, run_sandboxed  # noqa: E402
 
 
 def alive(pids):

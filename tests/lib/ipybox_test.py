@@ -38,6 +38,26 @@ def run_sandboxed(cmd, options=(), timeout=120, input=None):
                           timeout=timeout, input=input)
 
 
+def descendants(pid):
+    """All processes below pid (not pid itself), from /proc's parent links."""
+    children = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(p))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 class McpError(Exception):
     def __init__(self, error):
         super().__init__(error.get("message"))
