@@ -24,8 +24,15 @@ int ipb_mkdir_p(const char *path, int mode) {
             return -errno;
         *p = '/';
     }
-    if (mkdir(buf, (mode_t)mode) < 0 && errno != EEXIST)
-        return -errno;
+    if (mkdir(buf, (mode_t)mode) < 0) {
+        if (errno != EEXIST)
+            return -errno;
+        struct stat st;
+        if (stat(buf, &st) < 0)
+            return -errno;
+        if (!S_ISDIR(st.st_mode))
+            return -ENOTDIR;
+    }
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "shim_proto.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -216,8 +217,13 @@ int shim_recv(int fd, struct shim_msg *m) {
             continue;
         if (n < 0)
             return -errno;
-        if (n == 0)
-            return 0;
+        if (n == 0) {
+            /* recv() says 0 both for EOF and for an empty record; only EOF hangs up. */
+            struct pollfd p = {fd, POLLRDHUP, 0};
+            if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP)))
+                return 0;
+            return -EBADMSG;
+        }
         if (n != (ssize_t)sizeof(*m))
             return -EBADMSG;
         m->step[sizeof(m->step) - 1] = '\0';

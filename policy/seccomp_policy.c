@@ -114,9 +114,18 @@ static int add_rules(scmp_filter_ctx ctx) {
 
     /* personality: no READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE and similar weakening flags. */
     static const uint64_t bad_persona[] = {0x0400000 /* READ_IMPLIES_EXEC */, 0x0040000 /* ADDR_NO_RANDOMIZE */,
-                                           0x0200000 /* ADDR_COMPAT_LAYOUT */, 0x0008000 /* MMAP_PAGE_ZERO */};
+                                           0x0200000 /* ADDR_COMPAT_LAYOUT */, 0x0100000 /* MMAP_PAGE_ZERO */};
+    /* libseccomp cannot AND two comparisons on one argument, so the query persona
+     * 0xffffffff is told apart by bit 31, which no real persona uses: a flag is refused
+     * when bit 31 is clear, and any value with bit 31 set but another bit clear is
+     * refused, which leaves exactly 0xffffffff. */
     for (size_t i = 0; i < sizeof(bad_persona) / sizeof(*bad_persona); i++) {
-        struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, bad_persona[i], bad_persona[i]);
+        struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, bad_persona[i] | 0x80000000u, bad_persona[i]);
+        if ((r = add(ctx, EPERM_ACT, "personality", 1, &c)) < 0)
+            return r;
+    }
+    for (unsigned bit = 0; bit < 31; bit++) {
+        struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, 0x80000000u | (1u << bit), 0x80000000u);
         if ((r = add(ctx, EPERM_ACT, "personality", 1, &c)) < 0)
             return r;
     }

@@ -31,7 +31,8 @@ int jrpc_reader_fill(jrpc_reader *r, int fd) {
         int rr = ipb_buf_append(&r->buf, p, len);
         if (rr < 0)
             return rr;
-        if ((size_t)n < sizeof(chunk))
+        /* Past the cap, let jrpc_reader_next() judge before reading more. */
+        if ((size_t)n < sizeof(chunk) || r->buf.len > JRPC_MAX_LINE)
             return 0;
     }
 }

@@ -4,6 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Characters, counting every byte that does not continue a UTF-8 sequence. */
+static size_t utf8_count(const char *s, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return n;
+}
+
 void ipb_output_init(ipb_output *o, size_t limit) {
     memset(o, 0, sizeof(*o));
     o->limit = limit < 16 ? 16 : limit;
@@ -13,6 +21,7 @@ int ipb_output_append(ipb_output *o, const char *text, size_t len) {
     size_t head_cap = o->limit / 2;
     size_t tail_keep = o->limit - head_cap;
     o->total += len;
+    o->total_chars += utf8_count(text, len);
     if (o->head.len < head_cap) {
         size_t take = head_cap - o->head.len;
         if (take > len)
@@ -75,10 +84,12 @@ char *ipb_output_finish(ipb_output *o) {
         size_t skip = utf8_forward(t, tl);
         t += skip;
         tl -= skip;
-        size_t cut = o->total - hl - tl;
+        size_t head_chars = utf8_count(o->head.data, hl), tail_chars = utf8_count(t, tl);
+        size_t cut = o->total_chars - head_chars - tail_chars;
         ipb_buf_append(&out, o->head.data, hl);
         ipb_buf_appendf(&out, "\n[... %zu characters of output cut: the output had %zu in all; "
-                              "the first and last %zu are shown ...]\n", cut, o->total, o->limit / 2);
+                              "the first %zu and the last %zu are shown ...]\n", cut, o->total_chars, head_chars,
+                        tail_chars);
         ipb_buf_append(&out, t, tl);
     }
     char *s = out.data ? out.data : strdup("");
@@ -117,8 +128,16 @@ size_t ipb_strip_ansi(char *s, size_t len) {
                 r++;
             if (r < len)
                 r += s[r] == '\a' ? 1 : 2;
-        } else if (n >= 0x20 && n <= 0x7e) {
-            /* two-byte escape: ESC and one ASCII byte */
+        } else if (n >= 0x20 && n <= 0x2f) {
+            /* nF escape (ECMA-48): intermediate bytes 0x20-0x2f, then one final byte, as in
+             * "ESC ( B" that tput sgr0 and curses emit */
+            r += 1;
+            while (r < len && (unsigned char)s[r] >= 0x20 && (unsigned char)s[r] <= 0x2f)
+                r++;
+            if (r < len && (unsigned char)s[r] >= 0x30 && (unsigned char)s[r] <= 0x7e)
+                r++;
+        } else if (n >= 0x30 && n <= 0x7e) {
+            /* two-byte escape: ESC and one final byte */
             r += 2;
         } else {
             /* a lone ESC: drop only it; what follows may be a control character or start a
