@@ -171,11 +171,12 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     }
     long deadline = ipb_now_ms() + (long)(timeout_s * 1000.0);
     bool interrupted = false, cancelled = false;
+    bool watch_extra = h && h->extra_fd >= 0;
     enum ipb_exec_outcome outcome = IPB_EXEC_OK;
     for (;;) {
         zmq_pollitem_t items[5];
         int n = ipb_kernel_pollitems(k, items);
-        if (h && h->extra_fd >= 0)
+        if (watch_extra)
             items[n++] = (zmq_pollitem_t){NULL, h->extra_fd, ZMQ_POLLIN, 0};
         long left = deadline - ipb_now_ms();
         if (h && h->on_tick && h->tick_ms > 0 && left > h->tick_ms)
@@ -201,8 +202,8 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
             outcome = IPB_EXEC_DIED;
             break;
         }
-        if (h && h->extra_fd >= 0 && items[n - 1].revents && h->on_extra)
-            h->on_extra(h->ud);
+        if (watch_extra && items[n - 1].revents && h->on_extra && !h->on_extra(h->ud))
+            watch_extra = false;
         if (h && h->on_tick)
             h->on_tick(h->ud);
         if (!cancelled && h && h->cancelled && h->cancelled(h->ud)) {

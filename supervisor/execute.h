@@ -13,7 +13,7 @@
 typedef struct ipb_exec_hooks {
     void *ud;
     int extra_fd;                                         /* watched while the cell runs; -1: none */
-    void (*on_extra)(void *ud);                           /* extra_fd is readable */
+    bool (*on_extra)(void *ud);                           /* extra_fd is readable; false: stop watching it */
     bool (*cancelled)(void *ud);                          /* the client cancelled the call */
     void (*on_output)(void *ud, const char *text, size_t len); /* output as it arrives */
     void (*on_tick)(void *ud);                            /* at least every tick_ms while running */

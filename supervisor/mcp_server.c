@@ -90,10 +90,16 @@ static json_t *initialize_result(json_t *params) {
 
 static void run_call(ipb_mcp_server *srv, json_t *root);
 
-static void on_extra(void *ud);
+/* The client is gone when nobody reads our output any more (EOF on stdin alone only means
+ * no more requests: running and queued calls still finish). */
+static bool client_gone(ipb_mcp_server *srv) {
+    struct pollfd p = {srv->out_fd, 0, 0};
+    return srv->out_broken || (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)));
+}
+
 static bool cancelled(void *ud) {
     ipb_mcp_server *srv = ud;
-    return srv->cancel_current || (srv->stop && *srv->stop) || srv->rd.eof;
+    return srv->cancel_current || (srv->stop && *srv->stop) || client_gone(srv);
 }
 
 /* Handles one incoming line. While a call runs (busy), tools/call requests are queued. */
@@ -183,7 +189,11 @@ static void pump_input(ipb_mcp_server *srv, bool busy) {
     }
 }
 
-static void on_extra(void *ud) { pump_input(ud, true); }
+static bool on_extra(void *ud) {
+    ipb_mcp_server *srv = ud;
+    pump_input(srv, true);
+    return !srv->rd.eof;
+}
 
 static void run_call(ipb_mcp_server *srv, json_t *root) {
     json_incref(root);

@@ -166,6 +166,37 @@ class McpLifecycleTest(unittest.TestCase):
             self.assertEqual(len(os.listdir(sessions)), 1, "only the new session remains")
             c2.close()
 
+    def test_eof_after_requests_still_answers_them(self):
+        reqs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                 "params": {"name": "execute_ipython_cell", "arguments": {"code": "import time; time.sleep(1); print(6*7)"}}},
+                {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                 "params": {"name": "execute_ipython_cell", "arguments": {"code": "print(7*7)"}}}]
+        data = "".join(json.dumps(r) + "\n" for r in reqs).encode()
+        r = subprocess.run([IPYBOX, "mcp"], input=data, capture_output=True, timeout=120,
+                           env=dict(os.environ, XDG_STATE_HOME=tempfile.mkdtemp()))
+        self.assertEqual(r.returncode, 0)
+        out = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual([m["id"] for m in out], [1, 2, 3])
+        self.assertEqual(out[1]["result"]["content"][0]["text"], "42\n")
+        self.assertEqual(out[2]["result"]["content"][0]["text"], "49\n")
+
+    def test_client_gone_during_a_cell(self):
+        c = McpClient()
+        rid = c.send_request("tools/call", {"name": "execute_ipython_cell",
+                                            "arguments": {"code": "import time; time.sleep(100)"}})
+        time.sleep(0.5)
+        tree = descendants(c.proc.pid)
+        t = time.time()
+        c.proc.stdout.close()  # nobody reads any more
+        c.proc.stdin.close()
+        self.assertEqual(c.proc.wait(30), 0)
+        self.assertLess(time.time() - t, 15)
+        time.sleep(0.2)
+        self.assertEqual(alive(tree), [])
+        c.close()
+
     def test_kernel_that_cannot_start_is_a_clear_error(self):
         r = subprocess.run([IPYBOX, "mcp", "--python", "/usr/bin/nonexistent-python"], input=b"", capture_output=True,
                            timeout=60, env=dict(os.environ, XDG_STATE_HOME=tempfile.mkdtemp()))
