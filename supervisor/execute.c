@@ -1,6 +1,7 @@
 #include "execute.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,8 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         free(ret->note);
         ret->note = note;
     }
+    /* A cell with megabytes of output leaves the heap grown; give it back between cells. */
+    malloc_trim(0);
     return 0;
 }
 

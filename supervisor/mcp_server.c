@@ -55,7 +55,11 @@ static void flush_progress(ipb_mcp_server *srv) {
                            "message", "[output not valid as UTF-8 omitted]");
     }
     send_msg(srv, jrpc_notification("notifications/progress", params));
-    ipb_buf_reset(&srv->pending);
+    /* Keep a small buffer between chunks, not the largest one ever seen. */
+    if (srv->pending.cap > (1u << 20))
+        ipb_buf_free(&srv->pending);
+    else
+        ipb_buf_reset(&srv->pending);
     srv->last_flush_ms = ipb_now_ms();
 }
 
