@@ -217,7 +217,10 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
                         IPB_MAX_IMAGES);
     if (res.note)
         ipb_buf_appendf(&text, "%s%s", text.len ? "\n" : "", res.note);
-    json_array_set_new(content, 0, json_pack("{s:s, s:s}", "type", "text", "text", ipb_buf_cstr(&text)));
+    json_t *block = json_pack("{s:s, s:s}", "type", "text", "text", ipb_buf_cstr(&text));
+    if (!block) /* not valid UTF-8: say so rather than send a null block */
+        block = json_pack("{s:s, s:s}", "type", "text", "text", "[the output could not be encoded as UTF-8 text]");
+    json_array_set_new(content, 0, block);
     ipb_buf_free(&text);
     bool is_error = res.outcome != IPB_EXEC_OK;
     ipb_exec_result_free(&res);

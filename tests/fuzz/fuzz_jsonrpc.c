@@ -66,7 +66,7 @@ static void check_parse(const char *line, size_t len) {
     jrpc_msg_free(&m);
 }
 
-/* The expected n-th line from an independent splitter: returns 1 and sets *ret/*ret_len, or 0. */
+/* The expected n-th line from an independent splitter: returns 1 and sets *ret and *ret_len, or 0. */
 static int expected_line(const uint8_t *data, size_t size, size_t *pos, const uint8_t **ret, size_t *ret_len) {
     if (*pos >= size)
         return 0;

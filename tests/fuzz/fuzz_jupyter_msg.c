@@ -6,8 +6,8 @@
  *   1  signed: the pieces are header, parent, metadata, content (missing ones are "{}"), extra
  *              pieces are buffers; the harness signs them with jmsg_sign() and frames them as
  *              [identity, <IDS|MSG>, signature, 4 parts, buffers...], so jmsg_parse() reaches the
- *              JSON. It must succeed exactly when all four parts are JSON objects and the header
- *              has a string msg_type.
+ *              JSON. It must succeed exactly when all four parts are JSON objects (NUL
+ *              characters allowed, duplicate keys not) and the header has a string msg_type.
  *   2  forged: as 1, then one bit of a part (or of the signature) is flipped at a data-derived
  *              place: jmsg_parse() must refuse the message.
  *   3  build:  msg_type (first piece) and a content object (second piece) go through jmsg_build();
@@ -61,7 +61,7 @@ static void free_frames(jmsg_frame *f, size_t n) {
 
 static bool is_object(const jmsg_frame *f) {
     json_error_t e;
-    json_t *j = json_loadb(f->data, f->len, JSON_REJECT_DUPLICATES, &e);
+    json_t *j = json_loadb(f->data, f->len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
     bool ok = j && json_is_object(j);
     json_decref(j);
     return ok;
@@ -69,7 +69,7 @@ static bool is_object(const jmsg_frame *f) {
 
 static bool has_msg_type(const jmsg_frame *f) {
     json_error_t e;
-    json_t *j = json_loadb(f->data, f->len, JSON_REJECT_DUPLICATES, &e);
+    json_t *j = json_loadb(f->data, f->len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
     bool ok = j && json_is_string(json_object_get(j, "msg_type"));
     json_decref(j);
     return ok;
@@ -179,7 +179,7 @@ static void mode_build(const uint8_t *data, size_t size) {
     }
     char *msg_type = strndup(pieces[0].data, pieces[0].len);
     json_error_t e;
-    json_t *content = json_loadb(pieces[1].data, pieces[1].len, JSON_REJECT_DUPLICATES, &e);
+    json_t *content = json_loadb(pieces[1].data, pieces[1].len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
     if (msg_type && content && json_is_object(content)) {
         char msg_id[33];
         jmsg_frame f[6];

@@ -34,7 +34,7 @@ static void check_config(const shim_config *c) {
     CHECK(c->bpf && c->bpf_len > 0 && c->bpf_len % 8 == 0);
     for (size_t i = 0; i < c->plan.n; i++) {
         const ipb_mount *m = &c->plan.m[i];
-        CHECK(m->kind >= IPB_MNT_BIND_RO && m->kind <= IPB_MNT_READONLY);
+        CHECK(m->kind >= IPB_MNT_BIND_RO && m->kind <= IPB_MNT_DEVPTS);
         CHECK(m->dst && m->dst[0] == '/');
     }
 }
