@@ -205,7 +205,7 @@ def bench_ipybox(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
-    ap.add_argument("--starts", type=int, default=5)
+    ap.add_argument("--starts", type=int, default=9)
     ap.add_argument("--round-trips", type=int, default=300)
     ap.add_argument("--resets", type=int, default=5)
     ap.add_argument("--stream-lines", type=int, default=20000)

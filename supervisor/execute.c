@@ -269,8 +269,10 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         free(ret->note);
         ret->note = note;
     }
-    /* A cell with megabytes of output leaves the heap grown; give it back between cells. */
-    malloc_trim(0);
+    /* A cell with megabytes of output leaves the heap grown; give it back (not after every
+     * cell: trimming walks the heap). */
+    if (s.out.total > (4u << 20))
+        malloc_trim(0);
     return 0;
 }
 

@@ -278,7 +278,7 @@ static int handshake(ipb_kernel *k, long deadline, ipb_error **err) {
                 return -1;
             if (r < 0)
                 ipb_error_freep(err);
-            next_nudge = now + 50;
+            next_nudge = now + 10;
         }
         zmq_pollitem_t items[4];
         ipb_kernel_pollitems(k, items);
@@ -375,8 +375,11 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
             poll(&p, 1, 5);
         }
     }
+    long t_sockets = ipb_now_ms();
     if (handshake(k, deadline, err) < 0)
         return -1;
+    log_debug("kernel %u: sockets after %ld ms, ready after %ld ms", k->gen,
+              t_sockets - (deadline - k->start_timeout_ms), ipb_now_ms() - (deadline - k->start_timeout_ms));
     k->running = true;
     return 0;
 }
