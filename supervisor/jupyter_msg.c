@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "fdio.h"
+#include "jsonfast.h"
 #include "strbuf.h"
 
 static const char delimiter[] = "<IDS|MSG>";
@@ -127,7 +128,18 @@ int jmsg_parse(const char *key, const jmsg_frame *frames, size_t n, jmsg *ret, i
     m.header = load_object(&parts[0]);
     m.parent = load_object(&parts[1]);
     m.metadata = load_object(&parts[2]);
-    m.content = load_object(&parts[3]);
+    /* Stream output can be megabytes: decode its plain shape directly, else use jansson. */
+    const char *type = json_string_value(json_object_get(m.header, "msg_type"));
+    char *name = NULL, *text = NULL;
+    size_t text_len = 0;
+    if (type && !strcmp(type, "stream") &&
+        ipb_stream_content_decode(parts[3].data, parts[3].len, &name, &text, &text_len)) {
+        m.content = json_pack("{s:s, s:o}", "name", name, "text", json_stringn_nocheck(text, text_len));
+        free(name);
+        free(text);
+    } else {
+        m.content = load_object(&parts[3]);
+    }
     if (!m.header || !m.parent || !m.metadata || !m.content) {
         jmsg_free(&m);
         return ipb_error_set(err, EBADMSG, "kernel message with malformed JSON");

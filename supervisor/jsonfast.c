@@ -1,0 +1,250 @@
+#include "jsonfast.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *skip_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+static int hex4(const char *p, uint32_t *ret) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (uint32_t)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    *ret = v;
+    return 0;
+}
+
+static void put_utf8(ipb_buf *b, uint32_t cp) {
+    char u[4];
+    size_t n;
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xC0 | (cp >> 6));
+        u[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | (cp >> 12));
+        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (char)(0xF0 | (cp >> 18));
+        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    ipb_buf_append(b, u, n);
+}
+
+/* Length of the valid UTF-8 sequence at p (strict: no overlongs, surrogates or > U+10FFFF),
+ * or 0. */
+static size_t utf8_seq(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0];
+    size_t n;
+    uint32_t cp;
+    if (c < 0xC2)
+        return 0;
+    if (c < 0xE0) {
+        n = 2;
+        cp = c & 0x1F;
+    } else if (c < 0xF0) {
+        n = 3;
+        cp = c & 0x0F;
+    } else if (c < 0xF5) {
+        n = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if ((size_t)(end - p) < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return n;
+}
+
+/* Parses a JSON string starting at the opening quote; returns the position after the closing
+ * quote, or NULL. */
+static const char *parse_string(const char *p, const char *end, ipb_buf *out) {
+    if (p >= end || *p != '"')
+        return NULL;
+    p++;
+    for (;;) {
+        const char *run = p;
+        while (p < end && (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x80 && *p != '"' && *p != '\\')
+            p++;
+        if (p > run && ipb_buf_append(out, run, (size_t)(p - run)) < 0)
+            return NULL;
+        if (p >= end)
+            return NULL;
+        unsigned char c = (unsigned char)*p;
+        if (c == '"')
+            return p + 1;
+        if (c < 0x20)
+            return NULL;
+        if (c >= 0x80) {
+            size_t n = utf8_seq((const unsigned char *)p, (const unsigned char *)end);
+            if (!n || ipb_buf_append(out, p, n) < 0)
+                return NULL;
+            p += n;
+            continue;
+        }
+        /* backslash */
+        if (end - p < 2)
+            return NULL;
+        char e = p[1];
+        p += 2;
+        char ch;
+        switch (e) {
+        case '"': ch = '"'; break;
+        case '\\': ch = '\\'; break;
+        case '/': ch = '/'; break;
+        case 'b': ch = '\b'; break;
+        case 'f': ch = '\f'; break;
+        case 'n': ch = '\n'; break;
+        case 'r': ch = '\r'; break;
+        case 't': ch = '\t'; break;
+        case 'u': {
+            uint32_t cp, lo;
+            if (end - p < 4 || hex4(p, &cp) < 0)
+                return NULL;
+            p += 4;
+            if (cp >= 0xDC00 && cp <= 0xDFFF)
+                return NULL; /* lone low surrogate */
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+                    return NULL;
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            put_utf8(out, cp);
+            continue;
+        }
+        default:
+            return NULL;
+        }
+        if (ipb_buf_append(out, &ch, 1) < 0)
+            return NULL;
+    }
+}
+
+int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, char **ret_text,
+                              size_t *ret_text_len) {
+    const char *p = json, *end = json + len;
+    ipb_buf key = {0}, name = {0}, text = {0};
+    bool have_name = false, have_text = false;
+    p = skip_ws(p, end);
+    if (p >= end || *p != '{')
+        goto no;
+    p = skip_ws(p + 1, end);
+    for (;;) {
+        ipb_buf_reset(&key);
+        if (!(p = parse_string(p, end, &key)))
+            goto no;
+        p = skip_ws(p, end);
+        if (p >= end || *p != ':')
+            goto no;
+        p = skip_ws(p + 1, end);
+        ipb_buf *dst;
+        if (key.len == 4 && !memcmp(key.data, "name", 4) && !have_name) {
+            dst = &name;
+            have_name = true;
+        } else if (key.len == 4 && !memcmp(key.data, "text", 4) && !have_text) {
+            dst = &text;
+            have_text = true;
+        } else {
+            goto no; /* another key, or a duplicate: jansson decides */
+        }
+        if (!(p = parse_string(p, end, dst)))
+            goto no;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        if (p < end && *p == '}') {
+            p = skip_ws(p + 1, end);
+            break;
+        }
+        goto no;
+    }
+    if (p != end || !have_name || !have_text || memchr(name.data ? name.data : "", '\0', name.len))
+        goto no;
+    ipb_buf_free(&key);
+    *ret_name = name.data ? name.data : strdup("");
+    *ret_text = text.data ? text.data : strdup("");
+    *ret_text_len = text.len;
+    if (!*ret_name || !*ret_text) {
+        free(*ret_name);
+        free(*ret_text);
+        return 0;
+    }
+    return 1;
+no:
+    ipb_buf_free(&key);
+    ipb_buf_free(&name);
+    ipb_buf_free(&text);
+    return 0;
+}
+
+int ipb_json_escape_append(ipb_buf *out, const char *s, size_t len) {
+    static const char hex[] = "0123456789abcdef";
+    int r = ipb_buf_append(out, "\"", 1);
+    size_t i = 0;
+    while (r == 0 && i < len) {
+        size_t run = i;
+        while (i < len && (unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
+            i++;
+        if (i > run)
+            r = ipb_buf_append(out, s + run, i - run);
+        if (r < 0 || i >= len)
+            break;
+        unsigned char c = (unsigned char)s[i++];
+        char esc[6] = {'\\', 0, 0, 0, 0, 0};
+        size_t n = 2;
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default:
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
+        }
+        r = ipb_buf_append(out, esc, n);
+    }
+    if (r == 0)
+        r = ipb_buf_append(out, "\"", 1);
+    return r;
+}

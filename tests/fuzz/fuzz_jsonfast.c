@@ -1,0 +1,58 @@
+/* Differential fuzzing of supervisor/jsonfast.c against jansson, the reference.
+ * FUZZ_SOURCES: supervisor/jsonfast.c common/strbuf.c
+ * FUZZ_PKGS: jansson
+ * 1. ipb_stream_content_decode: whenever it accepts, jansson (with the flags jmsg_parse uses)
+ *    must accept too and yield an object of exactly "name" and "text" with the same values.
+ * 2. ipb_json_escape_append: for input that is valid UTF-8 (as jansson judges), the escaped
+ *    literal must decode back to the same bytes. */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonfast.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char *buf = malloc(size ? size : 1);
+    if (!buf)
+        return 0;
+    memcpy(buf, data, size);
+    char *name = NULL, *text = NULL;
+    size_t tlen = 0;
+    int fast = ipb_stream_content_decode(buf, size, &name, &text, &tlen);
+    json_error_t e;
+    json_t *ref = json_loadb(buf, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+    if (fast) {
+        if (!ref || !json_is_object(ref) || json_object_size(ref) != 2)
+            abort();
+        json_t *n = json_object_get(ref, "name"), *t = json_object_get(ref, "text");
+        if (!json_is_string(n) || !json_is_string(t))
+            abort();
+        if (strlen(name) != json_string_length(n) || memcmp(name, json_string_value(n), strlen(name)))
+            abort();
+        if (tlen != json_string_length(t) || memcmp(text, json_string_value(t), tlen))
+            abort();
+        free(name);
+        free(text);
+    }
+    json_decref(ref);
+
+    /* 2: escape round trip of the raw bytes, when they are a valid UTF-8 string. */
+    json_t *s = json_stringn(buf, size);
+    if (s) {
+        ipb_buf out = {0};
+        if (ipb_json_escape_append(&out, buf, size) == 0) {
+            json_t *back = json_loadb(out.data, out.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+            if (!back || !json_is_string(back) || json_string_length(back) != size ||
+                memcmp(json_string_value(back), buf, size))
+                abort();
+            json_decref(back);
+        }
+        ipb_buf_free(&out);
+        json_decref(s);
+    }
+    free(buf);
+    return 0;
+}
