@@ -87,6 +87,22 @@ static size_t utf8_seq(const unsigned char *p, const unsigned char *end) {
     return n;
 }
 
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Whether 8 bytes are all plain string content: ASCII, not a control character, not '"' or
+ * '\\'. May say false for a plain word (the byte loop then decides), never true for another. */
+static inline bool word_plain(const char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    if (w & HIGHS)
+        return false;
+    uint64_t ctl = (w - 0x20 * ONES) & ~w & HIGHS;
+    uint64_t q = w ^ (0x22 * ONES), b = w ^ (0x5C * ONES);
+    uint64_t quote = (q - ONES) & ~q & HIGHS, bslash = (b - ONES) & ~b & HIGHS;
+    return !(ctl | quote | bslash);
+}
+
 /* Parses a JSON string starting at the opening quote; returns the position after the closing
  * quote, or NULL. */
 static const char *parse_string(const char *p, const char *end, ipb_buf *out) {
@@ -95,6 +111,8 @@ static const char *parse_string(const char *p, const char *end, ipb_buf *out) {
     p++;
     for (;;) {
         const char *run = p;
+        while (end - p >= 8 && word_plain(p))
+            p += 8;
         while (p < end && (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x80 && *p != '"' && *p != '\\')
             p++;
         if (p > run && ipb_buf_append(out, run, (size_t)(p - run)) < 0)
