@@ -392,7 +392,10 @@ int ipb_sandbox_env(const ipb_options *o, bool kernel, ipb_strv *ret, ipb_error 
         if (env_set(&env, base[i]) < 0)
             goto oom;
     /* pydevd (ipykernel's debugger) warns about frozen modules on every start otherwise. */
-    if (kernel && (env_set(&env, "PYDEVD_DISABLE_FILE_VALIDATION=1") < 0 || env_set(&env, "PYTHONUNBUFFERED=1") < 0))
+    /* MALLOC_ARENA_MAX: ipykernel's threads each grow a glibc arena and keep it after big
+     * outputs (122 MiB against 83 MiB after three 20 MB cells). */
+    if (kernel && (env_set(&env, "PYDEVD_DISABLE_FILE_VALIDATION=1") < 0 || env_set(&env, "PYTHONUNBUFFERED=1") < 0 ||
+                   env_set(&env, "MALLOC_ARENA_MAX=2") < 0))
         goto oom;
     for (size_t i = 0; i < o->env.n; i++)
         if (env_set(&env, o->env.v[i]) < 0)
