@@ -19,30 +19,9 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import run_sandboxed, require_sandbox, HELPERS, IPYBOX  # noqa: E402
+from ipybox_test import PROBE_PRELUDE, run_sandboxed, require_sandbox, HELPERS, IPYBOX  # noqa: E402
 
-PRELUDE = r'''
-import ctypes, errno, json, os, signal, socket, stat, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-def sc(nr, *args):
-    conv = []
-    for a in args:
-        if a is None: conv.append(ctypes.c_void_p(0))
-        elif isinstance(a, int): conv.append(ctypes.c_long(a))
-        elif isinstance(a, str): conv.append(ctypes.c_char_p(a.encode()))
-        elif isinstance(a, bytes): conv.append(ctypes.c_char_p(a))
-        else: conv.append(a)
-    ctypes.set_errno(0)
-    r = libc.syscall(ctypes.c_long(nr), *conv)
-    return "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
-def err(e): return errno.errorcode.get(e.errno, str(e.errno))
-def attempt(fn, *a, **kw):
-    try:
-        fn(*a, **kw)
-        return "ok"
-    except OSError as e:
-        return err(e)
+PRELUDE = PROBE_PRELUDE + r'''
 def read(p, n=65536):
     with open(p, "rb") as f:
         return f.read(n)
