@@ -1,5 +1,6 @@
 /* `ipybox run [options] -- CMD [ARGS]`: a command in a fresh sandbox; exits with its status. */
 #include <errno.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -63,6 +64,7 @@ int cmd_run(int argc, char **argv) {
 
     ipb_sandbox sb = IPB_SANDBOX_INIT;
     int rc = 125;
+    bool start_failed = false; /* then rc is ours (125-127), not the command's */
     if (ipb_sandbox_start(&cfg, 0, 1, 2, 30000, &sb, &err) < 0) {
         log_error("%s", ipb_error_msg(err));
         goto out;
@@ -89,15 +91,11 @@ int cmd_run(int argc, char **argv) {
         }
         if (m.type == SHIM_EV_ERROR) {
             log_error("%s: %s", m.step, m.text);
+            start_failed = true;
             rc = strcmp(m.step, "exec") == 0 ? (m.err == ENOENT ? 127 : 126) : 125;
         } else if (m.type == SHIM_EV_EXITED) {
-            if (rc == 125 || rc == 126 || rc == 127) {
-                /* keep the error code of a failed start */
-                if (!(WIFEXITED(m.arg) && WEXITSTATUS(m.arg) == 127))
-                    rc = WIFEXITED(m.arg) ? WEXITSTATUS(m.arg) : 128 + WTERMSIG(m.arg);
-            } else {
+            if (!start_failed)
                 rc = WIFEXITED(m.arg) ? WEXITSTATUS(m.arg) : 128 + WTERMSIG(m.arg);
-            }
             ipb_sandbox_wait_exit(&sb);
             break;
         }

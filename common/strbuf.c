@@ -76,3 +76,16 @@ const char *ipb_buf_cstr(ipb_buf *b) {
     b->data[b->len] = '\0';
     return b->data;
 }
+
+char *ipb_vstrdupf(const char *fmt, va_list ap) {
+    char *s = NULL;
+    return vasprintf(&s, fmt, ap) < 0 ? NULL : s;
+}
+
+char *ipb_strdupf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = ipb_vstrdupf(fmt, ap);
+    va_end(ap);
+    return s;
+}

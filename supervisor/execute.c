@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "log.h"
 #include "output.h"
+#include "strbuf.h"
 
 #define INTERRUPT_GRACE_MS 3000
 
@@ -139,17 +140,6 @@ static void drain(ipb_kernel *k, exec_state *s, const char *msg_id) {
     }
 }
 
-static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *dupf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
-}
-
 int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_chars, const ipb_exec_hooks *h,
                 ipb_exec_result *ret, ipb_error **err) {
     memset(ret, 0, sizeof(*ret));
@@ -225,7 +215,7 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
             outcome = cancelled ? IPB_EXEC_CANCELLED : IPB_EXEC_TIMEOUT_RESTARTED;
             ipb_error *rerr = NULL;
             if (ipb_kernel_restart(k, &rerr) < 0) {
-                ret->note = dupf("Restarting the kernel failed: %s", ipb_error_msg(rerr));
+                ret->note = ipb_strdupf("Restarting the kernel failed: %s", ipb_error_msg(rerr));
                 ipb_error_free(rerr);
             }
             break;
@@ -245,22 +235,22 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     char *note = NULL;
     switch (outcome) {
     case IPB_EXEC_TIMEOUT:
-        note = dupf("The cell timed out after %g s and was interrupted; the kernel's state is kept.", timeout_s);
+        note = ipb_strdupf("The cell timed out after %g s and was interrupted; the kernel's state is kept.", timeout_s);
         break;
     case IPB_EXEC_TIMEOUT_RESTARTED:
-        note = dupf("The cell timed out after %g s and did not stop when interrupted, so the kernel was restarted: "
+        note = ipb_strdupf("The cell timed out after %g s and did not stop when interrupted, so the kernel was restarted: "
                     "variables, imports and definitions are lost; files in /app and installed packages are kept.%s%s",
                     timeout_s, ret->note ? " " : "", ret->note ? ret->note : "");
         break;
     case IPB_EXEC_DIED: {
         char report[2600];
         ipb_kernel_death_report(k, report, sizeof(report));
-        note = dupf("%s The next call starts a fresh kernel: variables are lost; files in /app and installed "
+        note = ipb_strdupf("%s The next call starts a fresh kernel: variables are lost; files in /app and installed "
                     "packages are kept.", report);
         break;
     }
     case IPB_EXEC_CANCELLED:
-        note = dupf("The cell was cancelled.");
+        note = ipb_strdupf("The cell was cancelled.");
         break;
     default:
         break;

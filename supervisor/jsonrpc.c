@@ -49,9 +49,8 @@ static char *dup_bytes(const char *p, size_t n) {
 }
 
 int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
-    static __thread char *held;
-    free(held);
-    held = NULL;
+    free(r->line);
+    r->line = NULL;
     char *nl = r->buf.len ? memchr(r->buf.data, '\n', r->buf.len) : NULL;
     if (!nl) {
         if (r->buf.len > JRPC_MAX_LINE) {
@@ -61,12 +60,12 @@ int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
         }
         if (r->eof && r->buf.len) {
             /* A last line without newline still counts. */
-            held = dup_bytes(r->buf.data, r->buf.len);
+            r->line = dup_bytes(r->buf.data, r->buf.len);
             *len = r->buf.len;
             ipb_buf_reset(&r->buf);
-            if (!held)
+            if (!r->line)
                 return -ENOMEM;
-            *line = held;
+            *line = r->line;
             return 1;
         }
         return 0;
@@ -76,18 +75,22 @@ int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
         ipb_buf_consume(&r->buf, l + 1);
         return -E2BIG;
     }
-    held = dup_bytes(r->buf.data, l);
+    r->line = dup_bytes(r->buf.data, l);
     ipb_buf_consume(&r->buf, l + 1);
-    if (!held)
+    if (!r->line)
         return -ENOMEM;
-    if (l && held[l - 1] == '\r')
-        held[--l] = '\0';
-    *line = held;
+    if (l && r->line[l - 1] == '\r')
+        r->line[--l] = '\0';
+    *line = r->line;
     *len = l;
     return 1;
 }
 
-void jrpc_reader_free(jrpc_reader *r) { ipb_buf_free(&r->buf); }
+void jrpc_reader_free(jrpc_reader *r) {
+    ipb_buf_free(&r->buf);
+    free(r->line);
+    r->line = NULL;
+}
 
 static void invalid(jrpc_msg *m, int code, const char *msg) {
     m->kind = JRPC_INVALID;

@@ -16,6 +16,7 @@ typedef struct jrpc_reader {
     ipb_buf buf;
     bool discarding;   /* inside an oversized line, dropping until its newline */
     bool eof;
+    char *line;        /* the line last returned by jrpc_reader_next(), owned */
 } jrpc_reader;
 
 enum jrpc_kind { JRPC_REQUEST, JRPC_NOTIFICATION, JRPC_RESPONSE, JRPC_INVALID };

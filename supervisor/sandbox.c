@@ -86,8 +86,14 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         ipb_buf_free(&msg);
         return ipb_error_set(err, errno, "creating the sandbox channel");
     }
-    int sndbuf = (int)msg.len + 4096;
-    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    /* A SEQPACKET record must fit the send buffer whole; raise it for a large configuration,
+     * never lower it. */
+    int sndbuf = 0;
+    socklen_t sl = sizeof(sndbuf);
+    if (getsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl) == 0 && (size_t)sndbuf < msg.len + 4096) {
+        sndbuf = (int)msg.len + 4096;
+        setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    }
 
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;

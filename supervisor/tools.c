@@ -12,6 +12,7 @@
 #include "fdio.h"
 #include "files.h"
 #include "pathrules.h"
+#include "strbuf.h"
 
 #define DEFAULT_TIMEOUT 120.0
 #define MAX_TIMEOUT 86400.0
@@ -67,9 +68,7 @@ static json_t *error_result(const char *fmt, ...) __attribute__((format(printf, 
 static json_t *error_result(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
+    char *s = ipb_vstrdupf(fmt, ap);
     va_end(ap);
     json_t *r = text_result(s ? s : "error", true);
     free(s);

@@ -28,6 +28,13 @@ class RunTest(unittest.TestCase):
         self.assertEqual(r.stdout, "out\n")
         self.assertIn("err", r.stderr)
 
+    def test_command_exit_codes_125_to_127_are_its_own(self):
+        for code in (125, 126, 127):
+            with self.subTest(code=code):
+                r = run_sandboxed(["/bin/sh", "-c", "exit %d" % code])
+                self.assertEqual(r.returncode, code, r.stderr)
+                self.assertEqual(r.stderr, "")
+
     def test_stdin_passes_through(self):
         r = run_sandboxed(["/bin/cat"], input="hello sandbox")
         self.assertEqual(r.stdout, "hello sandbox")
