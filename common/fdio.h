@@ -2,8 +2,11 @@
 #pragma once
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 int ipb_write_all(int fd, const void *buf, size_t len);
+/* writev() until all of iov[0..n) is written; advances the entries in place. */
+int ipb_writev_all(int fd, struct iovec *iov, int n);
 /* Reads until EOF or max bytes; *ret_len gets the count. Returns -EFBIG if more remained. */
 int ipb_read_all(int fd, void *buf, size_t max, size_t *ret_len);
 /* Reads a whole regular file (at most max bytes) into a NUL-terminated malloc'd buffer. */

@@ -12,14 +12,34 @@
 #include "output.h"
 #include "strbuf.h"
 
+#include "jsonfast.h"
+
 #define INTERRUPT_GRACE_MS 3000
+/* Stream text is decoded this much at a time, into a buffer that stays in the cache; this is
+ * also the size of the progress pieces large output is forwarded in. */
+#define TEXT_CHUNK (256u << 10)
 
 typedef struct exec_state {
     ipb_output out;
     ipb_exec_result *res;
     const ipb_exec_hooks *h;
     bool got_reply, got_idle, raised;
+    char *scratch; /* TEXT_CHUNK bytes, for decoding stream text */
 } exec_state;
+
+static void state_free(exec_state *s) {
+    ipb_output_free(&s->out);
+    free(s->scratch);
+    s->scratch = NULL;
+}
+
+/* Output text; json_body, when given, is the same text as a JSON string body that needs no
+ * cleaning (see jsonfast.h), which progress can forward as it is. */
+static void emit_text(exec_state *s, const char *text, size_t len, const char *json_body, size_t json_len) {
+    ipb_output_append(&s->out, text, len);
+    if (s->h && s->h->on_output && len)
+        s->h->on_output(s->h->ud, text, len, json_body, json_len);
+}
 
 static void emit(exec_state *s, const char *text, size_t len) {
     char *copy = NULL;
@@ -39,10 +59,30 @@ static void emit(exec_state *s, const char *text, size_t len) {
         text = copy;
         len = w;
     }
-    ipb_output_append(&s->out, text, len);
-    if (s->h && s->h->on_output && len)
-        s->h->on_output(s->h->ud, text, len);
+    emit_text(s, text, len, NULL, 0);
     free(copy);
+}
+
+/* Stream text, decoded a chunk at a time where it arrived. Chunks end on character
+ * boundaries; an escape sequence that straddles two chunks of unclean text is not
+ * recognised (chunks are 256 KiB, so this is rare and only leaves a few characters). */
+static void emit_stream(exec_state *s, const jmsg *m) {
+    if (!s->scratch && !(s->scratch = malloc(TEXT_CHUNK)))
+        return;
+    const char *body = m->text_body;
+    size_t left = m->text_body_len;
+    while (left > 0) {
+        size_t n = 0;
+        size_t used = ipb_json_unescape_chunk(body, left, s->scratch, TEXT_CHUNK, &n);
+        if (used == 0)
+            break;
+        if (m->text_clean)
+            emit_text(s, s->scratch, n, body, used);
+        else
+            emit(s, s->scratch, n);
+        body += used;
+        left -= used;
+    }
 }
 
 static void add_image(exec_state *s, const char *mime, json_t *v) {
@@ -92,7 +132,9 @@ static void handle_display(exec_state *s, json_t *content) {
 static void handle_iopub(exec_state *s, jmsg *m) {
     if (!strcmp(m->msg_type, "stream")) {
         json_t *t = json_object_get(m->content, "text");
-        if (json_is_string(t))
+        if (m->text_body)
+            emit_stream(s, m);
+        else if (json_is_string(t))
             emit(s, json_string_value(t), json_string_length(t));
     } else if (!strcmp(m->msg_type, "execute_result") || !strcmp(m->msg_type, "display_data")) {
         handle_display(s, m->content);
@@ -151,13 +193,13 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     json_t *c = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 0, "store_history", 1,
                           "user_expressions", "allow_stdin", 0, "stop_on_error", 0);
     if (!c) {
-        ipb_output_free(&s.out);
+        state_free(&s);
         return ipb_error_set(err, EINVAL, "the code is not valid UTF-8 text");
     }
     int r = ipb_kernel_send(k, IPB_SHELL, "execute_request", c, msg_id, err);
     json_decref(c);
     if (r < 0) {
-        ipb_output_free(&s.out);
+        state_free(&s);
         return -1;
     }
     long deadline = ipb_now_ms() + (long)(timeout_s * 1000.0);
@@ -173,13 +215,13 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         if (h && h->on_tick && h->tick_ms > 0 && left > h->tick_ms)
             left = h->tick_ms;
         if (zmq_poll(items, n, left > 0 ? left : 0) < 0 && zmq_errno() != EINTR) {
-            ipb_output_free(&s.out);
+            state_free(&s);
             return ipb_error_set(err, zmq_errno(), "waiting for the kernel");
         }
         if (items[2].revents || items[3].revents) {
             ipb_error *perr = NULL;
             if (ipb_kernel_pump(k, &perr) < 0) {
-                ipb_output_free(&s.out);
+                state_free(&s);
                 *err = perr;
                 return ipb_error_wrap(err, "the sandbox is gone");
             }
@@ -231,7 +273,7 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     }
     ret->outcome = outcome;
     ret->text = ipb_output_finish(&s.out);
-    ipb_output_free(&s.out);
+    state_free(&s);
     char *note = NULL;
     switch (outcome) {
     case IPB_EXEC_TIMEOUT:

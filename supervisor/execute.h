@@ -15,7 +15,9 @@ typedef struct ipb_exec_hooks {
     int extra_fd;                                         /* watched while the cell runs; -1: none */
     bool (*on_extra)(void *ud);                           /* extra_fd is readable; false: stop watching it */
     bool (*cancelled)(void *ud);                          /* the client cancelled the call */
-    void (*on_output)(void *ud, const char *text, size_t len); /* output as it arrives */
+    /* Output as it arrives (valid UTF-8, cleaned). json_body, when not NULL, is the same text
+     * as a JSON string body (escaped, no quotes), ready to be forwarded. */
+    void (*on_output)(void *ud, const char *text, size_t len, const char *json_body, size_t json_len);
     void (*on_tick)(void *ud);                            /* at least every tick_ms while running */
     int tick_ms;
 } ipb_exec_hooks;

@@ -30,29 +30,28 @@ static int hex4(const char *p, uint32_t *ret) {
     return 0;
 }
 
-static void put_utf8(ipb_buf *b, uint32_t cp) {
-    char u[4];
-    size_t n;
+/* Writes cp as UTF-8 into u; returns the length (1-4). */
+static size_t put_utf8(char u[4], uint32_t cp) {
     if (cp < 0x80) {
         u[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
+        return 1;
+    }
+    if (cp < 0x800) {
         u[0] = (char)(0xC0 | (cp >> 6));
         u[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
+        return 2;
+    }
+    if (cp < 0x10000) {
         u[0] = (char)(0xE0 | (cp >> 12));
         u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
         u[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        u[0] = (char)(0xF0 | (cp >> 18));
-        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
+        return 3;
     }
-    ipb_buf_append(b, u, n);
+    u[0] = (char)(0xF0 | (cp >> 18));
+    u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    u[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
 }
 
 /* Length of the valid UTF-8 sequence at p (strict: no overlongs, surrogates or > U+10FFFF),
@@ -104,8 +103,9 @@ static inline bool word_plain(const char *p) {
 }
 
 /* Parses a JSON string starting at the opening quote; returns the position after the closing
- * quote, or NULL. */
-static const char *parse_string(const char *p, const char *end, ipb_buf *out) {
+ * quote, or NULL. Decodes into out unless it is NULL (then it only validates). *unclean is set
+ * when an escape stands for NUL or ESC, characters that output text must not carry. */
+static const char *parse_string(const char *p, const char *end, ipb_buf *out, bool *unclean) {
     if (p >= end || *p != '"')
         return NULL;
     p++;
@@ -115,7 +115,7 @@ static const char *parse_string(const char *p, const char *end, ipb_buf *out) {
             p += 8;
         while (p < end && (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x80 && *p != '"' && *p != '\\')
             p++;
-        if (p > run && ipb_buf_append(out, run, (size_t)(p - run)) < 0)
+        if (out && p > run && ipb_buf_append(out, run, (size_t)(p - run)) < 0)
             return NULL;
         if (p >= end)
             return NULL;
@@ -126,7 +126,7 @@ static const char *parse_string(const char *p, const char *end, ipb_buf *out) {
             return NULL;
         if (c >= 0x80) {
             size_t n = utf8_seq((const unsigned char *)p, (const unsigned char *)end);
-            if (!n || ipb_buf_append(out, p, n) < 0)
+            if (!n || (out && ipb_buf_append(out, p, n) < 0))
                 return NULL;
             p += n;
             continue;
@@ -159,46 +159,55 @@ static const char *parse_string(const char *p, const char *end, ipb_buf *out) {
                 p += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
-            put_utf8(out, cp);
+            if (cp == 0 || cp == 0x1b)
+                *unclean = true;
+            if (out) {
+                char u[4];
+                if (ipb_buf_append(out, u, put_utf8(u, cp)) < 0)
+                    return NULL;
+            }
             continue;
         }
         default:
             return NULL;
         }
-        if (ipb_buf_append(out, &ch, 1) < 0)
+        if (out && ipb_buf_append(out, &ch, 1) < 0)
             return NULL;
     }
 }
 
-int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, char **ret_text,
-                              size_t *ret_text_len) {
+int ipb_stream_content_scan(const char *json, size_t len, ipb_stream_view *v) {
     const char *p = json, *end = json + len;
-    ipb_buf key = {0}, name = {0}, text = {0};
-    bool have_name = false, have_text = false;
+    ipb_buf key = {0}, name = {0};
+    const char *text = NULL;
+    size_t text_len = 0;
+    bool have_name = false, have_text = false, unclean = false, name_unclean = false;
     p = skip_ws(p, end);
     if (p >= end || *p != '{')
         goto no;
     p = skip_ws(p + 1, end);
     for (;;) {
+        bool key_unclean = false;
         ipb_buf_reset(&key);
-        if (!(p = parse_string(p, end, &key)))
+        if (!(p = parse_string(p, end, &key, &key_unclean)))
             goto no;
         p = skip_ws(p, end);
         if (p >= end || *p != ':')
             goto no;
         p = skip_ws(p + 1, end);
-        ipb_buf *dst;
         if (key.len == 4 && !memcmp(key.data, "name", 4) && !have_name) {
-            dst = &name;
             have_name = true;
+            if (!(p = parse_string(p, end, &name, &name_unclean)))
+                goto no;
         } else if (key.len == 4 && !memcmp(key.data, "text", 4) && !have_text) {
-            dst = &text;
             have_text = true;
+            text = p + 1;
+            if (!(p = parse_string(p, end, NULL, &unclean)))
+                goto no;
+            text_len = (size_t)(p - 1 - text); /* the body, between the quotes */
         } else {
             goto no; /* another key, or a duplicate: jansson decides */
         }
-        if (!(p = parse_string(p, end, dst)))
-            goto no;
         p = skip_ws(p, end);
         if (p < end && *p == ',') {
             p = skip_ws(p + 1, end);
@@ -213,28 +222,110 @@ int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, cha
     if (p != end || !have_name || !have_text || memchr(name.data ? name.data : "", '\0', name.len))
         goto no;
     ipb_buf_free(&key);
-    *ret_name = name.data ? name.data : strdup("");
-    *ret_text = text.data ? text.data : strdup("");
-    *ret_text_len = text.len;
-    if (!*ret_name || !*ret_text) {
-        free(*ret_name);
-        free(*ret_text);
+    v->name = name.data ? name.data : strdup("");
+    if (!v->name)
         return 0;
-    }
+    v->text = text;
+    v->text_len = text_len;
+    v->text_clean = !unclean;
     return 1;
 no:
     ipb_buf_free(&key);
     ipb_buf_free(&name);
-    ipb_buf_free(&text);
     return 0;
 }
 
-int ipb_json_escape_append(ipb_buf *out, const char *s, size_t len) {
+size_t ipb_json_unescape_chunk(const char *body, size_t len, char *out, size_t cap, size_t *out_len) {
+    size_t i = 0, o = 0;
+    while (i < len) {
+        const char *bs = memchr(body + i, '\\', len - i);
+        size_t run = bs ? (size_t)(bs - (body + i)) : len - i;
+        if (run > cap - o) {
+            /* Take what fits, ending on a character boundary. */
+            size_t take = cap - o;
+            while (take > 0 && ((unsigned char)body[i + take] & 0xC0) == 0x80)
+                take--;
+            memcpy(out + o, body + i, take);
+            o += take;
+            i += take;
+            break;
+        }
+        memcpy(out + o, body + i, run);
+        o += run;
+        i += run;
+        if (i >= len || cap - o < 4 || len - i < 2)
+            break;
+        char e = body[i + 1];
+        if (e != 'u') {
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            const char *f = memchr(from, e, sizeof(from) - 1);
+            if (!f)
+                break; /* not from the scanner: stop rather than guess */
+            out[o++] = to[f - from];
+            i += 2;
+            continue;
+        }
+        uint32_t cp, lo;
+        if (len - i < 6 || hex4(body + i + 2, &cp) < 0)
+            break;
+        size_t used = 6;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (len - i < 12 || hex4(body + i + 8, &lo) < 0)
+                break;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            used = 12;
+        }
+        o += put_utf8(out + o, cp);
+        i += used;
+    }
+    *out_len = o;
+    return i;
+}
+
+int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, char **ret_text,
+                              size_t *ret_text_len) {
+    ipb_stream_view v;
+    if (!ipb_stream_content_scan(json, len, &v))
+        return 0;
+    /* Decoding never lengthens the text; the slack lets the last escape fit the chunk rule. */
+    size_t cap = v.text_len + 16;
+    char *text = malloc(cap + 1);
+    if (!text) {
+        free(v.name);
+        return 0;
+    }
+    size_t n = 0;
+    if (ipb_json_unescape_chunk(v.text, v.text_len, text, cap, &n) != v.text_len) {
+        free(v.name);
+        free(text);
+        return 0;
+    }
+    text[n] = '\0';
+    *ret_name = v.name;
+    *ret_text = text;
+    *ret_text_len = n;
+    return 1;
+}
+
+/* Whether 8 bytes need no escaping in a JSON string: no control character, '"' or '\\'
+ * (bytes >= 0x80 pass). May say false for such a word, never true for another. */
+static inline bool word_safe(const char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t ctl = (w - 0x20 * ONES) & ~w & HIGHS;
+    uint64_t q = w ^ (0x22 * ONES), b = w ^ (0x5C * ONES);
+    uint64_t quote = (q - ONES) & ~q & HIGHS, bslash = (b - ONES) & ~b & HIGHS;
+    return !(ctl | quote | bslash);
+}
+
+int ipb_json_escape_body_append(ipb_buf *out, const char *s, size_t len) {
     static const char hex[] = "0123456789abcdef";
-    int r = ipb_buf_append(out, "\"", 1);
+    int r = 0;
     size_t i = 0;
     while (r == 0 && i < len) {
         size_t run = i;
+        while (len - i >= 8 && word_safe(s + i))
+            i += 8;
         while (i < len && (unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
             i++;
         if (i > run)
@@ -262,6 +353,13 @@ int ipb_json_escape_append(ipb_buf *out, const char *s, size_t len) {
         }
         r = ipb_buf_append(out, esc, n);
     }
+    return r;
+}
+
+int ipb_json_escape_append(ipb_buf *out, const char *s, size_t len) {
+    int r = ipb_buf_append(out, "\"", 1);
+    if (r == 0)
+        r = ipb_json_escape_body_append(out, s, len);
     if (r == 0)
         r = ipb_buf_append(out, "\"", 1);
     return r;

@@ -8,6 +8,27 @@
 
 #include "strbuf.h"
 
+#include <stdbool.h>
+
+/* Stream content checked but not decoded: the text stays in the message as its JSON string
+ * body, so that megabytes of output can be forwarded without decoding and re-encoding. */
+typedef struct ipb_stream_view {
+    char *name;          /* malloc'd */
+    const char *text;    /* the text's JSON string body (escapes included, quotes excluded) */
+    size_t text_len;
+    bool text_clean;     /* no escape stands for NUL or ESC: the body can be forwarded as is */
+} ipb_stream_view;
+
+/* Checks `{"name": STRING, "text": STRING}` (either order, whitespace allowed), exactly as
+ * ipb_stream_content_decode does, without copying the text. Returns 1 and fills v (v->text
+ * points into json), or 0 with nothing allocated. */
+int ipb_stream_content_scan(const char *json, size_t len, ipb_stream_view *v);
+/* Decodes the start of a string body accepted by the scanner into out (cap >= 16 bytes),
+ * stopping at the end or before an escape or UTF-8 character that would not fit. Returns the
+ * body bytes consumed (so the next call continues there); *out_len gets the bytes written.
+ * A chunk never ends inside a character, so chunks are valid UTF-8 on their own. */
+size_t ipb_json_unescape_chunk(const char *body, size_t len, char *out, size_t cap, size_t *out_len);
+
 /* Decodes `{"name": STRING, "text": STRING}` (either order, whitespace allowed). Returns 1 and
  * malloc'd, NUL-terminated name and text (text may contain NULs; *ret_text_len is its length),
  * or 0 when the input is not exactly that (or not valid JSON / UTF-8), with nothing allocated. */
@@ -15,3 +36,5 @@ int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, cha
                               size_t *ret_text_len);
 /* Appends s (valid UTF-8) as a JSON string literal, quotes included. */
 int ipb_json_escape_append(ipb_buf *out, const char *s, size_t len);
+/* The same without the quotes: a string body, which can be joined to other bodies. */
+int ipb_json_escape_body_append(ipb_buf *out, const char *s, size_t len);

@@ -128,15 +128,16 @@ int jmsg_parse(const char *key, const jmsg_frame *frames, size_t n, jmsg *ret, i
     m.header = load_object(&parts[0]);
     m.parent = load_object(&parts[1]);
     m.metadata = load_object(&parts[2]);
-    /* Stream output can be megabytes: decode its plain shape directly, else use jansson. */
+    /* Stream output can be megabytes: check its plain shape directly and leave the text where
+     * it is; anything else goes to jansson. */
     const char *type = json_string_value(json_object_get(m.header, "msg_type"));
-    char *name = NULL, *text = NULL;
-    size_t text_len = 0;
-    if (type && !strcmp(type, "stream") &&
-        ipb_stream_content_decode(parts[3].data, parts[3].len, &name, &text, &text_len)) {
-        m.content = json_pack("{s:s, s:o}", "name", name, "text", json_stringn_nocheck(text, text_len));
-        free(name);
-        free(text);
+    ipb_stream_view v;
+    if (type && !strcmp(type, "stream") && ipb_stream_content_scan(parts[3].data, parts[3].len, &v)) {
+        m.content = json_pack("{s:s}", "name", v.name);
+        free(v.name);
+        m.text_body = v.text;
+        m.text_body_len = v.text_len;
+        m.text_clean = v.text_clean;
     } else {
         m.content = load_object(&parts[3]);
     }
@@ -157,6 +158,8 @@ int jmsg_parse(const char *key, const jmsg_frame *frames, size_t n, jmsg *ret, i
 }
 
 void jmsg_free(jmsg *m) {
+    if (m->keep_free)
+        m->keep_free(m->keep);
     json_decref(m->header);
     json_decref(m->parent);
     json_decref(m->metadata);

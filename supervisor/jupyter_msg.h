@@ -19,6 +19,15 @@ typedef struct jmsg {
     json_t *header, *parent, *metadata, *content;
     const char *msg_type;   /* borrowed from header */
     const char *parent_id;  /* borrowed from parent, "" if none */
+    /* A `stream` message of the plain shape has content {"name"} only; its text stays in the
+     * content frame as a checked JSON string body (see jsonfast.h), valid while that frame
+     * lives: jmsg_parse points into the caller's frames, and a caller that keeps the message
+     * longer hands the frame's owner to `keep`, which jmsg_free releases. */
+    const char *text_body;
+    size_t text_body_len;
+    bool text_clean;
+    void *keep;
+    void (*keep_free)(void *keep);
 } jmsg;
 
 /* HMAC-SHA256 over the four JSON parts, as lowercase hex (65 bytes with NUL). */

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,22 +22,6 @@
 /* ipc endpoints: <ip>-<port>; fixed ports so the names are known in advance. */
 static const int channel_port[IPB_NCHANNELS] = {1, 2, 4};
 static const char *const channel_name[IPB_NCHANNELS] = {"shell", "iopub", "control"};
-
-/* Runs once per kernel start, silently: the working directory and the user site-packages
- * directory (so `!pip install` results import at once), without leaving names behind. */
-static const char bootstrap_code[] =
-    "def __ipybox_init():\n"
-    "    import os, sys, site\n"
-    "    os.chdir('/app')\n"
-    "    if sys.path and sys.path[0] == '/':\n"
-    "        sys.path.pop(0)\n"
-    "    user_site = site.getusersitepackages()\n"
-    "    os.makedirs(user_site, exist_ok=True)\n"
-    "    if user_site not in sys.path:\n"
-    "        at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))), len(sys.path))\n"
-    "        sys.path.insert(at, user_site)\n"
-    "__ipybox_init()\n"
-    "del __ipybox_init\n";
 
 static void disconnect(ipb_kernel *k) {
     for (int i = 0; i < IPB_NCHANNELS; i++) {
@@ -213,6 +198,33 @@ int ipb_kernel_send(ipb_kernel *k, enum ipb_channel ch, const char *msg_type, js
     return 0;
 }
 
+static void free_zmq_frame(void *p) {
+    zmq_msg_close(p);
+    free(p);
+}
+
+/* The text of a stream message points into its content frame: move that frame into the
+ * message, so the text is used where it arrived, without a copy. */
+static int keep_text_frame(jmsg *m, const jmsg_frame *f, zmq_msg_t *parts, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t d = (uintptr_t)f[i].data, t = (uintptr_t)m->text_body;
+        if (t < d || t > d + f[i].len)
+            continue;
+        size_t off = t - d;
+        zmq_msg_t *keep = malloc(sizeof(*keep));
+        if (!keep)
+            return -1;
+        zmq_msg_init(keep);
+        zmq_msg_move(keep, &parts[i]);
+        /* Small frames live inside zmq_msg_t itself: their data moved with it. */
+        m->text_body = (const char *)zmq_msg_data(keep) + off;
+        m->keep = keep;
+        m->keep_free = free_zmq_frame;
+        return 0;
+    }
+    return -1;
+}
+
 int ipb_kernel_recv(ipb_kernel *k, enum ipb_channel ch, jmsg *ret, ipb_error **err) {
     enum { MAX_FRAMES = 64 };
     zmq_msg_t parts[MAX_FRAMES];
@@ -245,6 +257,10 @@ int ipb_kernel_recv(ipb_kernel *k, enum ipb_channel ch, jmsg *ret, ipb_error **e
     ipb_error *perr = NULL;
     int r = overflow ? ipb_error_set(&perr, EMSGSIZE, "kernel message with too many parts")
                      : jmsg_parse(k->key, f, n, ret, &perr);
+    if (r == 0 && ret->text_body && keep_text_frame(ret, f, parts, n) < 0) {
+        jmsg_free(ret);
+        r = ipb_error_set(&perr, ENOMEM, "keeping a kernel message");
+    }
     for (size_t i = 0; i < n; i++)
         zmq_msg_close(&parts[i]);
     if (r < 0) {
@@ -259,30 +275,33 @@ int ipb_kernel_interrupt(ipb_kernel *k, ipb_error **err) {
     return ipb_sandbox_send(&k->sb, SHIM_CMD_SIGNAL, SIGINT, k->gen, err);
 }
 
-/* Waits for a reply on shell and some iopub traffic for it (so iopub is known connected),
- * then runs the bootstrap cell. */
+/* Ready when the kernel has answered a kernel_info_request on shell and iopub has carried
+ * traffic, so that the subscription is live and no output of the first cell can be missed.
+ * The request is sent as soon as shell is connected (zmq hands it over when the kernel
+ * listens) and sent again only when the reply came without iopub traffic (the subscription
+ * was late) or nothing came at all for a while. */
 static int handshake(ipb_kernel *k, long deadline, ipb_error **err) {
-    char info_id[33] = "", boot_id[33] = "";
-    bool iopub_seen = false, boot_reply = false, boot_idle = false;
-    long next_nudge = 0;
-    while (!(boot_reply && boot_idle)) {
+    char info_id[33] = "";
+    bool iopub_seen = false, replied = false;
+    long next_send = 0;
+    while (!(iopub_seen && replied)) {
         long now = ipb_now_ms();
         if (now > deadline)
             return ipb_error_set(err, ETIMEDOUT, "the kernel did not answer within %d s", k->start_timeout_ms / 1000);
-        if (!iopub_seen && now >= next_nudge) {
+        if (now >= next_send) {
             json_t *c = json_object();
             int r = ipb_kernel_send(k, IPB_SHELL, "kernel_info_request", c, info_id, err);
             json_decref(c);
-            /* Not connected yet: try again at the next nudge. */
             if (r < 0 && (*err)->errnum != EAGAIN)
                 return -1;
+            /* Not connected yet: try again at once; sent: wait for the kernel. */
             if (r < 0)
                 ipb_error_freep(err);
-            next_nudge = now + 10;
+            next_send = now + (r < 0 ? 1 : 200);
         }
         zmq_pollitem_t items[4];
         ipb_kernel_pollitems(k, items);
-        long wait = iopub_seen ? deadline - now : next_nudge - now;
+        long wait = next_send - now;
         if (zmq_poll(items, 4, wait > 0 ? wait : 0) < 0 && zmq_errno() != EINTR)
             return ipb_error_set(err, zmq_errno(), "waiting for the kernel");
         if (items[2].revents || items[3].revents) {
@@ -297,31 +316,14 @@ static int handshake(ipb_kernel *k, long deadline, ipb_error **err) {
         }
         jmsg m;
         while (ipb_kernel_recv(k, IPB_IOPUB, &m, NULL) > 0) {
-            if (!iopub_seen && !strcmp(m.msg_type, "status") && info_id[0]) {
-                iopub_seen = true;
-                json_t *c = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", bootstrap_code, "silent", 1,
-                                      "store_history", 0, "user_expressions", "allow_stdin", 0, "stop_on_error", 0);
-                int r = ipb_kernel_send(k, IPB_SHELL, "execute_request", c, boot_id, err);
-                json_decref(c);
-                if (r < 0) {
-                    jmsg_free(&m);
-                    return -1;
-                }
-            }
-            if (boot_id[0] && !strcmp(m.parent_id, boot_id) && !strcmp(m.msg_type, "status") &&
-                !strcmp(json_string_value(json_object_get(m.content, "execution_state")) ?: "", "idle"))
-                boot_idle = true;
+            iopub_seen = true;
             jmsg_free(&m);
         }
         while (ipb_kernel_recv(k, IPB_SHELL, &m, NULL) > 0) {
-            if (boot_id[0] && !strcmp(m.parent_id, boot_id)) {
-                boot_reply = true;
-                const char *st = json_string_value(json_object_get(m.content, "status"));
-                if (!st || strcmp(st, "ok")) {
-                    const char *ev = json_string_value(json_object_get(m.content, "evalue"));
-                    jmsg_free(&m);
-                    return ipb_error_set(err, 0, "the kernel's start-up code failed: %s", ev ? ev : "unknown error");
-                }
+            if (!strcmp(m.msg_type, "kernel_info_reply")) {
+                replied = true;
+                if (!iopub_seen)
+                    next_send = ipb_now_ms() + 5;
             }
             jmsg_free(&m);
         }
@@ -372,7 +374,7 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
         }
         if (connected < IPB_NCHANNELS) {
             struct pollfd p = {k->sb.fd, POLLIN, 0};
-            poll(&p, 1, 5);
+            poll(&p, 1, 1);
         }
     }
     long t_sockets = ipb_now_ms();

@@ -1,6 +1,7 @@
 #include "mcp_server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,10 @@
 
 #define IPYBOX_VERSION "0.1.0"
 #define PROGRESS_INTERVAL_MS 50
-#define PROGRESS_CHUNK 16384
+#define OUT_PIPE_SIZE (1 << 20) /* the most an unprivileged process may ask for by default */
+/* Pending output goes out once this much is waiting (large output then streams in pieces the
+ * client can parse while the next are prepared), or after the interval. */
+#define PROGRESS_CHUNK (256u << 10)
 
 /* Newest first; the first is answered when a client asks for one we do not know. */
 const char *const ipb_mcp_protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", NULL};
@@ -44,41 +48,53 @@ static void send_msg(ipb_mcp_server *srv, json_t *msg) {
     free(line);
 }
 
-static void flush_progress(ipb_mcp_server *srv) {
-    if (!srv->progress_token || srv->pending.len == 0 || srv->out_broken)
+/* One progress notification whose message is the pending body followed by `more` (a JSON
+ * string body too, or empty): written straight from both, without joining them first. */
+static void send_progress(ipb_mcp_server *srv, const char *more, size_t more_len) {
+    if (!srv->progress_token || srv->pending.len + more_len == 0 || srv->out_broken)
         return;
     srv->progress += 1;
-    /* Written directly: re-checking and escaping megabytes through jansson was most of the
-     * cost of streaming. The text came from validated JSON strings, so it is valid UTF-8. */
     char *token = json_dumps(srv->progress_token, JSON_COMPACT | JSON_ENCODE_ANY);
-    ipb_buf line = {0};
-    int r = token ? 0 : -ENOMEM;
-    if (r == 0)
-        r = ipb_buf_appendf(&line, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":"
-                                   "{\"progressToken\":%s,\"progress\":%.0f,\"message\":", token, srv->progress);
-    if (r == 0)
-        r = ipb_json_escape_append(&line, srv->pending.data, srv->pending.len);
-    if (r == 0)
-        r = ipb_buf_append(&line, "}}\n", 3);
-    if (r == 0 && ipb_write_all(srv->out_fd, line.data, line.len) < 0) {
+    char *head = token ? ipb_strdupf("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":"
+                                     "{\"progressToken\":%s,\"progress\":%.0f,\"message\":\"",
+                                     token, srv->progress)
+                       : NULL;
+    static const char tail[] = "\"}}\n";
+    struct iovec iov[4] = {{head, head ? strlen(head) : 0},
+                           {srv->pending.data, srv->pending.len},
+                           {(void *)more, more_len},
+                           {(void *)tail, sizeof(tail) - 1}};
+    if (head && ipb_writev_all(srv->out_fd, iov, 4) < 0) {
         log_error("cannot write to the MCP client; stopping");
         srv->out_broken = true;
     }
     free(token);
-    ipb_buf_free(&line);
+    free(head);
     /* Keep a small buffer between chunks, not the largest one ever seen. */
-    if (srv->pending.cap > (1u << 20))
+    if (srv->pending.cap > 2 * PROGRESS_CHUNK)
         ipb_buf_free(&srv->pending);
     else
         ipb_buf_reset(&srv->pending);
     srv->last_flush_ms = ipb_now_ms();
 }
 
-static void on_output(void *ud, const char *text, size_t len) {
+static void flush_progress(ipb_mcp_server *srv) { send_progress(srv, NULL, 0); }
+
+/* Pending output is kept as a JSON string body: text that arrived in that form (the usual
+ * case) is appended as it is, anything else is escaped. A large piece goes out at once,
+ * behind what is pending, without being copied. */
+static void on_output(void *ud, const char *text, size_t len, const char *json_body, size_t json_len) {
     ipb_mcp_server *srv = ud;
     if (!srv->progress_token)
         return;
-    ipb_buf_append(&srv->pending, text, len);
+    if (json_body && srv->pending.len + json_len >= PROGRESS_CHUNK) {
+        send_progress(srv, json_body, json_len);
+        return;
+    }
+    if (json_body)
+        ipb_buf_append(&srv->pending, json_body, json_len);
+    else
+        ipb_json_escape_body_append(&srv->pending, text, len);
     if (srv->pending.len >= PROGRESS_CHUNK || ipb_now_ms() - srv->last_flush_ms >= PROGRESS_INTERVAL_MS)
         flush_progress(srv);
 }
@@ -243,6 +259,9 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
 int ipb_mcp_serve(ipb_mcp_server *srv) {
     srv->queue = json_array();
     ipb_set_nonblock(srv->in_fd, 1);
+    /* A pipe to the client holds 64 KiB by default; a larger one lets output stream with
+     * fewer round trips between us and the client. Not a pipe, or not allowed: no matter. */
+    (void)fcntl(srv->out_fd, F_SETPIPE_SZ, OUT_PIPE_SIZE);
     while (!srv->out_broken && !(srv->stop && *srv->stop)) {
         /* Queued calls first, in arrival order. */
         if (json_array_size(srv->queue) > 0) {

@@ -3,9 +3,13 @@
  * FUZZ_PKGS: jansson
  * 1. ipb_stream_content_decode: whenever it accepts, jansson (with the flags jmsg_parse uses)
  *    must accept too and yield an object of exactly "name" and "text" with the same values.
+ *    The scanner must agree, and decoding its body in small chunks (a cap taken from the
+ *    input) must give the same text, every chunk valid UTF-8 on its own, and the clean flag
+ *    must be false exactly when the text holds NUL or ESC.
  * 2. ipb_json_escape_append: for input that is valid UTF-8 (as jansson judges), the escaped
  *    literal must decode back to the same bytes. */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,32 @@
 #include "jsonfast.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_chunks(const char *json, size_t size, const char *text, size_t tlen, size_t cap) {
+    ipb_stream_view v;
+    if (!ipb_stream_content_scan(json, size, &v))
+        abort();
+    bool dirty = memchr(text, 0, tlen) || memchr(text, 0x1b, tlen);
+    if (v.text_clean == dirty)
+        abort();
+    char chunk[64];
+    size_t at = 0, got = 0;
+    while (at < v.text_len) {
+        size_t n = 0;
+        size_t used = ipb_json_unescape_chunk(v.text + at, v.text_len - at, chunk, cap, &n);
+        if (used == 0 || n == 0 || n > cap || got + n > tlen || memcmp(text + got, chunk, n))
+            abort();
+        json_t *j = json_stringn(chunk, n);
+        if (!j)
+            abort();
+        json_decref(j);
+        at += used;
+        got += n;
+    }
+    if (got != tlen)
+        abort();
+    free(v.name);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *buf = malloc(size ? size : 1);
@@ -34,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();
         if (tlen != json_string_length(t) || memcmp(text, json_string_value(t), tlen))
             abort();
+        check_chunks(buf, size, text, tlen, size ? 16 + data[0] % 48 : 16);
         free(name);
         free(text);
     }

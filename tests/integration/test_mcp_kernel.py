@@ -115,6 +115,37 @@ class KernelTest(unittest.TestCase):
         self.assertEqual(values, sorted(set(values)), "progress must increase")
         self.assertEqual("".join(n["params"]["message"] for n in progress), text)
 
+    def test_large_output_streams_whole_in_pieces(self):
+        # One write of several megabytes arrives as one kernel message; progress forwards it
+        # in pieces that join to exactly the text, characters of every width intact.
+        unit = "ascii \u00e9\u20ac\U0001F600 \"q\" \\ \t\n"
+        code = "import sys\nsys.stdout.write(%r * 100000)\nsys.stdout.flush()" % unit
+        self.c.notifications.clear()
+        text, r = self.c.execute(code, progress_token="big", max_output_chars=2000)
+        progress = [n["params"]["message"] for n in self.c.notifications if n.get("method") == "notifications/progress"]
+        self.assertGreater(len(progress), 1)
+        self.assertEqual("".join(progress), unit * 100000)
+        self.assertTrue(text.startswith(unit))
+        self.assertTrue(text.endswith(unit))
+        self.assertIn("characters of output cut", text)
+
+    def test_large_output_with_escapes_is_cleaned(self):
+        code = "import sys\nsys.stdout.write('\\x1b[31mred\\x1b[0m\\x00 ' * 100000)\nsys.stdout.flush()"
+        self.c.notifications.clear()
+        text, r = self.c.execute(code, progress_token="esc", max_output_chars=2000)
+        joined = "".join(n["params"]["message"] for n in self.c.notifications
+                         if n.get("method") == "notifications/progress")
+        self.assertNotIn("\x1b", joined + text)
+        self.assertNotIn("\x00", joined + text)
+        # Escape sequences are cut only where a 256 KiB chunk boundary splits one.
+        self.assertGreater(joined.count("red "), 99000)
+
+    def test_debugger_is_not_loaded_but_importable(self):
+        text, r = self.c.execute("import ipykernel.debugger as d, importlib.util as u\n"
+                                 "print(d._is_debugpy_available, u.find_spec('debugpy') is not None)")
+        self.assertFalse(r["isError"], text)
+        self.assertEqual(text.strip(), "False True")
+
     def test_output_cap_keeps_head_and_tail(self):
         text, r = self.c.execute("print('HEAD'); print('x' * 200000); print('TAIL')", max_output_chars=1000)
         self.assertLess(len(text), 1400)

@@ -136,7 +136,9 @@ class McpClient:
                 if not chunk:
                     raise EOFError("ipybox mcp closed stdout; stderr: " + self.stderr_text())
                 self._buf += chunk
-        line = bytes(self._buf[:nl])
+        # One pass from the buffer to text (a slice and bytes() would copy twice more).
+        with memoryview(self._buf) as mv, mv[:nl] as part:
+            line = str(part, "utf-8")
         del self._buf[:nl + 1]
         self._scanned = 0
         return json.loads(line)

@@ -92,6 +92,82 @@ START_TEST(escape_round_trips_through_jansson) {
 }
 END_TEST
 
+START_TEST(scan_leaves_the_body_in_place) {
+    const char *json = "{\"name\":\"stdout\",\"text\":\"a\\nb\\u00e9\"}";
+    ipb_stream_view v;
+    ck_assert_int_eq(ipb_stream_content_scan(json, strlen(json), &v), 1);
+    ck_assert_str_eq(v.name, "stdout");
+    ck_assert_uint_eq(v.text_len, 10);
+    ck_assert_int_eq(memcmp(v.text, "a\\nb\\u00e9", 10), 0);
+    ck_assert_ptr_eq(v.text, strstr(json, "a\\n"));
+    ck_assert(v.text_clean);
+    free(v.name);
+}
+END_TEST
+
+START_TEST(scan_flags_escaped_nul_and_esc) {
+    static const char *const unclean[] = {
+        "{\"name\":\"o\",\"text\":\"a\\u0000b\"}",
+        "{\"name\":\"o\",\"text\":\"\\u001b[31mred\"}",
+        "{\"name\":\"o\",\"text\":\"\\u001B\"}",
+    };
+    for (size_t i = 0; i < sizeof(unclean) / sizeof(*unclean); i++) {
+        ipb_stream_view v;
+        ck_assert_int_eq(ipb_stream_content_scan(unclean[i], strlen(unclean[i]), &v), 1);
+        ck_assert_msg(!v.text_clean, "called clean: %s", unclean[i]);
+        free(v.name);
+    }
+    /* The name's escapes do not matter; the text's other escapes are clean. */
+    const char *ok = "{\"name\":\"\\u001b\",\"text\":\"\\u001c\\t\\u00ff\"}";
+    ipb_stream_view v;
+    ck_assert_int_eq(ipb_stream_content_scan(ok, strlen(ok), &v), 1);
+    ck_assert(v.text_clean);
+    free(v.name);
+}
+END_TEST
+
+/* Every chunk size: chunks join to the whole text, each is valid UTF-8 on its own, and no
+ * chunk is empty before the end (so callers always make progress). */
+START_TEST(chunks_end_on_character_boundaries) {
+    const char body[] = "ab\\u00e9\\ud83d\\ude00\xe2\x82\xac\\n\xf0\x9f\x98\x80xyz\\\"\\\\0123456789";
+    const char want[] = "ab\xc3\xa9\xf0\x9f\x98\x80\xe2\x82\xac\n\xf0\x9f\x98\x80xyz\"\\0123456789";
+    size_t blen = sizeof(body) - 1;
+    for (size_t cap = 16; cap <= 40; cap++) {
+        char out[64], all[128];
+        size_t at = 0, got = 0;
+        while (at < blen) {
+            size_t n = 0;
+            size_t used = ipb_json_unescape_chunk(body + at, blen - at, out, cap, &n);
+            ck_assert_msg(used > 0 && n > 0 && n <= cap, "cap %zu: stuck at %zu", cap, at);
+            json_t *js = json_stringn(out, n);
+            ck_assert_msg(js != NULL, "cap %zu: chunk at %zu is not UTF-8", cap, at);
+            json_decref(js);
+            memcpy(all + got, out, n);
+            got += n;
+            at += used;
+        }
+        ck_assert_uint_eq(got, sizeof(want) - 1);
+        ck_assert_int_eq(memcmp(all, want, got), 0);
+    }
+}
+END_TEST
+
+START_TEST(escape_body_joins) {
+    ipb_buf out = {0};
+    ck_assert_int_eq(ipb_buf_append(&out, "\"", 1), 0);
+    ck_assert_int_eq(ipb_json_escape_body_append(&out, "a\"\n", 3), 0);
+    const char *more = "\x1b\xc3\xa9 long enough for words";
+    ck_assert_int_eq(ipb_json_escape_body_append(&out, more, strlen(more)), 0);
+    ck_assert_int_eq(ipb_buf_append(&out, "\"", 1), 0);
+    json_error_t e;
+    json_t *j = json_loadb(out.data, out.len, JSON_DECODE_ANY, &e);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(json_string_value(j), "a\"\n\x1b\xc3\xa9 long enough for words");
+    json_decref(j);
+    ipb_buf_free(&out);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("jsonfast");
     TCase *c = tcase_create("jsonfast");
@@ -99,6 +175,10 @@ int main(void) {
     tcase_add_test(c, decodes_escapes_and_utf8);
     tcase_add_test(c, refuses_everything_else);
     tcase_add_test(c, escape_round_trips_through_jansson);
+    tcase_add_test(c, scan_leaves_the_body_in_place);
+    tcase_add_test(c, scan_flags_escaped_nul_and_esc);
+    tcase_add_test(c, chunks_end_on_character_boundaries);
+    tcase_add_test(c, escape_body_joins);
     suite_add_tcase(s, c);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
