@@ -23,6 +23,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "lib")
 from ipybox_test import McpClient, descendants  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+# Started the same way as in the sandbox (supervisor/session.c): ipykernel_launcher's work
+# with debugpy blocked.
+KERNEL_LAUNCH = ("import sys\n"
+                 "if sys.path and sys.path[0] in ('', '/'):\n"
+                 "    del sys.path[0]\n"
+                 "sys.modules['debugpy'] = None\n"
+                 "from ipykernel import kernelapp\n"
+                 "kernelapp.launch_new_instance()\n")
 STREAM_CODE = "import sys\nline = 'x' * 999 + '\\n'\nfor _ in range(%d): sys.stdout.write(line)\nsys.stdout.flush()"
 
 
@@ -44,7 +52,7 @@ class PlainKernel:
             json.dump(conn, f)
         env = {k: v for k, v in os.environ.items() if k != "JPY_PARENT_PID"}
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
-        self.proc = subprocess.Popen([PYTHON, "-m", "ipykernel_launcher", "-f", path], env=env,
+        self.proc = subprocess.Popen([PYTHON, "-c", KERNEL_LAUNCH, "-f", path], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir)
         while not all(os.path.exists(os.path.join(self.dir, "k-%d" % p)) for p in (1, 2)):
             time.sleep(0.002)
@@ -210,7 +218,7 @@ def run(args):
                 t = time.perf_counter()
                 s.rt()
                 res[s.name]["rt"].append(time.perf_counter() - t)
-    for _ in range(3):
+    for _ in range(args.streams):
         for s in sides:
             res[s.name]["stream"].append(s.stream(args.stream_lines))
     for s in sides:
@@ -232,10 +240,11 @@ def run(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
-    ap.add_argument("--starts", type=int, default=9)
+    ap.add_argument("--starts", type=int, default=15)
     ap.add_argument("--round-trips", type=int, default=300)
     ap.add_argument("--resets", type=int, default=5)
     ap.add_argument("--stream-lines", type=int, default=20000)
+    ap.add_argument("--streams", type=int, default=7)
     args = ap.parse_args()
     plain, ours = run(args)
     rows = [
@@ -243,7 +252,7 @@ def main():
         ("`1+1` round trip (median of %d)" % args.round_trips, "rt", "ms", "at most +0.5 ms"),
         ("`1+1` round trip, 90th percentile", "rt90", "ms", ""),
         ("reset (median of %d)" % args.resets, "reset", "ms", ""),
-        ("streaming throughput (%d MB of `print`, median of 3)" % (args.stream_lines // 1000), "stream", "MB/s",
+        ("streaming throughput (%d MB of `print`, median of %d)" % (args.stream_lines // 1000, args.streams), "stream", "MB/s",
          "at least 90%"),
         ("memory of the process tree (PSS)", "mem", "MiB", ""),
     ]
@@ -251,7 +260,8 @@ def main():
              "`make bench` on %s, %s, %d cores, Python %s; %s." % (
                  platform.node(), platform.release(), os.cpu_count(), platform.python_version(),
                  time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
-             "", "Plain: ipykernel with the ipc transport, no sandbox, driven directly over ZMQ from Python.",
+             "", "Plain: ipykernel with the ipc transport, no sandbox, driven directly over ZMQ from Python,",
+             "started with the same launcher as in the sandbox (ipykernel without its debugger).",
              "The two sides are measured in alternation (starts, blocks of round trips, streams, resets).",
              "ipybox: `ipybox mcp` driven over MCP stdio from Python (MCP + supervisor + sandbox).", "",
              "| measure | plain ipykernel | ipybox mcp | difference | target |", "|---|---|---|---|---|"]
