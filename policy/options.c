@@ -39,6 +39,7 @@ void ipb_options_init(ipb_options *o) {
 void ipb_options_free(ipb_options *o) {
     ipb_strv_free(&o->allowed_dirs);
     ipb_strv_free(&o->allowed_domains);
+    ipb_egress_free(&o->egress);
     ipb_strv_free(&o->env);
     for (size_t i = 0; i < o->n_binds; i++) {
         free(o->binds[i].host);
@@ -194,7 +195,7 @@ static int set_str(char **slot, const char *opt, const char *v, ipb_error **err)
 }
 
 enum opt_id {
-    OPT_ALLOWED_DIR, OPT_ALLOWED_DOMAIN, OPT_ENV_VAR, OPT_ENV_FILE, OPT_BIND, OPT_ROOTFS,
+    OPT_ALLOWED_DIR, OPT_ALLOWED_DOMAIN, OPT_RESOLVE, OPT_ENV_VAR, OPT_ENV_FILE, OPT_BIND, OPT_ROOTFS,
     OPT_WORKSPACE, OPT_PYTHON, OPT_TMP_SIZE, OPT_SHM_SIZE, OPT_MAX_OUTPUT, OPT_VERBOSE, OPT_HELP,
 };
 static const struct {
@@ -204,6 +205,7 @@ static const struct {
 } option_table[] = {
     {"--allowed-dir", OPT_ALLOWED_DIR, true},
     {"--allowed-domain", OPT_ALLOWED_DOMAIN, true},
+    {"--resolve", OPT_RESOLVE, true},
     {"--container-env-var", OPT_ENV_VAR, true},
     {"--container-env-file", OPT_ENV_FILE, true},
     {"--container-bind", OPT_BIND, true},
@@ -228,9 +230,11 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
             return ipb_error_set(err, 0, "--allowed-dir '%s': must be an absolute path", v);
         return ipb_strv_push(&o->allowed_dirs, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
     case OPT_ALLOWED_DOMAIN:
-        if (!*v)
-            return ipb_error_set(err, 0, "--allowed-domain needs a value");
+        if (ipb_egress_add_rule(&o->egress, v, err) < 0)
+            return -1;
         return ipb_strv_push(&o->allowed_domains, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
+    case OPT_RESOLVE:
+        return ipb_egress_add_pin(&o->egress, v, err);
     case OPT_ENV_VAR:
         if (ipb_check_env_assignment(v, err) < 0)
             return ipb_error_wrap(err, "--container-env-var");
@@ -337,8 +341,14 @@ const char *ipb_options_help(void) {
     return "Sandbox options (accepted by `ipybox run` and `ipybox mcp`):\n"
            "  --allowed-dir DIR         Host directory that upload_file/download_file may read or write\n"
            "                            (repeatable; default: your home directory and /tmp).\n"
-           "  --allowed-domain X        Accepted for ipybox compatibility. Egress is not built yet:\n"
-           "                            the sandbox has loopback only, so nothing is reachable.\n"
+           "  --allowed-domain X        Destination the sandbox may reach (repeatable): a domain\n"
+           "                            (example.com), a wildcard for its subdomains (*.example.com),\n"
+           "                            an IPv4/IPv6 address or a CIDR block (10.1.0.0/16). Private,\n"
+           "                            loopback, link-local and metadata addresses need a block inside\n"
+           "                            them. Checked now; egress itself is not built yet, so the\n"
+           "                            sandbox still has loopback only.\n"
+           "  --resolve NAME:ADDR       Pin NAME to ADDR for the egress proxy and DNS (repeatable; as\n"
+           "                            curl's --resolve, without the port), e.g. for internal hosts.\n"
            "  --container-env-var K=V   Environment variable for the kernel (repeatable). Nothing else\n"
            "                            from your environment reaches the sandbox.\n"
            "  --container-env-file PATH KEY=VALUE lines ('#' comments, optional quotes) for the kernel.\n"

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egress.h"
 #include "error.h"
 
 typedef struct ipb_strv {
@@ -19,7 +20,8 @@ typedef struct ipb_bind {
 
 typedef struct ipb_options {
     ipb_strv allowed_dirs;   /* canonical at use time; default: $HOME and /tmp */
-    ipb_strv allowed_domains;/* accepted for compatibility; egress is not built yet */
+    ipb_strv allowed_domains;/* --allowed-domain entries as given (for messages) */
+    ipb_egress_policy egress;/* the same entries parsed, plus --resolve pins */
     ipb_strv env;            /* KEY=VALUE for the kernel, in order; later wins */
     ipb_bind *binds;
     size_t n_binds;

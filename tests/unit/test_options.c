@@ -80,6 +80,8 @@ START_TEST(parse_every_option) {
     ck_assert_ptr_null(o.allowed_dirs.v[1]);
     ck_assert_uint_eq(o.allowed_domains.n, 1);
     ck_assert_str_eq(o.allowed_domains.v[0], "example.com");
+    ck_assert_uint_eq(o.egress.n_rules, 1);
+    ck_assert_str_eq(o.egress.rules[0].name, "example.com");
     ck_assert_uint_eq(o.env.n, 2);
     ck_assert_str_eq(o.env.v[0], "K=V");
     ck_assert_str_eq(o.env.v[1], "FROM_FILE=1");
@@ -177,8 +179,8 @@ START_TEST(parse_stops_at_first_word) {
     ck_assert_int_eq(next, 0);
     ipb_options_free(&o);
     /* a value that looks like an option is still the value */
-    ck_assert_int_eq(parse_words(&o, WORDS("--allowed-domain", "--verbose"), &next, NULL), 0);
-    ck_assert_str_eq(o.allowed_domains.v[0], "--verbose");
+    ck_assert_int_eq(parse_words(&o, WORDS("--container-tag", "--verbose"), &next, NULL), 0);
+    ck_assert_str_eq(o.container_tag, "--verbose");
     ck_assert_int_eq(o.verbose, 0);
     ipb_options_free(&o);
 }
@@ -191,6 +193,10 @@ START_TEST(parse_bad_values) {
     expect_parse_error(WORDS("--workspace", "ws"), "must be an absolute path");
     expect_parse_error(WORDS("--python", "python3"), "absolute path inside the sandbox");
     expect_parse_error(WORDS("--allowed-domain="), "needs a value");
+    expect_parse_error(WORDS("--allowed-domain", "*.com"), "'*.com'");
+    expect_parse_error(WORDS("--allowed-domain", "10.0.0.1/8"), "did you mean 10.0.0.0/8");
+    expect_parse_error(WORDS("--resolve", "example.com"), "NAME:ADDRESS");
+    expect_parse_error(WORDS("--resolve", "example.com:nowhere"), "not an IP address");
     expect_parse_error(WORDS("--container-tag="), "needs a non-empty value");
     expect_parse_error(WORDS("--tmp-size", "1k"), "at least 1M");
     expect_parse_error(WORDS("--tmp-size", "big"), "at least 1M");
@@ -552,7 +558,7 @@ END_TEST
 
 START_TEST(help_mentions_every_option) {
     const char *h = ipb_options_help();
-    static const char *const names[] = {"--allowed-dir", "--allowed-domain", "--container-env-var",
+    static const char *const names[] = {"--allowed-dir", "--allowed-domain", "--resolve", "--container-env-var",
                                         "--container-env-file", "--container-bind", "--rootfs", "--container-tag",
                                         "--workspace", "--python", "--tmp-size", "--shm-size",
                                         "--max-output-chars", "--verbose", "--help"};
