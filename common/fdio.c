@@ -11,21 +11,6 @@
 
 #include "cleanup.h"
 
-int ipb_write_all(int fd, const void *buf, size_t len) {
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 int ipb_writev_all(int fd, struct iovec *iov, int n) {
     while (n > 0) {
         ssize_t w = writev(fd, iov, n);
@@ -46,6 +31,11 @@ int ipb_writev_all(int fd, struct iovec *iov, int n) {
         }
     }
     return 0;
+}
+
+int ipb_write_all(int fd, const void *buf, size_t len) {
+    struct iovec v = {(void *)buf, len};
+    return ipb_writev_all(fd, &v, 1);
 }
 
 int ipb_read_all(int fd, void *buf, size_t max, size_t *ret_len) {

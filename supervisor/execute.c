@@ -8,11 +8,10 @@
 #include <time.h>
 
 #include "clock.h"
+#include "jsonfast.h"
 #include "log.h"
 #include "output.h"
 #include "strbuf.h"
-
-#include "jsonfast.h"
 
 #define INTERRUPT_GRACE_MS 3000
 /* Stream text is decoded this much at a time, into a buffer that stays in the cache; this is

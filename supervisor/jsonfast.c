@@ -355,12 +355,3 @@ int ipb_json_escape_body_append(ipb_buf *out, const char *s, size_t len) {
     }
     return r;
 }
-
-int ipb_json_escape_append(ipb_buf *out, const char *s, size_t len) {
-    int r = ipb_buf_append(out, "\"", 1);
-    if (r == 0)
-        r = ipb_json_escape_body_append(out, s, len);
-    if (r == 0)
-        r = ipb_buf_append(out, "\"", 1);
-    return r;
-}

@@ -34,7 +34,6 @@ size_t ipb_json_unescape_chunk(const char *body, size_t len, char *out, size_t c
  * or 0 when the input is not exactly that (or not valid JSON / UTF-8), with nothing allocated. */
 int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, char **ret_text,
                               size_t *ret_text_len);
-/* Appends s (valid UTF-8) as a JSON string literal, quotes included. */
-int ipb_json_escape_append(ipb_buf *out, const char *s, size_t len);
-/* The same without the quotes: a string body, which can be joined to other bodies. */
+/* Appends s (valid UTF-8) escaped as a JSON string body (no quotes), which can be joined to
+ * other bodies. */
 int ipb_json_escape_body_append(ipb_buf *out, const char *s, size_t len);

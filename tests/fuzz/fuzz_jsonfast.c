@@ -6,8 +6,8 @@
  *    The scanner must agree, and decoding its body in small chunks (a cap taken from the
  *    input) must give the same text, every chunk valid UTF-8 on its own, and the clean flag
  *    must be false exactly when the text holds NUL or ESC.
- * 2. ipb_json_escape_append: for input that is valid UTF-8 (as jansson judges), the escaped
- *    literal must decode back to the same bytes. */
+ * 2. ipb_json_escape_body_append: for input that is valid UTF-8 (as jansson judges), the
+ *    escaped body in quotes must decode back to the same bytes. */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -74,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_t *s = json_stringn(buf, size);
     if (s) {
         ipb_buf out = {0};
-        if (ipb_json_escape_append(&out, buf, size) == 0) {
+        if (ipb_buf_append(&out, "\"", 1) == 0 && ipb_json_escape_body_append(&out, buf, size) == 0 &&
+            ipb_buf_append(&out, "\"", 1) == 0) {
             json_t *back = json_loadb(out.data, out.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
             if (!back || !json_is_string(back) || json_string_length(back) != size ||
                 memcmp(json_string_value(back), buf, size))
