@@ -191,8 +191,8 @@ class McpLifecycleTest(unittest.TestCase):
 
     def test_client_gone_during_a_cell(self):
         c = McpClient()
-        rid = c.send_request("tools/call", {"name": "execute_ipython_cell",
-                                            "arguments": {"code": "import time; time.sleep(100)"}})
+        c.send_request("tools/call", {"name": "execute_ipython_cell",
+                                   "arguments": {"code": "import time; time.sleep(100)"}})
         time.sleep(0.5)
         tree = descendants(c.proc.pid)
         t = time.time()

@@ -1,6 +1,5 @@
 """The kernel behind execute_ipython_cell and reset, driven over MCP stdio."""
 import base64
-import io
 import os
 import re
 import sys

@@ -1,5 +1,4 @@
 """MCP and JSON-RPC handling of `ipybox mcp`: negotiation, bad input, cancellation."""
-import json
 import os
 import sys
 import time

@@ -3,8 +3,10 @@ stdio, and `ipybox run`. Standard library only (Debian's /usr/bin/python3)."""
 import json
 import os
 import select
+import shutil
 import subprocess
 import tempfile
+import textwrap
 import time
 import unittest
 
@@ -61,6 +63,60 @@ def run_sandboxed(cmd, options=(), timeout=120, input=None):
     """`ipybox run [options] -- cmd...`; returns CompletedProcess (text)."""
     return subprocess.run([IPYBOX, "run", *options, "--", *cmd], capture_output=True, text=True,
                           timeout=timeout, input=input)
+
+
+class SandboxCase(unittest.TestCase):
+    """A test that tries attacks inside real sandboxes (`ipybox run`), with a workspace of its
+    own. Probes are PRELUDE + body + EPILOGUE run by the sandbox's /usr/bin/python3; probes
+    and static helpers (bound at /app/bin) print one JSON object as their last line."""
+
+    PRELUDE = PROBE_PRELUDE + "out = {}\n"
+    EPILOGUE = "\nprint(json.dumps(out), flush=True)\n"
+    TMP_PREFIX = "ipybox-sec-"
+
+    def setUp(self):
+        require_sandbox(self)
+        self.tmp = tempfile.mkdtemp(prefix=self.TMP_PREFIX)
+        self.ws = os.path.join(self.tmp, "ws")
+        os.mkdir(self.ws)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def opts(self, *extra, helpers=False):
+        o = ["--workspace", self.ws]
+        if helpers:
+            o += ["--container-bind", HELPERS + ":bin"]
+        return o + list(extra)
+
+    def state_env(self):
+        """An environment whose ipybox state directory is this test's own."""
+        env = dict(os.environ)
+        env["XDG_STATE_HOME"] = os.path.join(self.tmp, "state")
+        return env
+
+    def code(self, body, epilogue=True):
+        return self.PRELUDE + textwrap.dedent(body) + (self.EPILOGUE if epilogue else "")
+
+    def parse(self, r, expect_rc=0):
+        self.assertEqual(r.returncode, expect_rc, "exit %s\nstdout: %s\nstderr: %s"
+                         % (r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+        lines = r.stdout.strip().splitlines()
+        self.assertTrue(lines, "nothing printed; stderr: " + r.stderr[-2000:])
+        return json.loads(lines[-1])
+
+    def probe(self, body, options=None, expect_rc=0, env=None, timeout=120):
+        opts = self.opts() if options is None else options
+        r = subprocess.run([IPYBOX, "run", *opts, "--", "/usr/bin/python3", "-c", self.code(body)],
+                           capture_output=True, text=True, timeout=timeout, env=env)
+        return self.parse(r, expect_rc)
+
+    def helper(self, name, *args, expect_rc=0, **popen):
+        if not os.path.exists(os.path.join(HELPERS, name)):
+            self.fail("helper %s not built (make build/tests/helpers/%s)" % (name, name))
+        cmd = [IPYBOX, "run", *self.opts(helpers=True), "--", "/app/bin/" + name, *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, **popen)
+        return self.parse(r, expect_rc)
 
 
 def descendants(pid):

@@ -10,13 +10,13 @@ import stat
 import struct
 import subprocess
 import sys
-import tempfile
 import textwrap
 import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import PROBE_PRELUDE, run_sandboxed, require_sandbox, HELPERS, IPYBOX  # noqa: E402
+import ipybox_test  # noqa: E402
+from ipybox_test import PROBE_PRELUDE, run_sandboxed, HELPERS, IPYBOX  # noqa: E402
 
 # Prepended to every probe: raw syscalls with errno names, and a dict `out` to report.
 PRELUDE = PROBE_PRELUDE + r'''
@@ -28,7 +28,6 @@ def write(p, data=b"x", mode="wb"):
         f.write(data)
 out = {}
 '''
-EPILOGUE = "\nprint(json.dumps(out))\n"
 
 # Well-known host secrets; none of them may be reachable from inside.
 HOST_SECRETS = ["/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/sudoers", "/etc/sudoers.d",
@@ -54,43 +53,9 @@ out["found"] = found
 '''
 
 
-class SandboxCase(unittest.TestCase):
-    def setUp(self):
-        require_sandbox(self)
-        self.tmp = tempfile.mkdtemp(prefix="ipybox-sec-fs-")
-        self.ws = os.path.join(self.tmp, "ws")
-        os.mkdir(self.ws)
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def opts(self, *extra, helpers=False):
-        o = ["--workspace", self.ws]
-        if helpers:
-            o += ["--container-bind", HELPERS + ":bin"]
-        return o + list(extra)
-
-    def probe(self, body, options=None, expect_rc=0, env=None, timeout=120):
-        # Runs PRELUDE+body in a sandbox; returns the JSON object it printed last.
-        code = PRELUDE + textwrap.dedent(body) + EPILOGUE
-        cmd = ["/usr/bin/python3", "-c", code]
-        opts = self.opts() if options is None else options
-        if env is None:
-            r = run_sandboxed(cmd, options=opts, timeout=timeout)
-        else:
-            r = subprocess.run([IPYBOX, "run", *opts, "--", *cmd], capture_output=True, text=True,
-                               timeout=timeout, env=env)
-        self.assertEqual(r.returncode, expect_rc, "probe exited %d\nstdout: %s\nstderr: %s"
-                         % (r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
-        lines = r.stdout.strip().splitlines()
-        self.assertTrue(lines, "probe printed nothing; stderr: " + r.stderr[-2000:])
-        return json.loads(lines[-1])
-
-    def state_env(self):
-        # An environment whose ipybox state dir is this test's own.
-        env = dict(os.environ)
-        env["XDG_STATE_HOME"] = os.path.join(self.tmp, "state")
-        return env
+class SandboxCase(ipybox_test.SandboxCase):
+    PRELUDE = PRELUDE
+    TMP_PREFIX = "ipybox-sec-fs-"
 
 
 class HostSecrets(SandboxCase):

@@ -12,14 +12,14 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import tty
 import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import PROBE_PRELUDE, run_sandboxed, require_sandbox, HELPERS, IPYBOX  # noqa: E402
+import ipybox_test  # noqa: E402
+from ipybox_test import PROBE_PRELUDE, run_sandboxed, IPYBOX  # noqa: E402
 
 PRELUDE = PROBE_PRELUDE + r'''
 def read(p, n=65536):
@@ -33,47 +33,12 @@ def status(pid="self"):
     return d
 out = {}
 '''
-EPILOGUE = "\nprint(json.dumps(out), flush=True)\n"
 ZERO_CAPS = "0" * 16
 
 
-class SandboxCase(unittest.TestCase):
-    def setUp(self):
-        require_sandbox(self)
-        self.tmp = tempfile.mkdtemp(prefix="ipybox-sec-proc-")
-        self.ws = os.path.join(self.tmp, "ws")
-        os.mkdir(self.ws)
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def opts(self, *extra, helpers=False):
-        o = ["--workspace", self.ws]
-        if helpers:
-            o += ["--container-bind", HELPERS + ":bin"]
-        return o + list(extra)
-
-    def code(self, body, epilogue=True):
-        return PRELUDE + textwrap.dedent(body) + (EPILOGUE if epilogue else "")
-
-    def parse(self, r, expect_rc=0):
-        self.assertEqual(r.returncode, expect_rc, "exit %s\nstdout: %s\nstderr: %s"
-                         % (r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
-        lines = r.stdout.strip().splitlines()
-        self.assertTrue(lines, "nothing printed; stderr: " + r.stderr[-2000:])
-        return json.loads(lines[-1])
-
-    def probe(self, body, options=None, expect_rc=0, **kw):
-        r = run_sandboxed(["/usr/bin/python3", "-c", self.code(body)],
-                          options=self.opts() if options is None else options, **kw)
-        return self.parse(r, expect_rc)
-
-    def helper(self, name, *args, expect_rc=0, **popen):
-        if not os.path.exists(os.path.join(HELPERS, name)):
-            self.fail("helper %s not built (make build/tests/helpers/%s)" % (name, name))
-        cmd = [IPYBOX, "run", *self.opts(helpers=True), "--", "/app/bin/" + name, *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, **popen)
-        return self.parse(r, expect_rc)
+class SandboxCase(ipybox_test.SandboxCase):
+    PRELUDE = PRELUDE
+    TMP_PREFIX = "ipybox-sec-proc-"
 
 
 class Credentials(SandboxCase):

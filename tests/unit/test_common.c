@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "run_suite.h"
 #include "cleanup.h"
 #include "error.h"
 #include "strbuf.h"
@@ -382,9 +383,5 @@ static Suite *common_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(common_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ipb_run_suite(common_suite());
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run_suite.h"
 #include "egress.h"
 
 static ipb_addr addr(const char *s) {
@@ -249,9 +250,5 @@ int main(void) {
     tcase_add_test(c, host_addresses_need_an_exact_entry);
     tcase_add_test(c, pins);
     suite_add_tcase(s, c);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ipb_run_suite(s);
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "run_suite.h"
 #include "files.h"
 
 static char top[256];
@@ -521,9 +522,5 @@ static Suite *files_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(files_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ipb_run_suite(files_suite());
 }

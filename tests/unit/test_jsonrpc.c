@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "run_suite.h"
 #include "fdio.h"
 #include "jsonrpc.h"
 
@@ -481,9 +482,5 @@ static Suite *jsonrpc_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(jsonrpc_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ipb_run_suite(jsonrpc_suite());
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run_suite.h"
 #include "jupyter_msg.h"
 
 #define KEY "b7e2c1d0-kernel-key"
@@ -301,9 +302,5 @@ static Suite *jupyter_msg_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(jupyter_msg_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ipb_run_suite(jupyter_msg_suite());
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run_suite.h"
 #include "mountplan.h"
 #include "options.h"
 
@@ -279,9 +280,5 @@ static Suite *mountplan_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(mountplan_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ipb_run_suite(mountplan_suite());
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "run_suite.h"
 #include "options.h"
 
 /* Parses a NULL-terminated list of words into o (initialised here). On failure *msg gets a
@@ -603,9 +604,5 @@ static Suite *options_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(options_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ipb_run_suite(options_suite());
 }

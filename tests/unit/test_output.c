@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run_suite.h"
 #include "output.h"
 
 static const char marker_start[] = "\n[... ";
@@ -315,9 +316,5 @@ static Suite *output_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(output_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ipb_run_suite(output_suite());
 }

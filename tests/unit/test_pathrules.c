@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run_suite.h"
 #include "error.h"
 #include "pathrules.h"
 
@@ -212,9 +213,5 @@ static Suite *pathrules_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(pathrules_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ipb_run_suite(pathrules_suite());
 }

@@ -31,6 +31,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "run_suite.h"
 #include "seccomp_policy.h"
 
 typedef struct probe_result {
@@ -394,9 +395,5 @@ static Suite *seccomp_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(seccomp_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ipb_run_suite(seccomp_suite());
 }

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "run_suite.h"
 #include "shim_proto.h"
 
 /* Tags as in shim_config.c's encoding comment: {u16 tag, u32 length, payload}. */
@@ -532,9 +533,5 @@ static Suite *shim_config_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(shim_config_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ipb_run_suite(shim_config_suite());
 }
