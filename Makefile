@@ -15,7 +15,7 @@ CC         ?= cc
 PKG_CONFIG ?= pkg-config
 PYTHON     ?= /usr/bin/python3
 
-PKGS      := libseccomp libcap jansson libzmq openssl
+PKGS      := libseccomp libcap jansson libzmq openssl libnftables libnl-route-3.0
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS))
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check)
@@ -40,22 +40,24 @@ endif
 INC_common     := -Icommon
 INC_policy     := -Ipolicy -Icommon
 INC_netfilter  := -Inetfilter -Ipolicy -Icommon
+INC_proxy      := -Iproxy -Inetfilter -Ipolicy -Icommon
 INC_kernel-shim := -Ikernel-shim -Inetfilter -Ipolicy -Icommon
-INC_supervisor := -Isupervisor -Ikernel-shim -Inetfilter -Ipolicy -Icommon
-INC_client     := -Iclient -Isupervisor -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_supervisor := -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_client     := -Iclient -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
 INC_tests      := $(INC_client)
 
-LAYERS := common policy netfilter kernel-shim supervisor
+LAYERS := common policy netfilter proxy kernel-shim supervisor
 srcs = $(wildcard $(1)/*.c)
 objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(call srcs,$(1)))
 
 LIB_common     := $(BUILD)/lib/libcommon.a
 LIB_policy     := $(BUILD)/lib/libpolicy.a
 LIB_netfilter  := $(BUILD)/lib/libnetfilter.a
+LIB_proxy      := $(BUILD)/lib/libproxy.a
 LIB_kernel-shim := $(BUILD)/lib/libshim.a
 LIB_supervisor := $(BUILD)/lib/libsupervisor.a
 # link order: dependents first
-LIBS_ALL := $(LIB_supervisor) $(LIB_kernel-shim) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
+LIBS_ALL := $(LIB_supervisor) $(LIB_kernel-shim) $(LIB_proxy) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
 
 IPYBOX := $(BUILD)/bin/ipybox
 SHIM   := $(BUILD)/libexec/ipybox/ipybox-shim

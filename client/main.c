@@ -45,9 +45,6 @@ int cli_parse_options(ipb_options *o, int argc, char **argv, const char *prog, v
 }
 
 void cli_warn_unsupported(const ipb_options *o) {
-    if (o->allowed_domains.n || o->egress.n_pins)
-        log_warn("--allowed-domain and --resolve are checked, but egress is not built yet: the sandbox has "
-                 "loopback only, so nothing outside it is reachable");
     if (o->container_tag)
         log_warn("--container-tag %s ignored: ipybox-native uses no Docker image (see --rootfs)", o->container_tag);
 }

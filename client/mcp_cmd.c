@@ -59,10 +59,12 @@ int cmd_mcp(int argc, char **argv) {
         log_info("removed %d session director%s left by an earlier run", stale, stale == 1 ? "y" : "ies");
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    ipb_proxy *proxy = NULL;
     ipb_session s;
-    if (ipb_session_open(&s, &o, &err) < 0) {
+    if (ipb_proxy_start(&o.egress, o.max_connections, &proxy, &err) < 0 || ipb_session_open(&s, &o, proxy, &err) < 0) {
         fprintf(stderr, "ipybox mcp: cannot start: %s\n", ipb_error_msg(err));
         ipb_error_free(err);
+        ipb_proxy_stop(proxy);
         ipb_options_free(&o);
         return 1;
     }
@@ -70,13 +72,14 @@ int cmd_mcp(int argc, char **argv) {
     long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
     fprintf(stderr,
             "ipybox mcp: ready in %ld ms (embedded supervisor): kernel %s as an unprivileged user in its own "
-            "user/mount/pid/net/ipc/uts/cgroup namespaces, no capabilities, seccomp, network loopback only; "
-            "/app = %s\n",
-            ms, o.python, s.dirs.workspace);
+            "user/mount/pid/net/ipc/uts/cgroup namespaces, no capabilities, seccomp; egress: %s; /app = %s\n",
+            ms, o.python, o.egress.n_rules ? "the --allowed-domain list, through ipybox's proxy" : "public destinations, through ipybox's proxy",
+            s.dirs.workspace);
     ipb_mcp_server srv = {.in_fd = 0, .out_fd = 1, .session = &s, .stop = &stop_requested};
     ipb_mcp_serve(&srv);
     const char *ws = s.dirs.workspace_owned ? strdup(s.dirs.workspace) : NULL;
     ipb_session_close(&s);
+    ipb_proxy_stop(proxy);
     if (ws && access(ws, F_OK) == 0)
         log_warn("workspace kept: %s", ws);
     free((char *)ws);

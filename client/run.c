@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "proxy.h"
 #include "sandbox.h"
 #include "shimcfg.h"
 #include "statedir.h"
@@ -63,9 +64,12 @@ int cmd_run(int argc, char **argv) {
     int sfd = signalfd(-1, &fwd, SFD_CLOEXEC);
 
     ipb_sandbox sb = IPB_SANDBOX_INIT;
+    ipb_proxy *proxy = NULL;
     int rc = 125;
     bool start_failed = false; /* then rc is ours (125-127), not the command's */
-    if (ipb_sandbox_start(&cfg, 0, 1, 2, 30000, &sb, &err) < 0) {
+    if (ipb_proxy_start(&o.egress, o.max_connections, &proxy, &err) < 0 ||
+        ipb_sandbox_start(&cfg, 0, 1, 2, 30000, &sb, &err) < 0 ||
+        ipb_sandbox_serve_egress(&sb, proxy, dirs.id, &err) < 0) {
         log_error("%s", ipb_error_msg(err));
         goto out;
     }
@@ -102,6 +106,7 @@ int cmd_run(int argc, char **argv) {
     }
 out:
     ipb_sandbox_destroy(&sb);
+    ipb_proxy_stop(proxy);
     shim_config_free(&cfg);
     ipb_session_dirs_remove(&dirs);
     ipb_options_free(&o);

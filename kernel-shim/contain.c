@@ -78,8 +78,10 @@ void shim_contain(int fd, shim_config *cfg) {
         ipb_error_set(&err, errno, "setting the parent-death signal");
         fail(fd, "parent-death signal", err);
     }
-    /* 4. Network: only loopback exists in the new namespace; bring it up. */
-    if (ipb_netns_loopback_up(&err) < 0)
+    /* 4. Network: only loopback exists in the new namespace. Bring it up, route everything to
+     *    it, load the egress ruleset and create the listeners the supervisor's proxy serves. */
+    ipb_egress_fds efds;
+    if (ipb_netns_egress_setup(&efds, &err) < 0)
         fail(fd, "network namespace", err);
     /* 5. Hostname, so the host's name does not leak in. */
     const char *hn = cfg->hostname ? cfg->hostname : "ipybox";
@@ -91,5 +93,5 @@ void shim_contain(int fd, shim_config *cfg) {
      *    size-limited /tmp and /dev/shm, fresh /proc with sensitive parts masked, pivot_root. */
     if (shim_build_root(cfg->root, &cfg->plan, &err) < 0)
         fail(fd, "root filesystem", err);
-    shim_pid1(fd, cfg);
+    shim_pid1(fd, cfg, &efds);
 }

@@ -109,7 +109,7 @@ static void clean_rundir(void) {
     }
 }
 
-void shim_pid1(int fd, shim_config *cfg) {
+void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds) {
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
@@ -124,7 +124,19 @@ void shim_pid1(int fd, shim_config *cfg) {
 
     pid_t prog = 0;
     uint32_t gen = 0;
-    shim_send(fd, SHIM_EV_READY, 0, 0, 0, NULL, NULL);
+    int fds[IPB_EGRESS_NFDS];
+    size_t nfds = 0;
+    int32_t mask = 0;
+    for (int i = 0; i < IPB_EGRESS_NFDS; i++)
+        if (efds->fd[i] >= 0) {
+            fds[nfds++] = efds->fd[i];
+            mask |= 1 << i;
+        }
+    int sent = shim_send_fds(fd, SHIM_EV_READY, mask, fds, nfds);
+    /* The supervisor holds the listeners now; PID 1 and the program never need them. */
+    ipb_egress_fds_close(efds);
+    if (sent < 0)
+        _exit(1);
     if (cfg->mode == SHIM_MODE_RUN) {
         prog = start_program(fd, cfg, gen);
         if (prog < 0) {

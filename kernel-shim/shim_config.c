@@ -1,10 +1,12 @@
 #include "shim_proto.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* Encoding: a sequence of records {u16 tag, u32 length, payload}. Strings are stored without
  * NUL; a mount record is {u32 kind, u32 flags, 3 x (u32 len or 0xffffffff for NULL, bytes)}. */
@@ -189,17 +191,53 @@ void shim_config_free(shim_config *c) {
     memset(c, 0, sizeof(*c));
 }
 
+static void fill_msg(struct shim_msg *m, uint32_t type, int32_t arg, int32_t err, uint32_t gen, const char *step,
+                     const char *text) {
+    memset(m, 0, sizeof(*m));
+    m->type = type;
+    m->arg = arg;
+    m->err = err;
+    m->gen = gen;
+    if (step)
+        strncpy(m->step, step, sizeof(m->step) - 1);
+    if (text)
+        strncpy(m->text, text, sizeof(m->text) - 1);
+}
+
+int shim_send_fds(int fd, uint32_t type, int32_t arg, const int *fds, size_t nfds) {
+    struct shim_msg m;
+    fill_msg(&m, type, arg, 0, 0, NULL, NULL);
+    struct iovec iov = {&m, sizeof(m)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * SHIM_MAX_FDS)];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > SHIM_MAX_FDS)
+        return -EINVAL;
+    if (nfds) {
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    for (;;) {
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (n == (ssize_t)sizeof(m))
+            return 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n < 0 ? -errno : -EIO;
+    }
+}
+
 int shim_send(int fd, uint32_t type, int32_t arg, int32_t err, uint32_t gen, const char *step, const char *text) {
     struct shim_msg m;
-    memset(&m, 0, sizeof(m));
-    m.type = type;
-    m.arg = arg;
-    m.err = err;
-    m.gen = gen;
-    if (step)
-        strncpy(m.step, step, sizeof(m.step) - 1);
-    if (text)
-        strncpy(m.text, text, sizeof(m.text) - 1);
+    fill_msg(&m, type, arg, err, gen, step, text);
     for (;;) {
         ssize_t n = send(fd, &m, sizeof(m), MSG_NOSIGNAL);
         if (n == (ssize_t)sizeof(m))
@@ -210,24 +248,54 @@ int shim_send(int fd, uint32_t type, int32_t arg, int32_t err, uint32_t gen, con
     }
 }
 
-int shim_recv(int fd, struct shim_msg *m) {
+int shim_recv_fds(int fd, struct shim_msg *m, int *fds, size_t max, size_t *nfds) {
+    *nfds = 0;
     for (;;) {
-        ssize_t n = recv(fd, m, sizeof(*m), MSG_TRUNC);
+        struct iovec iov = {m, sizeof(*m)};
+        union {
+            char buf[CMSG_SPACE(sizeof(int) * SHIM_MAX_FDS)];
+            struct cmsghdr align;
+        } u;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+        ssize_t n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return -errno;
+        /* Take every descriptor that came, so none leaks; keep at most max of them. */
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < k; i++) {
+                int got;
+                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                if (*nfds < max)
+                    fds[(*nfds)++] = got;
+                else
+                    close(got);
+            }
+        }
+        bool bad = (mh.msg_flags & MSG_CTRUNC) || n != (ssize_t)sizeof(*m);
         if (n == 0) {
             /* recv() says 0 both for EOF and for an empty record; only EOF hangs up. */
             struct pollfd p = {fd, POLLRDHUP, 0};
             if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP)))
                 return 0;
+        }
+        if (bad) {
+            for (size_t i = 0; i < *nfds; i++)
+                close(fds[i]);
+            *nfds = 0;
             return -EBADMSG;
         }
-        if (n != (ssize_t)sizeof(*m))
-            return -EBADMSG;
         m->step[sizeof(m->step) - 1] = '\0';
         m->text[sizeof(m->text) - 1] = '\0';
         return 1;
     }
+}
+
+int shim_recv(int fd, struct shim_msg *m) {
+    size_t n;
+    return shim_recv_fds(fd, m, NULL, 0, &n);
 }

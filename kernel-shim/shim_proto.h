@@ -11,12 +11,14 @@
 
 #define SHIM_SYNC_FD 3
 #define SHIM_CONFIG_MAX (1u << 20)
+#define SHIM_MAX_FDS 8
 
 enum shim_mode { SHIM_MODE_KERNEL = 1, SHIM_MODE_RUN = 2 };
 
 enum shim_msg_type {
     /* shim -> supervisor */
-    SHIM_EV_READY = 1,  /* sandbox built; arg = pid of PID 1 as seen by the supervisor's side (unused) */
+    SHIM_EV_READY = 1,  /* sandbox built; carries the egress listeners (SCM_RIGHTS), arg = bit i set
+                         * when listener i (enum ipb_egress_fd) is among them, in that order */
     SHIM_EV_ERROR,      /* a step failed: step, err (errno), text */
     SHIM_EV_STARTED,    /* the program of generation gen runs; arg = its pid inside the sandbox */
     SHIM_EV_EXITED,     /* the program of generation gen ended; arg = wait status */
@@ -54,6 +56,11 @@ void shim_config_free(shim_config *c);
 
 /* Sends one record; returns 0 or -errno. */
 int shim_send(int fd, uint32_t type, int32_t arg, int32_t err, uint32_t gen, const char *step, const char *text);
+/* Sends one record with descriptors attached (at most SHIM_MAX_FDS). */
+int shim_send_fds(int fd, uint32_t type, int32_t arg, const int *fds, size_t nfds);
 /* Receives one record; returns 1 on a record, 0 on EOF, -errno on error (-EBADMSG for a
- * record of the wrong size). */
+ * record of the wrong size). Descriptors that come with it are closed. */
 int shim_recv(int fd, struct shim_msg *m);
+/* The same, keeping up to max attached descriptors (close-on-exec) in fds; *nfds says how
+ * many. Any beyond max are closed. */
+int shim_recv_fds(int fd, struct shim_msg *m, int *fds, size_t max, size_t *nfds);

@@ -353,6 +353,9 @@ static bool has_cidr(const ipb_egress_policy *p) {
 }
 
 bool ipb_egress_name_allowed(const ipb_egress_policy *p, const char *name, const char **reason) {
+    const char *unused;
+    if (!reason)
+        reason = &unused;
     if (ipb_name_is_metadata(name)) {
         *reason = "a cloud metadata name is always refused";
         return false;
@@ -400,6 +403,9 @@ static bool explicitly_allowed(const ipb_egress_policy *p, const ipb_addr *a, co
 
 bool ipb_egress_addr_allowed(const ipb_egress_policy *p, const ipb_addr *a, bool by_name, bool pinned,
                              const char **reason) {
+    const char *unused;
+    if (!reason)
+        reason = &unused;
     if (pinned) {
         *reason = "the address is pinned with --resolve";
         return true;

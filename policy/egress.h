@@ -76,7 +76,8 @@ const char *ipb_addr_special(const ipb_addr *a);
 /* Whether a (normalised) name is a cloud metadata name. */
 bool ipb_name_is_metadata(const char *name);
 
-/* May a connection go to this name? *reason says why not (a static sentence fragment). */
+/* May a connection go to this name? *reason says why not (a static sentence fragment);
+ * reason may be NULL here and below. */
 bool ipb_egress_name_allowed(const ipb_egress_policy *p, const char *name, const char **reason);
 /* May a connection go to this address? `by_name`: the address came from resolving an allowed
  * name (then no address entry is needed, only the special ranges are checked); `pinned`: it

@@ -196,7 +196,7 @@ static int set_str(char **slot, const char *opt, const char *v, ipb_error **err)
 
 enum opt_id {
     OPT_ALLOWED_DIR, OPT_ALLOWED_DOMAIN, OPT_RESOLVE, OPT_ENV_VAR, OPT_ENV_FILE, OPT_BIND, OPT_ROOTFS,
-    OPT_WORKSPACE, OPT_PYTHON, OPT_TMP_SIZE, OPT_SHM_SIZE, OPT_MAX_OUTPUT, OPT_VERBOSE, OPT_HELP,
+    OPT_WORKSPACE, OPT_PYTHON, OPT_TMP_SIZE, OPT_SHM_SIZE, OPT_MAX_OUTPUT, OPT_MAX_CONNS, OPT_VERBOSE, OPT_HELP,
 };
 static const struct {
     const char *name;
@@ -216,6 +216,7 @@ static const struct {
     {"--tmp-size", OPT_TMP_SIZE, true},
     {"--shm-size", OPT_SHM_SIZE, true},
     {"--max-output-chars", OPT_MAX_OUTPUT, true},
+    {"--max-connections", OPT_MAX_CONNS, true},
     {"--verbose", OPT_VERBOSE, false},
     {"-v", OPT_VERBOSE, false},
     {"--help", OPT_HELP, false},
@@ -235,6 +236,15 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
         return ipb_strv_push(&o->allowed_domains, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
     case OPT_RESOLVE:
         return ipb_egress_add_pin(&o->egress, v, err);
+    case OPT_MAX_CONNS: {
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(v, &end, 10);
+        if (errno || end == v || *end || n < 1 || n > 100000 || v[0] == '-')
+            return ipb_error_set(err, 0, "--max-connections '%s': must be a number from 1 to 100000", v);
+        o->max_connections = (unsigned)n;
+        return 0;
+    }
     case OPT_ENV_VAR:
         if (ipb_check_env_assignment(v, err) < 0)
             return ipb_error_wrap(err, "--container-env-var");
@@ -345,10 +355,12 @@ const char *ipb_options_help(void) {
            "                            (example.com), a wildcard for its subdomains (*.example.com),\n"
            "                            an IPv4/IPv6 address or a CIDR block (10.1.0.0/16). Private,\n"
            "                            loopback, link-local and metadata addresses need a block inside\n"
-           "                            them. Checked now; egress itself is not built yet, so the\n"
-           "                            sandbox still has loopback only.\n"
+           "                            them; the host's own addresses need that exact address. No\n"
+           "                            entry: every public destination. TCP goes through ipybox's\n"
+           "                            proxy, DNS through its stub; nothing else leaves the sandbox.\n"
            "  --resolve NAME:ADDR       Pin NAME to ADDR for the egress proxy and DNS (repeatable; as\n"
            "                            curl's --resolve, without the port), e.g. for internal hosts.\n"
+           "  --max-connections N       Concurrent outbound connections of the sandbox (default 256).\n"
            "  --container-env-var K=V   Environment variable for the kernel (repeatable). Nothing else\n"
            "                            from your environment reaches the sandbox.\n"
            "  --container-env-file PATH KEY=VALUE lines ('#' comments, optional quotes) for the kernel.\n"

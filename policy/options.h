@@ -32,6 +32,7 @@ typedef struct ipb_options {
     uint64_t tmp_size;       /* bytes, /tmp tmpfs */
     uint64_t shm_size;       /* bytes, /dev/shm tmpfs */
     long max_output_chars;   /* default cap on a cell's text output */
+    unsigned max_connections;/* egress connections per sandbox; 0: the proxy's default */
     int verbose;
     bool help;
 } ipb_options;

@@ -7,9 +7,11 @@
 set -eu
 exec 1>&2
 want="build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libzmq3-dev libssl-dev
+      libnftables-dev libnl-3-dev libnl-route-3-dev
       python3-ipykernel python3-matplotlib python3-pip python3-wheel"
 if [ "${1:-build}" = test ]; then
-    want="$want check"
+    # nftables, iproute2 and openssl: the egress tests build test hosts and try the tools.
+    want="$want check nftables iproute2 openssl"
     # Any node >= 18 with npm will do (the MCP TypeScript SDK's floor); else Debian's.
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         want="$want nodejs npm"

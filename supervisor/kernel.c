@@ -410,8 +410,11 @@ int ipb_kernel_restart(ipb_kernel *k, ipb_error **err) {
     return 0;
 }
 
-int ipb_kernel_open(ipb_kernel *k, const shim_config *cfg, const char *rundir, ipb_error **err) {
+int ipb_kernel_open(ipb_kernel *k, const shim_config *cfg, const char *rundir, ipb_proxy *proxy, const char *label,
+                    ipb_error **err) {
     memset(k, 0, sizeof(*k));
+    k->proxy = proxy;
+    snprintf(k->label, sizeof(k->label), "%s", label);
     k->sb = (ipb_sandbox)IPB_SANDBOX_INIT;
     k->stderr_fd = -1;
     k->rundir_fd = -1;
@@ -437,7 +440,7 @@ int ipb_kernel_open(ipb_kernel *k, const shim_config *cfg, const char *rundir, i
     if (devnull >= 0)
         close(devnull);
     close(pipefd[1]);
-    if (r < 0)
+    if (r < 0 || ipb_sandbox_serve_egress(&k->sb, proxy, k->label, err) < 0)
         return -1;
     return start_kernel(k, err);
 }

@@ -30,10 +30,13 @@ typedef struct ipb_kernel {
     bool died;                 /* it ended on its own since the last start */
     int exit_status;
     int start_timeout_ms;
+    ipb_proxy *proxy;          /* serves the sandbox's egress; NULL: nothing leaves */
+    char label[64];            /* the sandbox's name in the proxy's log */
 } ipb_kernel;
 
 /* Builds the sandbox (config in kernel mode) and starts the first kernel. */
-int ipb_kernel_open(ipb_kernel *k, const shim_config *cfg, const char *rundir, ipb_error **err);
+int ipb_kernel_open(ipb_kernel *k, const shim_config *cfg, const char *rundir, ipb_proxy *proxy, const char *label,
+                    ipb_error **err);
 /* Ends whatever runs in the sandbox and starts a fresh kernel (same sandbox: /app, $HOME and
  * installed packages stay). */
 int ipb_kernel_restart(ipb_kernel *k, ipb_error **err);

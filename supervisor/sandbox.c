@@ -47,6 +47,42 @@ int ipb_find_shim(char **ret_path, ipb_error **err) {
                                       "run `make` (or `make install`) again", installed);
 }
 
+/* The READY record's listeners, in enum order, bit i of mask saying listener i came. A
+ * mismatch between the mask and the descriptors leaves egress without listeners. */
+static void take_egress_fds(ipb_sandbox *sb, uint32_t mask, int *fds, size_t nfds) {
+    ipb_egress_fds_close(&sb->egress);
+    size_t k = 0;
+    for (int i = 0; i < IPB_EGRESS_NFDS; i++)
+        if (mask & (1u << i))
+            k++;
+    if (k != nfds || (mask >> IPB_EGRESS_NFDS)) {
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        return;
+    }
+    k = 0;
+    for (int i = 0; i < IPB_EGRESS_NFDS; i++)
+        if (mask & (1u << i))
+            sb->egress.fd[i] = fds[k++];
+}
+
+int ipb_sandbox_serve_egress(ipb_sandbox *sb, ipb_proxy *proxy, const char *label, ipb_error **err) {
+    if (!proxy)
+        return 0;
+    if (ipb_proxy_attach(proxy, label, &sb->egress, &sb->proxy_id, err) < 0)
+        return -1;
+    sb->proxy = proxy;
+    return 0;
+}
+
+static void stop_egress(ipb_sandbox *sb) {
+    if (sb->proxy)
+        ipb_proxy_detach(sb->proxy, sb->proxy_id);
+    sb->proxy = NULL;
+    sb->proxy_id = 0;
+    ipb_egress_fds_close(&sb->egress);
+}
+
 int ipb_sandbox_next(ipb_sandbox *sb, int timeout_ms, struct shim_msg *m, ipb_error **err) {
     struct pollfd p = {sb->fd, POLLIN, 0};
     int r;
@@ -57,7 +93,14 @@ int ipb_sandbox_next(ipb_sandbox *sb, int timeout_ms, struct shim_msg *m, ipb_er
         return ipb_error_set(err, errno, "waiting for the sandbox");
     if (r == 0)
         return 0;
-    r = shim_recv(sb->fd, m);
+    int fds[SHIM_MAX_FDS];
+    size_t nfds = 0;
+    r = shim_recv_fds(sb->fd, m, fds, SHIM_MAX_FDS, &nfds);
+    if (r > 0 && m->type == SHIM_EV_READY)
+        take_egress_fds(sb, (uint32_t)m->arg, fds, nfds);
+    else
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
     if (r == 0)
         return ipb_error_set(err, 0, "the sandbox's PID 1 exited unexpectedly");
     if (r < 0)
@@ -121,7 +164,9 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         ipb_buf_free(&msg);
         return ipb_error_set(err, r, "starting %s", shim);
     }
-    ipb_sandbox sb = {.pid = pid, .fd = sv[0]};
+    ipb_sandbox sb = IPB_SANDBOX_INIT;
+    sb.pid = pid;
+    sb.fd = sv[0];
     size_t msg_len = msg.len;
     ssize_t n = send(sb.fd, msg.data, msg_len, MSG_NOSIGNAL);
     int send_errno = errno;
@@ -164,6 +209,7 @@ int ipb_sandbox_destroy(ipb_sandbox *sb) {
         close(sb->fd);
         sb->fd = -1;
     }
+    stop_egress(sb);
     return status;
 }
 
@@ -178,6 +224,7 @@ int ipb_sandbox_wait_exit(ipb_sandbox *sb) {
         close(sb->fd);
         sb->fd = -1;
     }
+    stop_egress(sb);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

@@ -4,14 +4,19 @@
 #include <sys/types.h>
 
 #include "error.h"
+#include "netns.h"
+#include "proxy.h"
 #include "shim_proto.h"
 
 typedef struct ipb_sandbox {
     pid_t pid;   /* the outer shim; -1 when none */
     int fd;      /* sync socket, -1 when none */
+    ipb_egress_fds egress; /* the listeners inside its network namespace, from READY */
+    ipb_proxy *proxy;      /* serving them, once ipb_sandbox_serve_egress ran */
+    uint32_t proxy_id;
 } ipb_sandbox;
 
-#define IPB_SANDBOX_INIT {.pid = -1, .fd = -1}
+#define IPB_SANDBOX_INIT {.pid = -1, .fd = -1, .egress = {{-1, -1, -1, -1, -1, -1}}}
 
 /* Locates ipybox-shim: next to the running binary's ../libexec/ipybox, else the installed path. */
 int ipb_find_shim(char **ret_path, ipb_error **err);
@@ -21,6 +26,9 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
                       ipb_sandbox *ret, ipb_error **err);
 /* Waits up to timeout_ms (-1: forever) for the next record. Returns 1 with a record, 0 on
  * timeout, -1 with err when the shim is gone or misbehaves. */
+/* Hands the sandbox's egress listeners to the proxy (label names the sandbox in its log).
+ * Without this the listeners stay unserved and closed with the sandbox: nothing leaves. */
+int ipb_sandbox_serve_egress(ipb_sandbox *sb, ipb_proxy *proxy, const char *label, ipb_error **err);
 int ipb_sandbox_next(ipb_sandbox *sb, int timeout_ms, struct shim_msg *m, ipb_error **err);
 int ipb_sandbox_send(ipb_sandbox *sb, uint32_t type, int32_t arg, uint32_t gen, ipb_error **err);
 /* Kills the whole sandbox (SIGKILL to the outer shim ends PID 1 and the pid namespace) and

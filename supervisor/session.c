@@ -32,9 +32,10 @@ static const char kernel_launch[] =
     "    kernelapp.launch_new_instance()\n"
     "main()\n";
 
-int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_error **err) {
+int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb_error **err) {
     memset(s, 0, sizeof(*s));
     s->opts = o;
+    s->proxy = proxy;
     s->ws_fd = -1;
     s->kernel.sb = (ipb_sandbox)IPB_SANDBOX_INIT;
     s->kernel.stderr_fd = s->kernel.rundir_fd = -1;
@@ -58,7 +59,7 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_error **err) {
                     (char *)IPB_SANDBOX_RUNDIR "/connection.json", NULL};
     if (ipb_shim_config_build(o, &s->dirs, SHIM_MODE_KERNEL, argv, &s->cfg, err) < 0)
         goto fail;
-    if (ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, err) < 0)
+    if (ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err) < 0)
         goto fail;
     return 0;
 fail:
@@ -70,7 +71,7 @@ int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err) {
     if (s->kernel.sb.fd < 0) {
         /* The sandbox itself is gone (its PID 1 was killed): build a new one. */
         ipb_kernel_close(&s->kernel);
-        return ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, err);
+        return ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err);
     }
     if (!s->kernel.running)
         return ipb_kernel_restart(&s->kernel, err);

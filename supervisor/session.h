@@ -4,6 +4,7 @@
 #include "error.h"
 #include "kernel.h"
 #include "options.h"
+#include "proxy.h"
 #include "shim_proto.h"
 #include "statedir.h"
 
@@ -12,12 +13,14 @@ typedef struct ipb_session {
     ipb_session_dirs dirs;
     shim_config cfg;
     ipb_kernel kernel;
+    ipb_proxy *proxy;
     int ws_fd;
     int *bind_fds;
     bool open;
 } ipb_session;
 
-int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_error **err);
+/* proxy serves the sandbox's egress (NULL: nothing leaves it). */
+int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb_error **err);
 /* A running kernel: restarts it if it died, rebuilds the sandbox if that is gone. */
 int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err);
 int ipb_session_reset(ipb_session *s, ipb_error **err);
