@@ -91,7 +91,9 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
     ADD(IPB_MNT_FILE, 0, NULL, "/etc/hosts", etc_hosts);
     ADD(IPB_MNT_FILE, 0, NULL, "/etc/hostname", IPB_SANDBOX_HOSTNAME "\n");
     ADD(IPB_MNT_FILE, 0, NULL, "/etc/nsswitch.conf", etc_nsswitch);
-    ADD(IPB_MNT_FILE, 0, NULL, "/etc/resolv.conf", "# no DNS: the sandbox has loopback only\n");
+    /* The redirect brings every DNS query to the stub anyway; name it so tools that read this
+     * file agree. */
+    ADD(IPB_MNT_FILE, 0, NULL, "/etc/resolv.conf", "# ipybox: DNS answered by the supervisor's stub\nnameserver 127.0.0.1\n");
     for (size_t i = 0; i < sizeof(etc_entries) / sizeof(*etc_entries); i++) {
         snprintf(src, sizeof(src), "%s/etc/%s", sysroot, etc_entries[i]);
         snprintf(dst, sizeof(dst), "/etc/%s", etc_entries[i]);

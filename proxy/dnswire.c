@@ -41,7 +41,7 @@ int ipb_dns_parse_query(const uint8_t *msg, size_t len, ipb_dns_query *q, int *r
             off++;
             break;
         }
-        if (l > 63 || off + 1 + l > len || out + l + 1 > IPB_NAME_MAX + 1) {
+        if (l > 63 || off + 1 + l > len || out + l + 1 > IPB_NAME_MAX) {
             *rcode = IPB_DNS_FORMERR;
             return 1;
         }

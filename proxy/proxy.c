@@ -257,26 +257,33 @@ static void use_addresses(struct conn *c, const ipb_addr *a, size_t n, const cha
     try_connect(c);
 }
 
-/* A decision on an address with no name: an address entry, a --resolve pin, or an answer the
- * DNS stub gave for an allowed name. */
-static void decide_addr(struct conn *c, const ipb_addr *a) {
-    const char *why = NULL;
+/* Whether an address may be reached on its own: an address entry (or, with no list, any
+ * public address), a --resolve pin of an allowed name, or an answer the DNS stub gave for an
+ * allowed name (then c->name is that name). Returns how it was allowed, or NULL with *why. */
+static const char *addr_verdict(struct conn *c, const ipb_addr *a, const char **why) {
     const ipb_egress_policy *pol = c->p->policy;
-    if (ipb_egress_addr_allowed(pol, a, false, false, &why)) {
-        use_addresses(c, a, 1, pol->n_rules ? "address allowed" : "public address");
-        return;
-    }
+    *why = NULL;
+    if (ipb_egress_addr_allowed(pol, a, false, false, why))
+        return pol->n_rules ? "address allowed" : "public address";
     for (size_t i = 0; i < pol->n_pins; i++)
         if (pol->pins[i].addr.family == a->family && !memcmp(pol->pins[i].addr.b, a->b, 16) &&
             ipb_egress_name_allowed(pol, pol->pins[i].name, NULL)) {
             snprintf(c->name, sizeof(c->name), "%s", pol->pins[i].name);
-            use_addresses(c, a, 1, "pinned address of an allowed name");
-            return;
+            return "pinned address of an allowed name";
         }
     const char *name = dns_recall(c->sb, a);
     if (name) {
         snprintf(c->name, sizeof(c->name), "%s", name);
-        use_addresses(c, a, 1, "address the DNS stub gave for an allowed name");
+        return "address the DNS stub gave for an allowed name";
+    }
+    return NULL;
+}
+
+static void decide_addr(struct conn *c, const ipb_addr *a) {
+    const char *why;
+    const char *via = addr_verdict(c, a, &why);
+    if (via) {
+        use_addresses(c, a, 1, via);
         return;
     }
     char t[64];
@@ -312,6 +319,8 @@ static void decide(struct conn *c) {
     c->connect_mode = s->kind == IPB_SNIFF_CONNECT;
     c->http = s->kind == IPB_SNIFF_HTTP;
     if (s->kind == IPB_SNIFF_BAD) {
+        /* Only TLS (first byte 0x16) and HTTP requests are judged malformed: answer HTTP. */
+        c->http = c->len && c->buf[0] != 0x16;
         refuse(c, "%s", s->why);
         return;
     }
@@ -504,6 +513,15 @@ static void listener_readable(struct ipb_proxy *p, struct sbx *sb, int idx) {
         }
         c->have_odst = original_dst(fd, family, &c->odst, &c->oport);
         c->explicit_ = !c->have_odst;
+        /* A destination allowed by its address needs no sniffing: whatever name the bytes
+         * carry, they go to that address, and server-first protocols (SSH, SMTP) need not
+         * wait. Everything else is judged by its first bytes. */
+        const char *why, *via = c->have_odst ? addr_verdict(c, &c->odst, &why) : NULL;
+        if (via) {
+            c->port = c->oport;
+            use_addresses(c, &c->odst, 1, via);
+            continue;
+        }
         peek_readable(c);
     }
 }

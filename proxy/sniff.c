@@ -187,6 +187,9 @@ static enum ipb_sniff_kind sniff_http(const uint8_t *buf, size_t len, size_t mle
     o->kind = connect ? IPB_SNIFF_CONNECT : IPB_SNIFF_HTTP;
     /* request line: METHOD SP target SP HTTP/1.x */
     const char *eol = memmem(b, head, "\r\n", 2);
+    for (const char *q = b; q < eol; q++)
+        if ((uint8_t)*q < ' ' || *q == 0x7f)
+            return bad(o, "control character in the HTTP request line");
     const char *target = b + mlen + 1;
     const char *sp = memchr(target, ' ', (size_t)(eol - target));
     if (!sp || sp == target)

@@ -149,13 +149,16 @@ class McpError(Exception):
 class McpClient:
     """A minimal MCP client for `ipybox mcp` over stdio."""
 
-    def __init__(self, *options, env=None, initialize=True, home=None):
+    def __init__(self, *options, env=None, initialize=True, home=None, wrap=None):
         self.tmp = tempfile.TemporaryDirectory(prefix="ipybox-test-")
         e = dict(os.environ if env is None else env)
         # Keep each test's state (sessions, default workspaces) out of the user's own.
         e.setdefault("XDG_STATE_HOME", os.path.join(self.tmp.name, "state"))
         self.state_dir = os.path.join(e["XDG_STATE_HOME"], "ipybox")
-        self.proc = subprocess.Popen([IPYBOX, "mcp", *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        cmd = [IPYBOX, "mcp", *options]
+        # wrap: a function that turns the command into another (e.g. one run in a private
+        # mount namespace).
+        self.proc = subprocess.Popen(wrap(cmd) if wrap else cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=e)
         self._buf = bytearray()
         self._scanned = 0
