@@ -2,7 +2,7 @@
 #   make            build bin/ipybox and libexec/ipybox-shim under $(BUILD)
 #   make check      unit, integration and security tests
 #   make sanitize   the same tests with SANITIZE=address,undefined in build-san/
-#   make bench      benchmarks (bench/results.md)
+#   make bench      benchmarks (bench/results.md, bench/egress.md)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 PREFIX     ?= /usr/local
@@ -69,7 +69,7 @@ HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRCS))
 FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 
-.PHONY: all check unit integration sanitize bench install uninstall clean fuzz format-check
+.PHONY: all check unit integration sanitize bench bench-egress install uninstall clean fuzz format-check
 all: $(IPYBOX) $(SHIM)
 
 $(BUILD)/obj/%.o: %.c
@@ -120,6 +120,11 @@ fuzz:
 
 bench: all
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) $(PYTHON) bench/bench.py --out bench/results.md
+	@BUILD=$(BUILD) $(PYTHON) bench/egress.py --out bench/egress.md
+
+# The egress benchmark alone (root: it builds a network namespace).
+bench-egress: all
+	@BUILD=$(BUILD) $(PYTHON) bench/egress.py --out bench/egress.md
 
 format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')

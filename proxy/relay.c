@@ -10,8 +10,8 @@
 
 #include "proxy_int.h"
 
-#define PIPE_SIZE (256 * 1024)
-#define BUDGET (1024 * 1024)
+#define PIPE_SIZE (1024 * 1024)
+#define BUDGET (4 * 1024 * 1024)
 
 static const char connect_ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 

@@ -2,7 +2,8 @@
 a veth pair, with documentation addresses (203.0.113.0/24, 2001:db8:77::/64) and servers:
 
   host A  203.0.113.2, [2001:db8:77::2]  HTTP :80, HTTPS :443 (answer "host-a"), the package
-          index under /simple/, a TCP greeter on :7 that holds connections open, a UDP sink :9
+          index under /simple/, a TCP greeter on :7 that holds connections open, a UDP sink :9,
+          a bulk source on :19 (send an 8-byte size, get that many bytes)
   host B  203.0.113.3                     HTTP :80, HTTPS :443 (answer "host-b"), greeter :7
   DNS     203.0.113.53:53 (UDP)           a counting resolver: logs every query it gets
 
@@ -127,6 +128,39 @@ def greeter(addr, port, name, logpath):
     threading.Thread(target=run, daemon=True).start()
 
 
+def bulk(addr, port):
+    """Reads an 8-byte size, sends that many bytes, closes: a source for throughput runs."""
+    ls = socket.socket(socket.AF_INET)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((addr, port))
+    ls.listen(64)
+    chunk = b"x" * (1 << 20)
+
+    def one(c):
+        with c:
+            want = b""
+            while len(want) < 8:
+                b = c.recv(8 - len(want))
+                if not b:
+                    return
+                want += b
+            n = int.from_bytes(want, "big")
+            view = memoryview(chunk)
+            try:
+                while n > 0:
+                    k = c.send(view[:min(n, len(chunk))])
+                    n -= k
+            except OSError:
+                pass
+
+    def run():
+        while True:
+            c, _ = ls.accept()
+            threading.Thread(target=one, args=(c,), daemon=True).start()
+
+    threading.Thread(target=run, daemon=True).start()
+
+
 def udp_sink(addr, port, logpath):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind((addr, port))
@@ -187,6 +221,7 @@ def serve(workdir):
     greeter(A_V4, 7, "host-a", logpath)
     greeter(B_V4, 7, "host-b", logpath)
     udp_sink(A_V4, 9, logpath)
+    bulk(A_V4, 19)
     dns_server(DNS_V4, logpath)
     print("ready", flush=True)
     while True:
