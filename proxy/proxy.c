@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -113,10 +114,13 @@ void proxy_close_conn(struct conn *c) {
             if (c->h[d].pipe[i] >= 0)
                 close(c->h[d].pipe[i]);
     c->cw.fd = c->uw.fd = -1;
+    struct sbx *sb = c->sb;
     if (c->rq)
         c->rq->conn = NULL;
     c->rq = NULL;
-    struct sbx *sb = c->sb;
+    if (c->dns_busy)
+        sb->ndns--;
+    c->dns_busy = false;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -173,6 +177,7 @@ static void fail_upstream(struct conn *c, const char *why) {
 }
 
 static void try_connect(struct conn *c) {
+    int last = ECONNREFUSED;
     while (c->cur < c->ncand) {
         const ipb_addr *a = &c->cand[c->cur];
         struct sockaddr_storage ss;
@@ -192,7 +197,9 @@ static void try_connect(struct conn *c) {
             sl = sizeof(*s6);
         }
         int fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd >= 0 && (connect(fd, (struct sockaddr *)&ss, sl) == 0 || errno == EINPROGRESS)) {
+        if (fd < 0)
+            last = errno;
+        if (fd >= 0 && (connect(fd, (struct sockaddr *)&ss, sl) == 0 || (last = errno) == EINPROGRESS)) {
             c->uw.fd = fd;
             c->st = C_CONNECT;
             c->deadline = proxy_now_ms() + CONNECT_MS;
@@ -204,7 +211,7 @@ static void try_connect(struct conn *c) {
         c->uw.fd = -1;
         c->cur++;
     }
-    fail_upstream(c, "no address accepted the connection");
+    fail_upstream(c, strerror(c->conn_errno ? c->conn_errno : last));
 }
 
 static void connected(struct conn *c) {
@@ -232,6 +239,7 @@ static void upstream_event(struct conn *c) {
         }
         if (e == EINPROGRESS || e == EALREADY)
             return;
+        c->conn_errno = e;
         close(c->uw.fd);
         c->uw.fd = -1;
         c->cur++;
@@ -493,10 +501,31 @@ static bool over_cap(struct ipb_proxy *p, struct sbx *sb, int fd) {
     return true;
 }
 
+/* accept4, and when the process is out of descriptors, accept with the spare one and close
+ * at once: a connection left in the backlog would keep the listener readable and spin the
+ * loop. Returns -1 when there is nothing (more) to accept. */
+static int accept_conn(struct ipb_proxy *p, struct sbx *sb, int lfd) {
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+        if ((errno != EMFILE && errno != ENFILE) || p->spare < 0)
+            return -1;
+        close(p->spare);
+        fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0)
+            close(fd);
+        p->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        proxy_warn(sb, "refused a connection: the supervisor is out of file descriptors");
+        if (fd < 0)
+            return -1;
+    }
+}
+
 static void listener_readable(struct ipb_proxy *p, struct sbx *sb, int idx) {
     int family = idx == IPB_EGRESS_PROXY6 ? AF_INET6 : AF_INET;
     for (int i = 0; i < 64; i++) {
-        int fd = accept4(sb->w[idx].fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept_conn(p, sb, sb->w[idx].fd);
         if (fd < 0)
             return;
         if (over_cap(p, sb, fd))
@@ -528,7 +557,7 @@ static void listener_readable(struct ipb_proxy *p, struct sbx *sb, int idx) {
 
 static void dns_tcp_listener_readable(struct ipb_proxy *p, struct sbx *sb, int idx) {
     for (int i = 0; i < 64; i++) {
-        int fd = accept4(sb->w[idx].fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept_conn(p, sb, sb->w[idx].fd);
         if (fd < 0)
             return;
         if (over_cap(p, sb, fd))
@@ -561,6 +590,7 @@ static void sweep_deadlines(struct ipb_proxy *p) {
                 refuse(c, "resolving %s took too long", c->name);
                 break;
             case C_CONNECT:
+                c->conn_errno = ETIMEDOUT;
                 close(c->uw.fd);
                 c->uw.fd = -1;
                 c->cur++;
@@ -780,6 +810,7 @@ int ipb_proxy_start(ipb_egress_policy *policy, unsigned max_conns, ipb_proxy **r
     p->policy = policy;
     p->max_conns = max_conns ? max_conns : IPB_PROXY_DEFAULT_MAX_CONNS;
     p->ep = p->timer = p->cmd[0] = p->cmd[1] = -1;
+    p->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     pthread_mutex_init(&p->call_lock, NULL);
     raise_nofile();
     p->ep = epoll_create1(EPOLL_CLOEXEC);
@@ -822,6 +853,8 @@ fail:
         close(p->cmd[0]);
         close(p->cmd[1]);
     }
+    if (p->spare >= 0)
+        close(p->spare);
     free(p);
     return -1;
 }
@@ -866,6 +899,8 @@ void ipb_proxy_stop(ipb_proxy *p) {
     close(p->timer);
     close(p->cmd[0]);
     close(p->cmd[1]);
+    if (p->spare >= 0)
+        close(p->spare);
     pthread_mutex_destroy(&p->call_lock);
     free(p);
 }

@@ -74,6 +74,7 @@ struct conn {
     const char *via;     /* how the destination was allowed, for the log */
     ipb_addr cand[IPB_RESOLVE_MAX];
     size_t ncand, cur;
+    int conn_errno;      /* why the last upstream attempt failed */
     bool pinned;
     struct preq *rq;
     struct half h[2];    /* 0: client -> upstream, 1: upstream -> client */
@@ -98,6 +99,7 @@ struct ipb_proxy {
     ipb_egress_policy *policy;
     unsigned max_conns;
     int ep, cmd[2], timer;
+    int spare;          /* a descriptor kept for accepting when out of them */
     struct watch w_cmd, w_res, w_timer;
     ipb_resolver *res;
     struct sbx *sbs;
