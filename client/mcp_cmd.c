@@ -24,10 +24,12 @@ static void mcp_usage(FILE *f) {
                "MCP server on stdin/stdout (newline-delimited JSON-RPC) with a stateful IPython kernel in a\n"
                "sandbox. Tools: execute_ipython_cell(code, timeout=120), upload_file(relpath, local_path),\n"
                "download_file(relpath, local_path), reset(). stdout carries only JSON-RPC; logs go to stderr.\n\n"
-               "The kernel runs in its own user, mount, pid, network (loopback only), IPC, UTS and cgroup\n"
-               "namespaces, as an unprivileged user of a nested user namespace, with no capabilities,\n"
-               "no_new_privs and a seccomp filter. It sees the host's system directories read-only, /app\n"
-               "(the workspace) read-write, and small private /tmp and /dev/shm.\n\n"
+               "The kernel runs in its own user, mount, pid, network, IPC, UTS and cgroup namespaces, as\n"
+               "an unprivileged user of a nested user namespace, with no capabilities, no_new_privs and a\n"
+               "seccomp filter. It sees the host's system directories read-only, /app (the workspace)\n"
+               "read-write, and small private /tmp and /dev/shm. Its TCP connections go through ipybox's\n"
+               "egress proxy and its DNS queries to ipybox's stub, both enforcing --allowed-domain;\n"
+               "nothing else leaves.\n\n"
                "Client configuration:  {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n\n%s",
             ipb_options_help());
 }

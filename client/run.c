@@ -20,10 +20,10 @@
 static void run_usage(FILE *f) {
     fprintf(f, "Usage: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n\n"
                "Runs COMMAND in a fresh sandbox (the same one `ipybox mcp` gives the kernel: its own user,\n"
-               "mount, pid, network, IPC, UTS and cgroup namespaces, loopback only, no capabilities,\n"
-               "no_new_privs, seccomp) with the workspace at /app as the working directory, and exits\n"
-               "with COMMAND's status (128+N when killed by signal N; 125 when the sandbox could not\n"
-               "be built, 127 when COMMAND could not be run).\n\n%s",
+               "mount, pid, network, IPC, UTS and cgroup namespaces, egress only through ipybox's proxy,\n"
+               "no capabilities, no_new_privs, seccomp) with the workspace at /app as the working\n"
+               "directory, and exits with COMMAND's status (128+N when killed by signal N; 125 when the\n"
+               "sandbox could not be built, 127 when COMMAND could not be run).\n\n%s",
             ipb_options_help());
 }
 

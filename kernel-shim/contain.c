@@ -51,7 +51,7 @@ void shim_contain(int fd, shim_config *cfg) {
     if (shim_write_id_maps(0, 0, cfg->uid, 0, cfg->gid, &err) < 0)
         fail(fd, "user namespace id maps", err);
 
-    /* 3. The other namespaces: mounts, network (loopback only), IPC, hostname, cgroup view
+    /* 3. The other namespaces: mounts, network, IPC, hostname, cgroup view
      *    and pids (the next child becomes PID 1). */
     if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID) < 0) {
         ipb_error_set(&err, errno, "cannot create mount, network, IPC, UTS, cgroup and PID namespaces");
