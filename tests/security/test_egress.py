@@ -274,6 +274,8 @@ class Tampering(EgressCase):
             out["after"] = raw("%s", 7, once=True)
         ''' % B_V4, "--allowed-domain", "a.ipybox.test")
         for k in ("nft_flush", "route_del", "route_add", "link"):
+            # The tools must be there (scripts/deps.sh test installs them) and must fail.
+            self.assertIsInstance(out[k], int, "%s: %s" % (k, out[k]))
             self.assertNotEqual(out[k], 0, k)
         self.assertNotEqual(out["sysctl"], "ok")
         self.assertNotEqual(out["unshare_net"], "ok")
