@@ -264,8 +264,8 @@ class Tampering(EgressCase):
                     return subprocess.run(cmd, capture_output=True).returncode
                 except FileNotFoundError:
                     return "missing"
-            out["nft_flush"] = rc("nft", "flush", "ruleset")
-            out["nft_list"] = rc("nft", "list", "ruleset")
+            out["nft_flush"] = rc("/usr/sbin/nft", "flush", "ruleset")
+            out["nft_list"] = rc("/usr/sbin/nft", "list", "ruleset")
             out["route_del"] = rc("ip", "route", "del", "local", "default", "dev", "lo", "table", "local")
             out["route_add"] = rc("ip", "route", "add", "203.0.113.0/24", "dev", "lo")
             out["link"] = rc("ip", "link", "add", "x0", "type", "dummy")
