@@ -120,6 +120,21 @@ void proxy_warn(struct sbx *sb, const char *fmt, ...) __attribute__((format(prin
 void proxy_addr_port(const ipb_addr *a, uint16_t port, char *buf, size_t len);
 int proxy_watch(struct ipb_proxy *p, struct watch *w, uint32_t events);
 
+/* conn.c */
+#define FIRST_BYTE_MS 1000   /* a client that says nothing is judged by its address alone */
+#define PEEK_MS 10000        /* the whole request head or ClientHello */
+#define RESOLVE_MS 15000
+#define CONNECT_MS 10000
+/* A new connection from a sandbox's proxy listener (family of the listener). */
+void conn_start(struct conn *c, int family);
+void conn_client_event(struct conn *c);
+void conn_upstream_event(struct conn *c);
+void conn_decide(struct conn *c);
+void conn_resolved(struct conn *c, const ipb_resolve_req *r);
+void conn_try_connect(struct conn *c);
+/* Refuses at once: a one-line 403 where HTTP allows, else a plain close. */
+void conn_refuse(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* relay.c */
 int relay_start(struct conn *c);
 void relay_pump(struct conn *c);

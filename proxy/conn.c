@@ -1,0 +1,435 @@
+/* A connection's life in the proxy: its original destination, the address shortcut, the
+ * sniffed name, the decision, the upstream connect, and refusals. The loop (proxy.c) calls
+ * in on events and deadlines; the relay (relay.c) takes over once connected. */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proxy_int.h"
+
+/* From <linux/netfilter_ipv4.h> and <linux/netfilter_ipv6/ip6_tables.h>, which do not mix
+ * well with the libc headers. */
+#define IPB_SO_ORIGINAL_DST 80
+#define IPB_IP6T_SO_ORIGINAL_DST 80
+
+
+void proxy_close_conn(struct conn *c) {
+    if (c->dead)
+        return;
+    c->dead = true;
+    if (c->cw.fd >= 0)
+        close(c->cw.fd);
+    if (c->uw.fd >= 0)
+        close(c->uw.fd);
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < 2; i++)
+            if (c->h[d].pipe[i] >= 0)
+                close(c->h[d].pipe[i]);
+    c->cw.fd = c->uw.fd = -1;
+    struct sbx *sb = c->sb;
+    if (c->rq)
+        c->rq->conn = NULL;
+    c->rq = NULL;
+    if (c->dns_busy)
+        sb->ndns--;
+    c->dns_busy = false;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        sb->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    sb->nconns--;
+    c->grave_next = c->p->grave;
+    c->p->grave = c;
+}
+
+static void dest_text(struct conn *c, char *buf, size_t len) {
+    if (c->have_odst)
+        proxy_addr_port(&c->odst, c->oport, buf, len);
+    else
+        snprintf(buf, len, "the proxy itself");
+}
+
+/* Refuses at once: a one-line 403 where HTTP allows, else a plain close. */
+void conn_refuse(struct conn *c, const char *fmt, ...) {
+    char why[300], dst[80];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    dest_text(c, dst, sizeof(dst));
+    proxy_warn(c->sb, "refused a connection to %s%s%s: %s", dst, c->name[0] ? " for " : "", c->name, why);
+    if (c->http || c->connect_mode || c->explicit_) {
+        char resp[512];
+        int body = (int)strlen(why) + 9;
+        int n = snprintf(resp, sizeof(resp),
+                         "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+                         "Connection: close\r\n\r\nipybox: %s\n",
+                         body, why);
+        if (n > 0 && (size_t)n < sizeof(resp) && send(c->cw.fd, resp, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+            /* The client went away; nothing to tell. */
+        }
+    }
+    proxy_close_conn(c);
+}
+
+static void fail_upstream(struct conn *c, const char *why) {
+    char dst[80];
+    dest_text(c, dst, sizeof(dst));
+    proxy_warn(c->sb, "cannot reach %s%s%s: %s", dst, c->name[0] ? " for " : "", c->name, why);
+    if (c->connect_mode) {
+        static const char r[] = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        if (send(c->cw.fd, r, sizeof(r) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+            /* nothing to tell */
+        }
+    }
+    proxy_close_conn(c);
+}
+
+void conn_try_connect(struct conn *c) {
+    int last = ECONNREFUSED;
+    while (c->cur < c->ncand) {
+        const ipb_addr *a = &c->cand[c->cur];
+        struct sockaddr_storage ss;
+        memset(&ss, 0, sizeof(ss));
+        socklen_t sl;
+        if (a->family == AF_INET) {
+            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+            s4->sin_family = AF_INET;
+            s4->sin_port = htons(c->port);
+            memcpy(&s4->sin_addr, a->b, 4);
+            sl = sizeof(*s4);
+        } else {
+            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+            s6->sin6_family = AF_INET6;
+            s6->sin6_port = htons(c->port);
+            memcpy(&s6->sin6_addr, a->b, 16);
+            sl = sizeof(*s6);
+        }
+        int fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            last = errno;
+        if (fd >= 0 && (connect(fd, (struct sockaddr *)&ss, sl) == 0 || (last = errno) == EINPROGRESS)) {
+            c->uw.fd = fd;
+            c->st = C_CONNECT;
+            c->deadline = proxy_now_ms() + CONNECT_MS;
+            if (proxy_watch(c->p, &c->uw, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) == 0)
+                return;
+        }
+        if (fd >= 0)
+            close(fd);
+        c->uw.fd = -1;
+        c->cur++;
+    }
+    fail_upstream(c, strerror(c->conn_errno ? c->conn_errno : last));
+}
+
+static void connected(struct conn *c) {
+    char dst[80], via[80];
+    dest_text(c, dst, sizeof(dst));
+    proxy_addr_port(&c->cand[c->cur], c->port, via, sizeof(via));
+    log_info("egress: sandbox %s: allowed %s%s%s (%s) via %s", c->sb->label, dst, c->name[0] ? " for " : "",
+             c->name, c->via, via);
+    if (relay_start(c) < 0) {
+        proxy_close_conn(c);
+        return;
+    }
+    relay_pump(c);
+}
+
+void conn_upstream_event(struct conn *c) {
+    if (c->st == C_CONNECT) {
+        int e = 0;
+        socklen_t l = sizeof(e);
+        if (getsockopt(c->uw.fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
+            e = errno;
+        if (e == 0) {
+            connected(c);
+            return;
+        }
+        if (e == EINPROGRESS || e == EALREADY)
+            return;
+        c->conn_errno = e;
+        close(c->uw.fd);
+        c->uw.fd = -1;
+        c->cur++;
+        conn_try_connect(c);
+        return;
+    }
+    if (c->st == C_RELAY)
+        relay_pump(c);
+}
+
+static void use_addresses(struct conn *c, const ipb_addr *a, size_t n, const char *via) {
+    memcpy(c->cand, a, n * sizeof(*a));
+    c->ncand = n;
+    c->cur = 0;
+    c->via = via;
+    /* The dialled address first when it is among the checked ones. */
+    for (size_t i = 1; c->have_odst && i < n; i++)
+        if (c->cand[i].family == c->odst.family && !memcmp(c->cand[i].b, c->odst.b, 16)) {
+            ipb_addr t = c->cand[0];
+            c->cand[0] = c->cand[i];
+            c->cand[i] = t;
+        }
+    conn_try_connect(c);
+}
+
+/* Whether an address may be reached on its own: an address entry (or, with no list, any
+ * public address), a --resolve pin of an allowed name, or an answer the DNS stub gave for an
+ * allowed name (then c->name is that name). Returns how it was allowed, or NULL with *why. */
+static const char *addr_verdict(struct conn *c, const ipb_addr *a, const char **why) {
+    const ipb_egress_policy *pol = c->p->policy;
+    *why = NULL;
+    if (ipb_egress_addr_allowed(pol, a, false, false, why))
+        return pol->n_rules ? "address allowed" : "public address";
+    for (size_t i = 0; i < pol->n_pins; i++)
+        if (pol->pins[i].addr.family == a->family && !memcmp(pol->pins[i].addr.b, a->b, 16) &&
+            ipb_egress_name_allowed(pol, pol->pins[i].name, NULL)) {
+            snprintf(c->name, sizeof(c->name), "%s", pol->pins[i].name);
+            return "pinned address of an allowed name";
+        }
+    const char *name = dns_recall(c->sb, a);
+    if (name) {
+        snprintf(c->name, sizeof(c->name), "%s", name);
+        return "address the DNS stub gave for an allowed name";
+    }
+    return NULL;
+}
+
+static void decide_addr(struct conn *c, const ipb_addr *a) {
+    const char *why;
+    const char *via = addr_verdict(c, a, &why);
+    if (via) {
+        use_addresses(c, a, 1, via);
+        return;
+    }
+    char t[64];
+    ipb_addr_format(a, t, sizeof(t));
+    conn_refuse(c, "address %s: %s", t, why ? why : "not allowed");
+}
+
+void conn_resolved(struct conn *c, const ipb_resolve_req *r) {
+    if (r->gai_err) {
+        conn_refuse(c, "cannot resolve %s: %s", c->name, gai_strerror(r->gai_err));
+        return;
+    }
+    ipb_addr ok[IPB_RESOLVE_MAX];
+    size_t n = 0;
+    const char *why = NULL;
+    for (size_t i = 0; i < r->n; i++) {
+        const char *w = NULL;
+        if (ipb_egress_addr_allowed(c->p->policy, &r->addrs[i], true, false, &w))
+            ok[n++] = r->addrs[i];
+        else if (!why)
+            why = w;
+    }
+    if (!n) {
+        conn_refuse(c, "%s resolves only to refused addresses (%s)", c->name, why ? why : "none");
+        return;
+    }
+    use_addresses(c, ok, n, "allowed name");
+}
+
+void conn_decide(struct conn *c) {
+    ipb_sniff *s = &c->sn;
+    const ipb_egress_policy *pol = c->p->policy;
+    c->connect_mode = s->kind == IPB_SNIFF_CONNECT;
+    c->http = s->kind == IPB_SNIFF_HTTP;
+    if (s->kind == IPB_SNIFF_BAD) {
+        /* Only TLS (first byte 0x16) and HTTP requests are judged malformed: answer HTTP. */
+        c->http = c->len && c->buf[0] != 0x16;
+        conn_refuse(c, "%s", s->why);
+        return;
+    }
+    if (c->connect_mode)
+        c->port = s->port;
+    else if (c->explicit_)
+        c->port = s->port ? s->port : 80;
+    else
+        c->port = c->oport;
+    if (c->explicit_ && !c->connect_mode && !(c->http && s->host[0])) {
+        conn_refuse(c, "a connection made to the proxy itself must begin with CONNECT or an HTTP request with a Host");
+        return;
+    }
+    if (!s->host[0]) {
+        decide_addr(c, &c->odst);
+        return;
+    }
+    ipb_addr lit;
+    if (ipb_addr_parse(s->host, strlen(s->host), &lit)) {
+        decide_addr(c, &lit);
+        return;
+    }
+    if (!ipb_name_normalize(s->host, strlen(s->host), c->name)) {
+        conn_refuse(c, "malformed host name");
+        return;
+    }
+    const char *why = NULL;
+    if (!ipb_egress_name_allowed(pol, c->name, &why)) {
+        /* A name outside the list may still go to an address an address entry allows. */
+        const char *w2 = NULL;
+        if (!c->explicit_ && !c->connect_mode && pol->n_rules &&
+            ipb_egress_addr_allowed(pol, &c->odst, false, false, &w2)) {
+            use_addresses(c, &c->odst, 1, "address allowed");
+            return;
+        }
+        conn_refuse(c, "%s", why ? why : "name not allowed");
+        return;
+    }
+    ipb_addr pins[IPB_RESOLVE_MAX];
+    size_t np = ipb_egress_pins(pol, c->name, pins, IPB_RESOLVE_MAX);
+    if (np) {
+        use_addresses(c, pins, np < IPB_RESOLVE_MAX ? np : IPB_RESOLVE_MAX, "pinned name");
+        return;
+    }
+    struct preq *q = calloc(1, sizeof(*q));
+    if (!q) {
+        proxy_close_conn(c);
+        return;
+    }
+    snprintf(q->r.name, sizeof(q->r.name), "%s", c->name);
+    q->r.family = AF_UNSPEC;
+    q->kind = RQ_CONN;
+    q->conn = c;
+    c->rq = q;
+    c->st = C_RESOLVE;
+    c->deadline = proxy_now_ms() + RESOLVE_MS;
+    ipb_resolver_submit(c->p->res, &q->r);
+}
+
+static void peek_readable(struct conn *c) {
+    bool eof = false;
+    size_t before = c->len;
+    while (c->len < IPB_SNIFF_MAX) {
+        ssize_t n = recv(c->cw.fd, c->buf + c->len, IPB_SNIFF_MAX - c->len, MSG_DONTWAIT);
+        if (n > 0) {
+            c->len += (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            eof = true;
+            break;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN)
+            break;
+        proxy_close_conn(c);
+        return;
+    }
+    if (eof && c->len == 0) {
+        proxy_close_conn(c);
+        return;
+    }
+    c->h[0].eof = eof;
+    if (c->len == 0)
+        return;
+    if (before == 0)
+        c->deadline = proxy_now_ms() + PEEK_MS;
+    enum ipb_sniff_kind k = ipb_sniff_bytes(c->buf, c->len, &c->sn);
+    if (k == IPB_SNIFF_MORE) {
+        if (eof || c->len >= IPB_SNIFF_MAX) {
+            c->sn.kind = IPB_SNIFF_OTHER;
+        } else {
+            return;
+        }
+    }
+    conn_decide(c);
+}
+
+void conn_client_event(struct conn *c) {
+    switch (c->st) {
+    case C_PEEK:
+        peek_readable(c);
+        break;
+    case C_RELAY:
+        relay_pump(c);
+        break;
+    case C_DNS:
+        dns_tcp_readable(c);
+        break;
+    default:
+        /* Resolving or connecting: the bytes wait in the socket; the relay reads them. */
+        break;
+    }
+}
+
+struct conn *proxy_new_conn(struct ipb_proxy *p, struct sbx *sb, int fd) {
+    struct conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        return NULL;
+    }
+    c->p = p;
+    c->sb = sb;
+    c->cw = (struct watch){W_CLIENT, c, fd};
+    c->uw = (struct watch){W_UPSTREAM, c, -1};
+    for (int d = 0; d < 2; d++)
+        c->h[d].pipe[0] = c->h[d].pipe[1] = -1;
+    c->next = sb->conns;
+    if (sb->conns)
+        sb->conns->prev = c;
+    sb->conns = c;
+    sb->nconns++;
+    if (proxy_watch(p, &c->cw, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) < 0) {
+        proxy_close_conn(c);
+        return NULL;
+    }
+    return c;
+}
+
+static bool original_dst(int fd, int family, ipb_addr *a, uint16_t *port) {
+    struct sockaddr_storage ss;
+    socklen_t l = sizeof(ss);
+    memset(&ss, 0, sizeof(ss));
+    if (family == AF_INET) {
+        if (getsockopt(fd, SOL_IP, IPB_SO_ORIGINAL_DST, &ss, &l) < 0)
+            return false;
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        a->family = AF_INET;
+        memset(a->b, 0, 16);
+        memcpy(a->b, &s4->sin_addr, 4);
+        *port = ntohs(s4->sin_port);
+    } else {
+        if (getsockopt(fd, SOL_IPV6, IPB_IP6T_SO_ORIGINAL_DST, &ss, &l) < 0)
+            return false;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        a->family = AF_INET6;
+        memcpy(a->b, &s6->sin6_addr, 16);
+        *port = ntohs(s6->sin6_port);
+    }
+    return true;
+}
+
+
+void conn_start(struct conn *c, int family) {
+    c->st = C_PEEK;
+    c->deadline = proxy_now_ms() + FIRST_BYTE_MS;
+    c->buf = malloc(IPB_SNIFF_MAX);
+    if (!c->buf) {
+        proxy_close_conn(c);
+        return;
+    }
+    c->have_odst = original_dst(c->cw.fd, family, &c->odst, &c->oport);
+    c->explicit_ = !c->have_odst;
+    /* A destination allowed by its address needs no sniffing: whatever name the bytes
+     * carry, they go to that address, and server-first protocols (SSH, SMTP) need not
+     * wait. Everything else is judged by its first bytes. */
+    const char *why, *via = c->have_odst ? addr_verdict(c, &c->odst, &why) : NULL;
+    if (via) {
+        c->port = c->oport;
+        use_addresses(c, &c->odst, 1, via);
+        return;
+    }
+    peek_readable(c);
+}
