@@ -44,7 +44,9 @@ int ipb_netns_install_ruleset(ipb_error **err) {
             size_t n = strcspn(msg, "\n");
             snprintf(first, sizeof(first), "%.*s", (int)(n < 199 ? n : 199), msg);
         }
-        ipb_error_set(err, EPERM, "loading the egress ruleset with nftables: %s",
+        ipb_error_set(err, EPERM,
+                      "loading the egress ruleset with nftables: %s (the host kernel needs nf_tables "
+                      "with NAT, redirect and conntrack; as root: modprobe nft_redir nft_ct)",
                       first[0] ? first : "failed");
     }
     nft_ctx_free(nft);

@@ -63,6 +63,54 @@ bool ipb_addr_parse(const char *s, size_t len, ipb_addr *ret) {
     return true;
 }
 
+bool ipb_addr_from_sockaddr(const struct sockaddr *sa, ipb_addr *ret, uint16_t *port) {
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    memset(ret, 0, sizeof(*ret));
+    uint16_t p;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        ret->family = AF_INET;
+        memcpy(ret->b, &s4->sin_addr, 4);
+        p = s4->sin_port;
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        const uint8_t *b = (const uint8_t *)&s6->sin6_addr;
+        if (!memcmp(b, mapped, 12)) {
+            ret->family = AF_INET;
+            memcpy(ret->b, b + 12, 4);
+        } else {
+            ret->family = AF_INET6;
+            memcpy(ret->b, b, 16);
+        }
+        p = s6->sin6_port;
+    } else {
+        return false;
+    }
+    if (port)
+        *port = ntohs(p);
+    return true;
+}
+
+socklen_t ipb_addr_to_sockaddr(const ipb_addr *a, uint16_t port, struct sockaddr_storage *ss) {
+    memset(ss, 0, sizeof(*ss));
+    if (a->family == AF_INET) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        memcpy(&s4->sin_addr, a->b, 4);
+        return sizeof(*s4);
+    }
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+    s6->sin6_family = AF_INET6;
+    s6->sin6_port = htons(port);
+    memcpy(&s6->sin6_addr, a->b, 16);
+    return sizeof(*s6);
+}
+
+bool ipb_addr_equal(const ipb_addr *a, const ipb_addr *b) {
+    return a->family == b->family && !memcmp(a->b, b->b, a->family == AF_INET ? 4 : 16);
+}
+
 void ipb_addr_format(const ipb_addr *a, char *buf, size_t len) {
     if (!inet_ntop(a->family, a->b, buf, (socklen_t)len) && len)
         buf[0] = '\0';

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+
 #include "error.h"
 
 #define IPB_NAME_MAX 253
@@ -64,6 +66,12 @@ int ipb_egress_set_host_addrs(ipb_egress_policy *p, const ipb_addr *a, size_t n)
 /* Parses an address literal: IPv4 in every inet_aton form, IPv6 (brackets allowed, zone ids
  * refused). IPv4-mapped IPv6 becomes IPv4. Returns true on success. */
 bool ipb_addr_parse(const char *s, size_t len, ipb_addr *ret);
+/* An AF_INET/AF_INET6 socket address as an address and a port (IPv4-mapped IPv6 becomes
+ * IPv4); false for other families. port may be NULL. */
+bool ipb_addr_from_sockaddr(const struct sockaddr *sa, ipb_addr *ret, uint16_t *port);
+/* The socket address for an address and a port; returns its length. */
+socklen_t ipb_addr_to_sockaddr(const ipb_addr *a, uint16_t port, struct sockaddr_storage *ss);
+bool ipb_addr_equal(const ipb_addr *a, const ipb_addr *b);
 /* The canonical text of an address (INET6_ADDRSTRLEN bytes suffice). */
 void ipb_addr_format(const ipb_addr *a, char *buf, size_t len);
 /* Normalises a host name into out (IPB_NAME_MAX + 1 bytes): lower case, one trailing dot

@@ -59,6 +59,13 @@ static void dest_text(struct conn *c, char *buf, size_t len) {
         snprintf(buf, len, "the proxy itself");
 }
 
+/* A short answer to the client, best effort: it is closed next anyway. */
+static void tell_client(struct conn *c, const char *msg, size_t len) {
+    if (send(c->cw.fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+        /* The client went away; nothing to tell. */
+    }
+}
+
 /* Refuses at once: a one-line 403 where HTTP allows, else a plain close. */
 void conn_refuse(struct conn *c, const char *fmt, ...) {
     char why[300], dst[80];
@@ -75,9 +82,8 @@ void conn_refuse(struct conn *c, const char *fmt, ...) {
                          "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
                          "Connection: close\r\n\r\nipybox: %s\n",
                          body, why);
-        if (n > 0 && (size_t)n < sizeof(resp) && send(c->cw.fd, resp, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-            /* The client went away; nothing to tell. */
-        }
+        if (n > 0 && (size_t)n < sizeof(resp))
+            tell_client(c, resp, (size_t)n);
     }
     proxy_close_conn(c);
 }
@@ -88,9 +94,7 @@ static void fail_upstream(struct conn *c, const char *why) {
     proxy_warn(c->sb, "cannot reach %s%s%s: %s", dst, c->name[0] ? " for " : "", c->name, why);
     if (c->connect_mode) {
         static const char r[] = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-        if (send(c->cw.fd, r, sizeof(r) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-            /* nothing to tell */
-        }
+        tell_client(c, r, sizeof(r) - 1);
     }
     proxy_close_conn(c);
 }
@@ -100,21 +104,7 @@ void conn_try_connect(struct conn *c) {
     while (c->cur < c->ncand) {
         const ipb_addr *a = &c->cand[c->cur];
         struct sockaddr_storage ss;
-        memset(&ss, 0, sizeof(ss));
-        socklen_t sl;
-        if (a->family == AF_INET) {
-            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-            s4->sin_family = AF_INET;
-            s4->sin_port = htons(c->port);
-            memcpy(&s4->sin_addr, a->b, 4);
-            sl = sizeof(*s4);
-        } else {
-            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-            s6->sin6_family = AF_INET6;
-            s6->sin6_port = htons(c->port);
-            memcpy(&s6->sin6_addr, a->b, 16);
-            sl = sizeof(*s6);
-        }
+        socklen_t sl = ipb_addr_to_sockaddr(a, c->port, &ss);
         int fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
             last = errno;
@@ -176,7 +166,7 @@ static void use_addresses(struct conn *c, const ipb_addr *a, size_t n, const cha
     c->via = via;
     /* The dialled address first when it is among the checked ones. */
     for (size_t i = 1; c->have_odst && i < n; i++)
-        if (c->cand[i].family == c->odst.family && !memcmp(c->cand[i].b, c->odst.b, 16)) {
+        if (ipb_addr_equal(&c->cand[i], &c->odst)) {
             ipb_addr t = c->cand[0];
             c->cand[0] = c->cand[i];
             c->cand[i] = t;
@@ -193,7 +183,7 @@ static const char *addr_verdict(struct conn *c, const ipb_addr *a, const char **
     if (ipb_egress_addr_allowed(pol, a, false, false, why))
         return pol->n_rules ? "address allowed" : "public address";
     for (size_t i = 0; i < pol->n_pins; i++)
-        if (pol->pins[i].addr.family == a->family && !memcmp(pol->pins[i].addr.b, a->b, 16) &&
+        if (ipb_addr_equal(&pol->pins[i].addr, a) &&
             ipb_egress_name_allowed(pol, pol->pins[i].name, NULL)) {
             snprintf(c->name, sizeof(c->name), "%s", pol->pins[i].name);
             return "pinned address of an allowed name";
@@ -388,40 +378,28 @@ struct conn *proxy_new_conn(struct ipb_proxy *p, struct sbx *sb, int fd) {
     return c;
 }
 
-static bool original_dst(int fd, int family, ipb_addr *a, uint16_t *port) {
-    struct sockaddr_storage ss;
-    socklen_t l = sizeof(ss);
-    memset(&ss, 0, sizeof(ss));
-    if (family == AF_INET) {
-        if (getsockopt(fd, SOL_IP, IPB_SO_ORIGINAL_DST, &ss, &l) < 0)
-            return false;
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        a->family = AF_INET;
-        memset(a->b, 0, 16);
-        memcpy(a->b, &s4->sin_addr, 4);
-        *port = ntohs(s4->sin_port);
-    } else {
-        if (getsockopt(fd, SOL_IPV6, IPB_IP6T_SO_ORIGINAL_DST, &ss, &l) < 0)
-            return false;
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-        a->family = AF_INET6;
-        memcpy(a->b, &s6->sin6_addr, 16);
-        *port = ntohs(s6->sin6_port);
-    }
-    return true;
+/* Where the sandbox meant to go. A connection made to the proxy's own address has no other
+ * destination: it is explicit (CONNECT or absolute-form HTTP). */
+static void original_dst(struct conn *c) {
+    struct sockaddr_storage ss, local;
+    socklen_t l = sizeof(ss), ll = sizeof(local);
+    ipb_addr self;
+    uint16_t self_port;
+    int r = getsockname(c->cw.fd, (struct sockaddr *)&local, &ll);
+    if (r == 0 && local.ss_family == AF_INET)
+        r = getsockopt(c->cw.fd, SOL_IP, IPB_SO_ORIGINAL_DST, &ss, &l);
+    else if (r == 0)
+        r = getsockopt(c->cw.fd, SOL_IPV6, IPB_IP6T_SO_ORIGINAL_DST, &ss, &l);
+    c->have_odst = r == 0 && ipb_addr_from_sockaddr((struct sockaddr *)&ss, &c->odst, &c->oport) &&
+                   ipb_addr_from_sockaddr((struct sockaddr *)&local, &self, &self_port) &&
+                   !(ipb_addr_equal(&c->odst, &self) && c->oport == self_port);
+    c->explicit_ = !c->have_odst;
 }
 
-
-void conn_start(struct conn *c, int family) {
+void conn_start(struct conn *c) {
     c->st = C_PEEK;
     c->deadline = proxy_now_ms() + FIRST_BYTE_MS;
-    c->buf = malloc(IPB_SNIFF_MAX);
-    if (!c->buf) {
-        proxy_close_conn(c);
-        return;
-    }
-    c->have_odst = original_dst(c->cw.fd, family, &c->odst, &c->oport);
-    c->explicit_ = !c->have_odst;
+    original_dst(c);
     /* A destination allowed by its address needs no sniffing: whatever name the bytes
      * carry, they go to that address, and server-first protocols (SSH, SMTP) need not
      * wait. Everything else is judged by its first bytes. */
@@ -429,6 +407,11 @@ void conn_start(struct conn *c, int family) {
     if (via) {
         c->port = c->oport;
         use_addresses(c, &c->odst, 1, via);
+        return;
+    }
+    c->buf = malloc(IPB_SNIFF_MAX);
+    if (!c->buf) {
+        proxy_close_conn(c);
         return;
     }
     peek_readable(c);

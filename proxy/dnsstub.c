@@ -24,7 +24,7 @@ void dns_remember(struct sbx *sb, const char *name, const ipb_addr *a, size_t n)
     for (size_t i = 0; i < n; i++) {
         struct memo *m = NULL;
         for (unsigned k = 0; k < MEMO_N; k++)
-            if (sb->memo[k].until && sb->memo[k].a.family == a[i].family && !memcmp(sb->memo[k].a.b, a[i].b, 16) &&
+            if (sb->memo[k].until && ipb_addr_equal(&sb->memo[k].a, &a[i]) &&
                 !strcmp(sb->memo[k].name, name))
                 m = &sb->memo[k];
         if (!m)
@@ -38,7 +38,7 @@ void dns_remember(struct sbx *sb, const char *name, const ipb_addr *a, size_t n)
 const char *dns_recall(struct sbx *sb, const ipb_addr *a) {
     long now = proxy_now_ms();
     for (unsigned k = 0; k < MEMO_N; k++)
-        if (sb->memo[k].until > now && sb->memo[k].a.family == a->family && !memcmp(sb->memo[k].a.b, a->b, 16))
+        if (sb->memo[k].until > now && ipb_addr_equal(&sb->memo[k].a, a))
             return sb->memo[k].name;
     return NULL;
 }

@@ -2,8 +2,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <ifaddrs.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
 #include "log.h"
 #include "proxy_int.h"
 
@@ -72,20 +69,9 @@ static void host_addrs_refresh(struct ipb_proxy *p) {
         return;
     ipb_addr list[64];
     size_t n = 0;
-    for (struct ifaddrs *i = ifa; i && n < 64; i = i->ifa_next) {
-        if (!i->ifa_addr)
-            continue;
-        if (i->ifa_addr->sa_family == AF_INET) {
-            list[n].family = AF_INET;
-            memset(list[n].b, 0, 16);
-            memcpy(list[n].b, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
+    for (struct ifaddrs *i = ifa; i && n < 64; i = i->ifa_next)
+        if (i->ifa_addr && ipb_addr_from_sockaddr(i->ifa_addr, &list[n], NULL))
             n++;
-        } else if (i->ifa_addr->sa_family == AF_INET6) {
-            list[n].family = AF_INET6;
-            memcpy(list[n].b, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16);
-            n++;
-        }
-    }
     freeifaddrs(ifa);
     ipb_egress_set_host_addrs(p->policy, list, n);
 }
@@ -120,29 +106,21 @@ static int accept_conn(struct ipb_proxy *p, struct sbx *sb, int lfd) {
     }
 }
 
+/* New connections on a proxy or DNS-over-TCP listener, within the sandbox's cap. */
 static void listener_readable(struct ipb_proxy *p, struct sbx *sb, int idx) {
-    int family = idx == IPB_EGRESS_PROXY6 ? AF_INET6 : AF_INET;
     for (int i = 0; i < 64; i++) {
         int fd = accept_conn(p, sb, sb->w[idx].fd);
         if (fd < 0)
             return;
         if (over_cap(p, sb, fd))
             continue;
+        if (sb->w[idx].kind == W_DNS_TCP_LISTEN) {
+            dns_tcp_accept(p, sb, fd);
+            continue;
+        }
         struct conn *c = proxy_new_conn(p, sb, fd);
-        if (!c)
-            continue;
-        conn_start(c, family);
-    }
-}
-
-static void dns_tcp_listener_readable(struct ipb_proxy *p, struct sbx *sb, int idx) {
-    for (int i = 0; i < 64; i++) {
-        int fd = accept_conn(p, sb, sb->w[idx].fd);
-        if (fd < 0)
-            return;
-        if (over_cap(p, sb, fd))
-            continue;
-        dns_tcp_accept(p, sb, fd);
+        if (c)
+            conn_start(c);
     }
 }
 
@@ -321,12 +299,10 @@ static void *loop(void *arg) {
                 if (sb->dead)
                     break;
                 int idx = (int)(w - sb->w);
-                if (w->kind == W_LISTEN)
-                    listener_readable(p, sb, idx);
-                else if (w->kind == W_DNS_TCP_LISTEN)
-                    dns_tcp_listener_readable(p, sb, idx);
-                else
+                if (w->kind == W_DNS_UDP)
                     dns_udp_readable(p, sb, idx);
+                else
+                    listener_readable(p, sb, idx);
                 break;
             }
             case W_CLIENT:

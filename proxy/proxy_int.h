@@ -125,8 +125,8 @@ int proxy_watch(struct ipb_proxy *p, struct watch *w, uint32_t events);
 #define PEEK_MS 10000        /* the whole request head or ClientHello */
 #define RESOLVE_MS 15000
 #define CONNECT_MS 10000
-/* A new connection from a sandbox's proxy listener (family of the listener). */
-void conn_start(struct conn *c, int family);
+/* A new connection from a sandbox's proxy listener. */
+void conn_start(struct conn *c);
 void conn_client_event(struct conn *c);
 void conn_upstream_event(struct conn *c);
 void conn_decide(struct conn *c);

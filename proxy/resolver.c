@@ -30,26 +30,12 @@ static void lookup(ipb_resolve_req *q) {
     if (q->gai_err)
         return;
     for (struct addrinfo *a = res; a && q->n < IPB_RESOLVE_MAX; a = a->ai_next) {
-        ipb_addr x = {0};
-        if (a->ai_family == AF_INET) {
-            x.family = AF_INET;
-            memcpy(x.b, &((struct sockaddr_in *)a->ai_addr)->sin_addr, 4);
-        } else if (a->ai_family == AF_INET6) {
-            const uint8_t *b = (const uint8_t *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
-            static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-            if (!memcmp(b, mapped, 12)) {
-                x.family = AF_INET;
-                memcpy(x.b, b + 12, 4);
-            } else {
-                x.family = AF_INET6;
-                memcpy(x.b, b, 16);
-            }
-        } else {
+        ipb_addr x;
+        if (!ipb_addr_from_sockaddr(a->ai_addr, &x, NULL))
             continue;
-        }
         bool dup = false;
         for (size_t i = 0; i < q->n; i++)
-            dup |= q->addrs[i].family == x.family && !memcmp(q->addrs[i].b, x.b, 16);
+            dup |= ipb_addr_equal(&q->addrs[i], &x);
         if (!dup)
             q->addrs[q->n++] = x;
     }

@@ -197,10 +197,13 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
     return 0;
 }
 
-int ipb_sandbox_destroy(ipb_sandbox *sb) {
-    int status = -1;
+/* Reaps the outer shim (killing it first when asked) and releases the channel and the
+ * egress listeners. Returns the wait status, or `none` when there was no shim. */
+static int release(ipb_sandbox *sb, bool kill_first, int none) {
+    int status = none;
     if (sb->pid > 0) {
-        kill(sb->pid, SIGKILL);
+        if (kill_first)
+            kill(sb->pid, SIGKILL);
         while (waitpid(sb->pid, &status, 0) < 0 && errno == EINTR)
             ;
         sb->pid = -1;
@@ -213,18 +216,10 @@ int ipb_sandbox_destroy(ipb_sandbox *sb) {
     return status;
 }
 
+int ipb_sandbox_destroy(ipb_sandbox *sb) { return release(sb, true, -1); }
+
 int ipb_sandbox_wait_exit(ipb_sandbox *sb) {
-    int status = 0;
-    if (sb->pid > 0) {
-        while (waitpid(sb->pid, &status, 0) < 0 && errno == EINTR)
-            ;
-        sb->pid = -1;
-    }
-    if (sb->fd >= 0) {
-        close(sb->fd);
-        sb->fd = -1;
-    }
-    stop_egress(sb);
+    int status = release(sb, false, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

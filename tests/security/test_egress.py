@@ -171,6 +171,8 @@ class Deception(EgressCase):
             out["ok"] = raw("%(b)s", 80, b"%(ok)s")
             # the same straight to the proxy, as a client honouring HTTPS_PROXY does
             out["direct"] = raw("127.0.0.1", 1023, b"%(ok)s")
+            # plain HTTP straight to the proxy goes to the Host's port (80), not the proxy's
+            out["direct_get"] = body(raw("127.0.0.1", 1023, b"GET / HTTP/1.1\\r\\nHost: a.ipybox.test\\r\\nConnection: close\\r\\n\\r\\n"))
             # an authority that is not allowed, behind an allowed Host header
             out["bad"] = raw("%(a)s", 80, b"%(bad)s")
             # Host and authority disagree
@@ -182,6 +184,7 @@ class Deception(EgressCase):
         for k in ("ok", "direct"):
             self.assertTrue(out[k].startswith("HTTP/1.1 200 Connection established"), "%s: %s" % (k, out[k]))
             self.assertTrue(out[k].endswith("host-a"), "%s: %s" % (k, out[k]))
+        self.assertEqual(out["direct_get"], "host-a")
         for k in ("bad", "mismatch"):
             self.assertTrue(out[k].startswith("HTTP/1.1 403"), "%s: %s" % (k, out[k]))
         self.assertEqual([e for e in self.seen() if e.get("server") == "host-b"], [])

@@ -237,6 +237,32 @@ START_TEST(pins) {
 }
 END_TEST
 
+
+START_TEST(sockaddr_round_trip) {
+    struct sockaddr_storage ss;
+    ipb_addr a = addr("203.0.113.7"), b;
+    uint16_t port = 0;
+    socklen_t l = ipb_addr_to_sockaddr(&a, 8080, &ss);
+    ck_assert_uint_eq(l, sizeof(struct sockaddr_in));
+    ck_assert(ipb_addr_from_sockaddr((struct sockaddr *)&ss, &b, &port));
+    ck_assert(ipb_addr_equal(&a, &b));
+    ck_assert_uint_eq(port, 8080);
+    /* IPv4-mapped IPv6, as a dual-stack socket reports it, is the IPv4 address */
+    struct sockaddr_in6 s6 = {.sin6_family = AF_INET6, .sin6_port = htons(53)};
+    inet_pton(AF_INET6, "::ffff:203.0.113.7", &s6.sin6_addr);
+    ck_assert(ipb_addr_from_sockaddr((struct sockaddr *)&s6, &b, NULL));
+    ck_assert(ipb_addr_equal(&a, &b));
+    a = addr("2001:db8::1");
+    l = ipb_addr_to_sockaddr(&a, 443, &ss);
+    ck_assert_uint_eq(l, sizeof(struct sockaddr_in6));
+    ck_assert(ipb_addr_from_sockaddr((struct sockaddr *)&ss, &b, &port));
+    ck_assert(ipb_addr_equal(&a, &b) && port == 443);
+    ck_assert(!ipb_addr_equal(&a, &(ipb_addr){0}));
+    struct sockaddr un = {.sa_family = AF_UNIX};
+    ck_assert(!ipb_addr_from_sockaddr(&un, &b, NULL));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("egress");
     TCase *c = tcase_create("egress");
@@ -249,6 +275,7 @@ int main(void) {
     tcase_add_test(c, special_ranges_need_an_explicit_block);
     tcase_add_test(c, host_addresses_need_an_exact_entry);
     tcase_add_test(c, pins);
+    tcase_add_test(c, sockaddr_round_trip);
     suite_add_tcase(s, c);
     return ipb_run_suite(s);
 }
