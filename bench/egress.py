@@ -66,6 +66,18 @@ def median(v):
     return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
+def spread(v, m):
+    return "%.0f MB/s (%.0f–%.0f)" % (m, min(v), max(v))
+
+
+def host_setting(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out")
@@ -102,7 +114,8 @@ def main():
     pc, pn = median(proxied["connect"]), median(proxied["connect_name"])
     dn = median(direct["connect_name"])
     rows = [
-        ("bulk throughput (%d MiB, median of %d)" % (a.bulk_mb, a.streams), "%.0f MB/s" % db, "%.0f MB/s" % pb,
+        ("bulk throughput (%d MiB, median of %d; range)" % (a.bulk_mb, a.streams), spread(direct["bulk"], db),
+         spread(proxied["bulk"], pb),
          "%.0f%% of direct" % (100 * pb / db), "at least 80%"),
         ("connect to first byte, by address (median of %d)" % a.connects, "%.3f ms" % dc, "%.3f ms" % pc,
          "%+.3f ms" % (pc - dc), "at most +1 ms"),
@@ -116,7 +129,9 @@ def main():
         with open(a.out, "w") as f:
             f.write("# Egress benchmark\n\n`make bench-egress` (bench/egress.py), one run: the same test host "
                     "(tests/lib/testhosts.py) reached directly from the host and from inside a sandbox "
-                    "through the proxy.\n\n" + table)
+                    "through the proxy. Host: %d CPUs, TCP congestion control %s (the sandbox's side of "
+                    "a relayed connection uses reno; see netfilter/netns.c).\n\n" % (
+                        os.cpu_count(), host_setting("/proc/sys/net/ipv4/tcp_congestion_control")) + table)
     return 0
 
 

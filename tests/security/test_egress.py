@@ -363,6 +363,56 @@ class Limits(EgressCase):
                 hog.wait()
 
 
+class Relay(EgressCase):
+    def test_sandbox_side_of_a_relay_does_not_pace(self):
+        """The proxy's loopback socket in the sandbox uses reno, not the host's (possibly pacing)
+        congestion control: with BBR it halved bulk throughput (bench/egress.md)."""
+        marker = "ipybox-relay-probe-%d" % os.getpid()
+        held = subprocess.Popen(HOSTS.wrap([IPYBOX, "run", *self.opts(), "--", "/usr/bin/python3", "-c",
+                                            self.code('''
+            # %s
+            s = socket.create_connection(("%s", 7), timeout=5)
+            out["greeting"] = s.recv(16).decode()
+            print(json.dumps(out), flush=True)
+            sys.stdin.read()
+        ''' % (marker, A_V4), epilogue=False)]), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            line = held.stdout.readline()
+            self.assertTrue(line, held.stderr.read() if held.poll() is not None else "no output")
+            self.assertEqual(json.loads(line)["greeting"], "host-a\n")
+            here = os.readlink("/proc/self/ns/net")
+            pids = [d for d in os.listdir("/proc") if d.isdigit() and marker.encode() in _cmdline(d)
+                    and _netns(d) not in (None, here)]
+            self.assertTrue(pids, "the sandboxed client is not in /proc")
+            ss = subprocess.run(["nsenter", "-t", pids[0], "-n", "ss", "-tin", "state", "established",
+                                 "( sport = :1023 )"], capture_output=True, text=True, check=True).stdout
+            self.assertIn(":1023", ss)
+            self.assertRegex(ss, r"\breno\b")
+        finally:
+            held.stdin.close()
+            try:
+                held.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                held.kill()
+                held.wait()
+
+
+def _netns(pid):
+    try:
+        return os.readlink("/proc/%s/ns/net" % pid)
+    except OSError:
+        return None
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 class Pip(EgressCase):
     def test_pip_install_through_the_proxy_survives_reset(self):
         with McpClient("--workspace", self.ws, "--allowed-domain", "a.ipybox.test", env=self.state_env(),
