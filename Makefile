@@ -43,10 +43,11 @@ INC_netfilter  := -Inetfilter -Ipolicy -Icommon
 INC_proxy      := -Iproxy -Inetfilter -Ipolicy -Icommon
 INC_kernel-shim := -Ikernel-shim -Inetfilter -Ipolicy -Icommon
 INC_supervisor := -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
-INC_client     := -Iclient -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_daemon     := -Idaemon -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_client     := -Iclient -Idaemon -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
 INC_tests      := $(INC_client)
 
-LAYERS := common policy netfilter proxy kernel-shim supervisor
+LAYERS := common policy netfilter proxy kernel-shim supervisor daemon
 srcs = $(wildcard $(1)/*.c)
 objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(call srcs,$(1)))
 
@@ -56,10 +57,13 @@ LIB_netfilter  := $(BUILD)/lib/libnetfilter.a
 LIB_proxy      := $(BUILD)/lib/libproxy.a
 LIB_kernel-shim := $(BUILD)/lib/libshim.a
 LIB_supervisor := $(BUILD)/lib/libsupervisor.a
+LIB_daemon     := $(BUILD)/lib/libdaemon.a
 # link order: dependents first
-LIBS_ALL := $(LIB_supervisor) $(LIB_kernel-shim) $(LIB_proxy) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
+LIBS_ALL := $(LIB_daemon) $(LIB_supervisor) $(LIB_kernel-shim) $(LIB_proxy) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
 
 IPYBOX := $(BUILD)/bin/ipybox
+# ipyboxd is the same program (it looks at its name), so sessions re-execute that one binary.
+IPYBOXD := $(BUILD)/bin/ipyboxd
 SHIM   := $(BUILD)/libexec/ipybox/ipybox-shim
 CLIENT_OBJS := $(call objs,client)
 
@@ -70,7 +74,7 @@ HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SR
 FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 
 .PHONY: all check unit integration sanitize bench bench-egress install uninstall clean fuzz format-check
-all: $(IPYBOX) $(SHIM)
+all: $(IPYBOX) $(IPYBOXD) $(SHIM)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -86,6 +90,9 @@ $(foreach l,$(LAYERS),$(eval $(call layer_lib,$(l))))
 $(IPYBOX): $(CLIENT_OBJS) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(CLIENT_OBJS) $(LIBS_ALL) $(PKG_LIBS)
+
+$(IPYBOXD): $(IPYBOX)
+	ln -f $(IPYBOX) $(IPYBOXD)
 
 $(SHIM): $(BUILD)/obj/kernel-shim/main/shim_main.o $(LIB_kernel-shim) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
 	@mkdir -p $(dir $@)
@@ -132,10 +139,11 @@ format-check:
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)/ipybox
 	install -m 0755 $(IPYBOX) $(DESTDIR)$(BINDIR)/ipybox
+	ln -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(BINDIR)/ipyboxd
 	install -m 0755 $(SHIM) $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim
+	rm -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(BINDIR)/ipyboxd $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim
 
 clean:
 	rm -rf build build-san

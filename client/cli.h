@@ -12,3 +12,9 @@ int cli_parse_options(ipb_options *o, int argc, char **argv, const char *prog, v
                       int *ret_next);
 /* Warns about accepted options that have no effect yet. */
 void cli_warn_unsupported(const ipb_options *o);
+
+/* A connected socket to the daemon at path, or -1 with errno. */
+int cli_daemon_connect(const char *path);
+/* `ipybox mcp` through a daemon: a session for this connection with these sandbox options,
+ * then stdio <-> socket. Returns the exit code. */
+int cli_bridge(int fd, const char *path, int argc, char **argv);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "daemon.h"
 #include "log.h"
 
 #define IPYBOX_VERSION "0.1.0"
@@ -56,6 +57,9 @@ int main(int argc, char **argv) {
      * threshold after the first such free; a 20 MB message then stayed in the heap of
      * libzmq's I/O thread after the cell (which costs ~5% of streaming throughput to avoid). */
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    const char *base = strrchr(argv[0], '/');
+    if (!strcmp(base ? base + 1 : argv[0], "ipyboxd"))
+        return ipbd_main(argc, argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "daemon.h"
 #include "log.h"
 #include "mcp_server.h"
 #include "session.h"
@@ -30,14 +31,67 @@ static void mcp_usage(FILE *f) {
                "read-write, and small private /tmp and /dev/shm. Its TCP connections go through ipybox's\n"
                "egress proxy and its DNS queries to ipybox's stub, both enforcing --allowed-domain;\n"
                "nothing else leaves.\n\n"
+               "When an ipyboxd daemon is listening at $XDG_RUNTIME_DIR/ipybox/ipybox.sock, ipybox mcp\n"
+               "asks it for a session with these options and relays stdio to it (the session ends when\n"
+               "this process does); otherwise it runs the supervisor itself. It says which on stderr.\n"
+               "  --connect PATH   use the daemon at PATH (an error if it does not answer)\n"
+               "  --embedded       run the supervisor in this process even if a daemon is there\n\n"
                "Client configuration:  {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n\n%s",
             ipb_options_help());
+}
+
+/* --connect PATH and --embedded are ours; the rest are sandbox options, kept in order. */
+static int take_daemon_options(int *argc, char **argv, const char **connect, bool *embedded) {
+    int k = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (!strcmp(argv[i], "--embedded")) {
+            *embedded = true;
+        } else if (!strcmp(argv[i], "--connect")) {
+            if (i + 1 >= *argc) {
+                log_error("--connect needs a value (the daemon's socket)");
+                return -1;
+            }
+            *connect = argv[++i];
+        } else if (!strncmp(argv[i], "--connect=", 10)) {
+            *connect = argv[i] + 10;
+        } else {
+            argv[k++] = argv[i];
+        }
+    }
+    *argc = k;
+    return 0;
+}
+
+/* A daemon to use: the one named, or the one at the conventional place. Returns a connected
+ * fd, -1 to run embedded, or -2 when the named daemon cannot be reached. */
+static int find_daemon(const char *connect, char **ret_path) {
+    char *path = connect ? strdup(connect) : ipbd_default_socket();
+    *ret_path = path;
+    if (!path) {
+        fprintf(stderr, "ipybox mcp: XDG_RUNTIME_DIR is not set, so there is no daemon to look for; "
+                        "running the embedded supervisor\n");
+        return -1;
+    }
+    int fd = cli_daemon_connect(path);
+    if (fd >= 0)
+        return fd;
+    if (connect) {
+        log_error("cannot reach ipyboxd at %s: %s", path, strerror(errno));
+        return -2;
+    }
+    fprintf(stderr, "ipybox mcp: no ipyboxd at %s (%s); running the embedded supervisor\n", path,
+            errno == ENOENT ? "no socket" : strerror(errno));
+    return -1;
 }
 
 int cmd_mcp(int argc, char **argv) {
     ipb_options o;
     ipb_error *err = NULL;
     int next = 0;
+    const char *connect = NULL;
+    bool embedded = false;
+    if (take_daemon_options(&argc, argv, &connect, &embedded) < 0)
+        return 2;
     int r = cli_parse_options(&o, argc, argv, "ipybox mcp", mcp_usage, &next);
     if (r) {
         ipb_options_free(&o);
@@ -47,6 +101,17 @@ int cmd_mcp(int argc, char **argv) {
         log_error("unexpected argument '%s' (see ipybox mcp --help)", argv[next]);
         ipb_options_free(&o);
         return 2;
+    }
+    if (!embedded) {
+        char *path = NULL;
+        int fd = find_daemon(connect, &path);
+        if (fd != -1) {
+            ipb_options_free(&o);
+            r = fd >= 0 ? cli_bridge(fd, path, argc, argv) : 1;
+            free(path);
+            return r;
+        }
+        free(path);
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));

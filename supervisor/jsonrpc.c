@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+static size_t line_max(const jrpc_reader *r) { return r->max ? r->max : JRPC_MAX_LINE; }
+
 int jrpc_reader_fill(jrpc_reader *r, int fd) {
     char chunk[65536];
     for (;;) {
@@ -32,7 +34,7 @@ int jrpc_reader_fill(jrpc_reader *r, int fd) {
         if (rr < 0)
             return rr;
         /* Past the cap, let jrpc_reader_next() judge before reading more. */
-        if ((size_t)n < sizeof(chunk) || r->buf.len > JRPC_MAX_LINE)
+        if ((size_t)n < sizeof(chunk) || r->buf.len > line_max(r))
             return 0;
     }
 }
@@ -53,7 +55,7 @@ int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
     r->line = NULL;
     char *nl = r->buf.len ? memchr(r->buf.data, '\n', r->buf.len) : NULL;
     if (!nl) {
-        if (r->buf.len > JRPC_MAX_LINE) {
+        if (r->buf.len > line_max(r)) {
             ipb_buf_reset(&r->buf);
             r->discarding = true;
             return -E2BIG;
@@ -71,7 +73,7 @@ int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
         return 0;
     }
     size_t l = (size_t)(nl - r->buf.data);
-    if (l > JRPC_MAX_LINE) {
+    if (l > line_max(r)) {
         ipb_buf_consume(&r->buf, l + 1);
         return -E2BIG;
     }

@@ -17,6 +17,7 @@ typedef struct jrpc_reader {
     bool discarding;   /* inside an oversized line, dropping until its newline */
     bool eof;
     char *line;        /* the line last returned by jrpc_reader_next(), owned */
+    size_t max;        /* longest line accepted; 0: JRPC_MAX_LINE */
 } jrpc_reader;
 
 enum jrpc_kind { JRPC_REQUEST, JRPC_NOTIFICATION, JRPC_RESPONSE, JRPC_INVALID };

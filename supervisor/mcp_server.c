@@ -29,7 +29,8 @@ static const char instructions[] =
     "ipybox runs Python in a stateful, sandboxed IPython kernel. State persists across "
     "execute_ipython_cell calls until reset. /app is the workspace (upload_file / download_file). "
     "Use `!pip install` for packages and top-level `await` for async code (never asyncio.run()). "
-    "The sandbox has no network access in this version.";
+    "Network connections go through ipybox's egress proxy, which allows only the destinations the "
+    "user permitted (all public ones unless they named a list).";
 
 static void send_msg(ipb_mcp_server *srv, json_t *msg) {
     if (!msg)
@@ -108,7 +109,7 @@ static void on_tick(void *ud) {
 
 static bool ids_equal(json_t *a, json_t *b) { return a && b && json_equal(a, b); }
 
-static json_t *initialize_result(json_t *params) {
+json_t *ipb_mcp_initialize_result(json_t *params) {
     const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
     const char *version = ipb_mcp_protocol_versions[0];
     for (size_t i = 0; asked && ipb_mcp_protocol_versions[i]; i++)
@@ -162,7 +163,7 @@ static void handle_line(ipb_mcp_server *srv, const char *line, size_t len, bool 
         break;
     case JRPC_REQUEST:
         if (!strcmp(m.method, "initialize")) {
-            send_msg(srv, jrpc_result(m.id, initialize_result(m.params)));
+            send_msg(srv, jrpc_result(m.id, ipb_mcp_initialize_result(m.params)));
         } else if (!strcmp(m.method, "ping")) {
             send_msg(srv, jrpc_result(m.id, json_object()));
         } else if (!strcmp(m.method, "tools/list")) {

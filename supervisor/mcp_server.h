@@ -29,3 +29,6 @@ typedef struct ipb_mcp_server {
 int ipb_mcp_serve(ipb_mcp_server *srv);
 
 extern const char *const ipb_mcp_protocol_versions[];
+/* The result of `initialize`: the version agreed from the client's, our capabilities, info
+ * and instructions. */
+json_t *ipb_mcp_initialize_result(json_t *params);

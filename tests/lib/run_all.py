@@ -1,6 +1,8 @@
 """Test driver for `make check`: Check unit suites (binaries given as arguments), then the
 Python integration and security suites (unittest), with one summary line at the end."""
 import os
+import shutil
+import tempfile
 import re
 import subprocess
 import sys
@@ -46,7 +48,17 @@ def run_python(dirs):
 
 
 def main():
-    args = sys.argv[1:]
+    # `ipybox mcp` uses a daemon it finds under XDG_RUNTIME_DIR: tests get an empty one of their
+    # own, so that a developer's running ipyboxd never answers for the embedded supervisor.
+    runtime = tempfile.mkdtemp(prefix="ipybox-test-runtime-")
+    os.environ["XDG_RUNTIME_DIR"] = runtime
+    try:
+        return run(sys.argv[1:])
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def run(args):
     unit_only = "--unit-only" in args
     binaries = [a for a in args if not a.startswith("--")]
     print("== unit (Check)")

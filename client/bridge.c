@@ -1,0 +1,147 @@
+/* `ipybox mcp` with a daemon: one createSession for this connection (carrying the sandbox
+ * options given on our command line and our working directory), then bytes both ways between
+ * stdio and the daemon's socket. The daemon closes the session when we disconnect. */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fdio.h"
+#include "log.h"
+
+#define BRIDGE_ID "ipybox-mcp-bridge"
+
+int cli_daemon_connect(const char *path) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+/* The daemon's answer to our createSession: the first line it sends. */
+static int session_answer(int fd, const char *path, char **ret_rest, size_t *ret_rest_len) {
+    char *buf = NULL;
+    size_t len = 0;
+    char *nl = NULL;
+    while (!nl) {
+        char *n = realloc(buf, len + 65536);
+        if (!n) {
+            free(buf);
+            return -1;
+        }
+        buf = n;
+        ssize_t k = read(fd, buf + len, 65536);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            log_error("ipyboxd at %s closed the connection before starting a session", path);
+            free(buf);
+            return -1;
+        }
+        len += (size_t)k;
+        nl = memchr(buf, '\n', len);
+    }
+    json_t *m = json_loadb(buf, (size_t)(nl - buf), 0, NULL);
+    const char *name = json_string_value(json_object_get(json_object_get(m, "result"), "name"));
+    const char *why = json_string_value(json_object_get(json_object_get(m, "error"), "message"));
+    if (!name) {
+        log_error("ipyboxd at %s: %s", path, why ? why : "an answer that is not a session");
+        json_decref(m);
+        free(buf);
+        return -1;
+    }
+    fprintf(stderr, "ipybox mcp: using ipyboxd at %s (session %s)\n", path, name);
+    json_decref(m);
+    *ret_rest_len = len - (size_t)(nl + 1 - buf);
+    *ret_rest = *ret_rest_len ? memmove(buf, nl + 1, *ret_rest_len) : NULL;
+    if (!*ret_rest)
+        free(buf);
+    return 0;
+}
+
+int cli_bridge(int fd, const char *path, int argc, char **argv) {
+    signal(SIGPIPE, SIG_IGN);
+    json_t *args = json_array();
+    for (int i = 0; i < argc; i++)
+        json_array_append_new(args, json_string(argv[i]));
+    char cwd[PATH_MAX];
+    json_t *req = json_pack("{s:s, s:s, s:s, s:{s:o, s:s?}}", "jsonrpc", "2.0", "id", BRIDGE_ID, "method",
+                            "ipybox/createSession", "params", "args", args, "cwd",
+                            getcwd(cwd, sizeof(cwd)) ? cwd : NULL);
+    char *line = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    int ok = line && ipb_write_all(fd, line, strlen(line)) == 0 && ipb_write_all(fd, "\n", 1) == 0;
+    free(line);
+    char *rest = NULL;
+    size_t rest_len = 0;
+    if (!ok || session_answer(fd, path, &rest, &rest_len) < 0) {
+        if (!ok)
+            log_error("cannot write to ipyboxd at %s: %s", path, strerror(errno));
+        close(fd);
+        return 1;
+    }
+    if (rest && ipb_write_all(1, rest, rest_len) < 0) {
+        free(rest);
+        close(fd);
+        return 1;
+    }
+    free(rest);
+    char buf[65536];
+    bool in_open = true;
+    for (;;) {
+        struct pollfd p[2] = {{in_open ? 0 : -1, POLLIN, 0}, {fd, POLLIN, 0}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[0].revents) {
+            ssize_t n = read(0, buf, sizeof(buf));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                /* No more requests: answers still due keep coming until the daemon is done. */
+                in_open = false;
+                shutdown(fd, SHUT_WR);
+            } else if (ipb_write_all(fd, buf, (size_t)n) < 0) {
+                log_error("ipyboxd closed the connection");
+                break;
+            }
+        }
+        if (p[1].revents) {
+            ssize_t n = read(fd, buf, sizeof(buf));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                if (in_open)
+                    log_error("ipyboxd closed the connection");
+                break;
+            }
+            if (ipb_write_all(1, buf, (size_t)n) < 0)
+                break; /* the MCP client is gone */
+        }
+    }
+    close(fd);
+    return 0;
+}

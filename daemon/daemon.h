@@ -1,0 +1,36 @@
+/* ipyboxd: the supervisor as a daemon. It listens on a unix socket, speaks the same MCP as
+ * `ipybox mcp` to every client that connects, plus session management (ipybox/createSession,
+ * attachSession, listSessions, closeSession), and runs each session in its own worker process:
+ * `ipybox mcp --embedded` re-executed from the same binary, which owns the sandbox, the kernel
+ * and the egress proxy. The daemon only routes messages between clients and workers. */
+#pragma once
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+#define IPBD_NAME_MAX 64
+
+typedef struct ipbd_config {
+    int listen_fd;            /* bound, listening unix stream socket */
+    const char *socket_path;  /* for messages */
+    uid_t uid;                /* the only uid allowed to connect (SO_PEERCRED) */
+    const char *self_exe;     /* the binary re-executed as each session's worker */
+    char **session_args;      /* sandbox options every session starts with (NULL-terminated) */
+    long idle_timeout_ms;     /* a named session with no client and no call is closed after this */
+    unsigned max_sessions;
+    unsigned max_clients;
+} ipbd_config;
+
+/* Serves until SIGTERM, SIGINT or SIGHUP, then closes every session (their workers stop their
+ * sandboxes) and returns 0; -1 with *err if the loop cannot be set up. */
+int ipbd_serve(const ipbd_config *cfg, ipb_error **err);
+
+/* `ipyboxd` (argv[0] is ipyboxd): options, the socket, then ipbd_serve(). */
+int ipbd_main(int argc, char **argv);
+
+/* Where a user's daemon listens by convention: $XDG_RUNTIME_DIR/ipybox/ipybox.sock (NULL when
+ * XDG_RUNTIME_DIR is not set to an absolute path). malloc'd. */
+char *ipbd_default_socket(void);
+/* Whether a session name is acceptable: 1 to 64 of [A-Za-z0-9._-], not starting with '.' or '-'. */
+bool ipbd_valid_name(const char *name);

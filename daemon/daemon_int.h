@@ -1,0 +1,133 @@
+/* The daemon's insides, shared by loop.c (events, signals, the idle sweep), clients.c (client
+ * connections and the methods answered by the daemon itself) and sessions.c (workers and the
+ * routing of calls to them). One thread; every fd is non-blocking. */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon.h"
+#include "jsonrpc.h"
+#include "strbuf.h"
+
+/* What one client may have waiting to be written before it is dropped as not reading. */
+#define IPBD_OUT_MAX (64u << 20)
+/* The longest line a worker may send (a cell's output is capped well below). */
+#define IPBD_WORKER_LINE_MAX (256u << 20)
+
+enum ipbd_kind { W_LISTEN, W_CLIENT, W_LINK, W_STDERR, W_SIGNAL, W_TIMER };
+
+struct ipbd_watch {
+    enum ipbd_kind kind;
+    int fd;
+    void *obj;
+    uint32_t events; /* as registered */
+};
+
+/* A byte stream out, written as far as the peer takes it; the rest waits for EPOLLOUT. */
+struct ipbd_out {
+    ipb_buf buf;
+    size_t off;
+};
+
+struct ipbd_client {
+    struct ipbd_watch w;
+    uint64_t id;
+    pid_t pid; /* from SO_PEERCRED, for the log */
+    jrpc_reader rd;
+    struct ipbd_out out;
+    struct ipbd_session *session; /* calls go here; NULL until the first call or an attach */
+    unsigned pending;             /* requests sent on to a worker and not answered yet */
+    bool dead;
+    struct ipbd_client *next;
+};
+
+enum ipbd_pending_kind { P_CALL, P_CREATE };
+
+/* A request sent on to a worker under our own id: how to route the answer back. */
+struct ipbd_pending {
+    uint64_t wid;
+    enum ipbd_pending_kind kind;
+    uint64_t client_id;
+    json_t *id;    /* the client's id */
+    json_t *token; /* the client's progress token, or NULL */
+    struct ipbd_pending *next;
+};
+
+struct ipbd_session {
+    char name[IPBD_NAME_MAX + 1];
+    bool anonymous;      /* made for one client's first call; ends with that client */
+    uint64_t owner;      /* anonymous: that client's id */
+    pid_t pid;           /* the worker; 0 once reaped */
+    struct ipbd_watch link;   /* the worker's stdin and stdout (a socketpair) */
+    struct ipbd_watch errw;   /* the worker's stderr */
+    jrpc_reader rd;
+    struct ipbd_out out;
+    ipb_buf errbuf;           /* a partial stderr line */
+    char last_err[512];       /* the worker's last stderr line, for failure messages */
+    struct ipbd_pending *pending;
+    uint64_t next_wid;
+    unsigned clients;         /* attached clients */
+    bool ready;               /* the worker answered its first ping */
+    bool closing;             /* asked to stop; gone once reaped and its link is closed */
+    long created_ms, idle_since_ms;
+    struct ipbd_session *next;
+};
+
+struct ipbd {
+    const ipbd_config *cfg;
+    int ep;
+    struct ipbd_watch listen, sig, timer;
+    struct ipbd_client *clients;
+    struct ipbd_session *sessions;
+    unsigned nclients, nsessions, anon_seq;
+    uint64_t next_client_id;
+    bool stopping;
+};
+
+/* loop.c */
+int ipbd_watch_add(struct ipbd *d, struct ipbd_watch *w, uint32_t events);
+void ipbd_watch_mod(struct ipbd *d, struct ipbd_watch *w, uint32_t events);
+void ipbd_watch_del(struct ipbd *d, struct ipbd_watch *w);
+/* Queues bytes on a stream and writes what the peer takes now. Returns -1 when the stream
+ * is broken or over IPBD_OUT_MAX (the caller drops the peer). */
+int ipbd_out_send(struct ipbd *d, struct ipbd_watch *w, struct ipbd_out *o, const char *data, size_t len);
+/* Writes what is queued; called on EPOLLOUT. Returns -1 when the stream is broken. */
+int ipbd_out_flush(struct ipbd *d, struct ipbd_watch *w, struct ipbd_out *o);
+
+/* clients.c */
+void ipbd_client_accept(struct ipbd *d);
+void ipbd_client_event(struct ipbd *d, struct ipbd_client *c, uint32_t events);
+struct ipbd_client *ipbd_client_find(struct ipbd *d, uint64_t id);
+/* Sends a JSON-RPC message (stolen) to a client; a client that cannot take it is dropped. */
+void ipbd_client_send(struct ipbd *d, struct ipbd_client *c, json_t *msg);
+void ipbd_client_send_line(struct ipbd *d, struct ipbd_client *c, char *line, size_t len);
+/* A pending request of this client was answered or abandoned. */
+void ipbd_client_done(struct ipbd *d, struct ipbd_client *c);
+void ipbd_client_drop(struct ipbd *d, struct ipbd_client *c);
+void ipbd_clients_reap(struct ipbd *d);
+
+/* sessions.c */
+/* Starts a worker for a new session. args: the client's sandbox options (may be NULL), cwd:
+ * where relative paths in them are meant (may be NULL). */
+struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64_t anon_owner, json_t *args,
+                                        const char *cwd, ipb_error **err);
+struct ipbd_session *ipbd_session_find(struct ipbd *d, const char *name);
+/* Sends a tools/call (msg: the client's request, modified in place) on to the session's
+ * worker. Answers the client with an error if it cannot. */
+void ipbd_session_forward_call(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *msg);
+/* Tells the worker about a client's notifications/cancelled for one of its requests. */
+void ipbd_session_cancel(struct ipbd *d, struct ipbd_client *c, json_t *request_id);
+/* Sends a ping that is answered once the worker's sandbox is up; the client then gets result. */
+void ipbd_session_when_ready(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *id);
+/* The client no longer uses s (detach or disconnect): its requests are cancelled; an anonymous
+ * session of that client is closed. */
+void ipbd_session_detach(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c);
+void ipbd_session_close(struct ipbd *d, struct ipbd_session *s, const char *why);
+void ipbd_session_event(struct ipbd *d, struct ipbd_watch *w, uint32_t events);
+void ipbd_sessions_reap(struct ipbd *d);  /* after SIGCHLD */
+void ipbd_sessions_sweep(struct ipbd *d); /* idle sessions */
+json_t *ipbd_sessions_list(struct ipbd *d, const struct ipbd_client *c);
+
+long ipbd_now_ms(void);

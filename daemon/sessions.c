@@ -1,0 +1,495 @@
+/* Sessions: one worker process each (`ipybox mcp --embedded`, re-executed from our own
+ * binary, on a socketpair), and the routing of calls to it. A call goes on under an id of
+ * ours, so that answers and progress find the client that asked, whatever ids clients chose. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon_int.h"
+#include "fdio.h"
+#include "log.h"
+
+struct ipbd_session *ipbd_session_find(struct ipbd *d, const char *name) {
+    for (struct ipbd_session *s = d->sessions; s; s = s->next)
+        if (!s->closing && !strcmp(s->name, name))
+            return s;
+    return NULL;
+}
+
+static void send_worker(struct ipbd *d, struct ipbd_session *s, json_t *msg, bool *ok) {
+    size_t len;
+    char *line = jrpc_dump(msg, &len);
+    json_decref(msg);
+    *ok = line && ipbd_out_send(d, &s->link, &s->out, line, len) == 0;
+    free(line);
+}
+
+static struct ipbd_pending *add_pending(struct ipbd_session *s, enum ipbd_pending_kind kind, struct ipbd_client *c,
+                                        json_t *id, json_t *token) {
+    struct ipbd_pending *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->wid = ++s->next_wid;
+    p->kind = kind;
+    p->client_id = c->id;
+    p->id = json_incref(id);
+    p->token = json_incref(token);
+    p->next = s->pending;
+    s->pending = p;
+    c->pending++;
+    return p;
+}
+
+static struct ipbd_pending *take_pending(struct ipbd_session *s, uint64_t wid) {
+    for (struct ipbd_pending **pp = &s->pending; *pp; pp = &(*pp)->next)
+        if ((*pp)->wid == wid) {
+            struct ipbd_pending *p = *pp;
+            *pp = p->next;
+            return p;
+        }
+    return NULL;
+}
+
+static struct ipbd_pending *find_pending(struct ipbd_session *s, uint64_t wid) {
+    for (struct ipbd_pending *p = s->pending; p; p = p->next)
+        if (p->wid == wid)
+            return p;
+    return NULL;
+}
+
+/* Frees p and tells its client (if still there) that one of its requests is settled. */
+static void pending_free(struct ipbd *d, struct ipbd_pending *p) {
+    struct ipbd_client *c = ipbd_client_find(d, p->client_id);
+    json_decref(p->id);
+    json_decref(p->token);
+    free(p);
+    if (c)
+        ipbd_client_done(d, c);
+}
+
+static void pending_fail(struct ipbd *d, struct ipbd_pending *p, const char *msg) {
+    struct ipbd_client *c = ipbd_client_find(d, p->client_id);
+    if (c)
+        ipbd_client_send(d, c, jrpc_error(p->id, JRPC_INTERNAL_ERROR, msg));
+    pending_free(d, p);
+}
+
+void ipbd_session_forward_call(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *msg) {
+    json_t *id = json_object_get(msg, "id");
+    json_t *meta = json_object_get(json_object_get(msg, "params"), "_meta");
+    json_t *token = json_object_get(meta, "progressToken");
+    if (token && !json_is_string(token) && !json_is_integer(token))
+        token = NULL;
+    struct ipbd_pending *p = add_pending(s, P_CALL, c, id, token);
+    if (!p) {
+        ipbd_client_send(d, c, jrpc_error(id, JRPC_INTERNAL_ERROR, "Out of memory"));
+        return;
+    }
+    json_object_set_new(msg, "id", json_integer((json_int_t)p->wid));
+    if (token)
+        json_object_set_new(meta, "progressToken", json_integer((json_int_t)p->wid));
+    bool ok;
+    send_worker(d, s, json_incref(msg), &ok);
+    if (!ok)
+        pending_fail(d, take_pending(s, p->wid), "The session is not taking requests (its worker is gone)");
+}
+
+void ipbd_session_when_ready(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *id) {
+    struct ipbd_pending *p = add_pending(s, P_CREATE, c, id, NULL);
+    if (!p) {
+        ipbd_client_send(d, c, jrpc_error(id, JRPC_INTERNAL_ERROR, "Out of memory"));
+        return;
+    }
+    bool ok;
+    send_worker(d, s, json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)p->wid, "method", "ping"), &ok);
+    if (!ok)
+        pending_fail(d, take_pending(s, p->wid), "The session is not taking requests (its worker is gone)");
+}
+
+/* Cancels the worker's side of p (it answers nothing for a cancelled call) and frees p. */
+static void cancel_pending(struct ipbd *d, struct ipbd_session *s, struct ipbd_pending *p, const char *answer) {
+    if (p->kind == P_CALL) {
+        bool ok;
+        send_worker(d, s,
+                    jrpc_notification("notifications/cancelled",
+                                      json_pack("{s:I, s:s}", "requestId", (json_int_t)p->wid, "reason",
+                                                "the client cancelled the request or left")),
+                    &ok);
+    }
+    if (answer)
+        pending_fail(d, p, answer);
+    else
+        pending_free(d, p);
+}
+
+void ipbd_session_cancel(struct ipbd *d, struct ipbd_client *c, json_t *request_id) {
+    if (!request_id)
+        return;
+    for (struct ipbd_session *s = d->sessions; s; s = s->next)
+        for (struct ipbd_pending **pp = &s->pending; *pp; pp = &(*pp)->next) {
+            struct ipbd_pending *p = *pp;
+            if (p->client_id == c->id && json_equal(p->id, request_id)) {
+                *pp = p->next;
+                cancel_pending(d, s, p, NULL);
+                return;
+            }
+        }
+}
+
+void ipbd_session_detach(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c) {
+    for (struct ipbd_pending **pp = &s->pending; *pp;) {
+        struct ipbd_pending *p = *pp;
+        if (p->client_id != c->id) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        cancel_pending(d, s, p, c->dead ? NULL : "Cancelled: the client left this session");
+    }
+    if (c->session == s) {
+        c->session = NULL;
+        if (s->clients && !--s->clients)
+            s->idle_since_ms = ipbd_now_ms();
+    }
+    if (s->anonymous && s->owner == c->id)
+        ipbd_session_close(d, s, "its client left");
+}
+
+void ipbd_session_close(struct ipbd *d, struct ipbd_session *s, const char *why) {
+    if (s->closing)
+        return;
+    s->closing = true;
+    snprintf(s->last_err, sizeof(s->last_err), "%s", why);
+    log_info("session %s: closing (%s)", s->name, why);
+    /* The worker interrupts a running cell, stops its sandbox and exits. */
+    if (s->pid > 0)
+        kill(s->pid, SIGTERM);
+}
+
+/* Where the worker's own arguments end and the client's begin is not a boundary the worker
+ * sees: both are sandbox options, the client's after (so they add to or override ours). */
+static char **worker_argv(struct ipbd *d, json_t *args, ipb_error **err) {
+    size_t n = 0, extra = json_array_size(args);
+    for (char **a = d->cfg->session_args; a && *a; a++)
+        n++;
+    char **argv = calloc(n + extra + 4, sizeof(char *));
+    if (!argv) {
+        ipb_error_set(err, ENOMEM, "session arguments");
+        return NULL;
+    }
+    size_t k = 0;
+    argv[k++] = (char *)"ipybox";
+    argv[k++] = (char *)"mcp";
+    argv[k++] = (char *)"--embedded";
+    for (size_t i = 0; i < n; i++)
+        argv[k++] = d->cfg->session_args[i];
+    for (size_t i = 0; i < extra; i++) {
+        json_t *v = json_array_get(args, i);
+        const char *a = json_string_value(v);
+        if (!a || strlen(a) != json_string_length(v)) {
+            ipb_error_set(err, 0, "'args' must be an array of strings (sandbox options, as on the command line)");
+            free(argv);
+            return NULL;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "--embedded") || !strncmp(a, "--connect", 9)) {
+            ipb_error_set(err, 0, "'%s' is not a sandbox option", a);
+            free(argv);
+            return NULL;
+        }
+        argv[k++] = (char *)a;
+    }
+    return argv;
+}
+
+static pid_t spawn_worker(struct ipbd *d, char **argv, const char *cwd, int link_fd, int err_fd, ipb_error **err) {
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0)
+        return ipb_error_set(err, errno, "fork");
+    if (pid > 0)
+        return pid;
+    /* The child: its own process group (a terminal's ^C goes to the daemon, which decides),
+     * killed when the daemon dies, with the daemon's blocked signals unblocked. */
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(1);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    if (dup2(link_fd, 0) < 0 || dup2(link_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+        _exit(126);
+    if (cwd && chdir(cwd) < 0) {
+        dprintf(2, "ipybox mcp: cannot start: the directory '%s' is not usable: %s\n", cwd, strerror(errno));
+        _exit(126);
+    }
+    execv(d->cfg->self_exe, argv);
+    dprintf(2, "ipybox mcp: cannot start: executing %s: %s\n", d->cfg->self_exe, strerror(errno));
+    _exit(127);
+}
+
+struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64_t anon_owner, json_t *args,
+                                        const char *cwd, ipb_error **err) {
+    if (d->stopping) {
+        ipb_error_set(err, 0, "the daemon is stopping");
+        return NULL;
+    }
+    if (d->nsessions >= d->cfg->max_sessions) {
+        ipb_error_set(err, 0, "the daemon already runs %u sessions, the most it may (ipyboxd --max-sessions)",
+                      d->nsessions);
+        return NULL;
+    }
+    if (cwd && cwd[0] != '/') {
+        ipb_error_set(err, 0, "'cwd' must be an absolute path");
+        return NULL;
+    }
+    char **argv = worker_argv(d, args, err);
+    if (!argv)
+        return NULL;
+    struct ipbd_session *s = calloc(1, sizeof(*s));
+    int sp[2] = {-1, -1}, ep[2] = {-1, -1};
+    if (!s || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+        ipb_error_set(err, errno ? errno : ENOMEM, "creating a session's channels");
+        goto fail;
+    }
+    pid_t pid = spawn_worker(d, argv, cwd, sp[1], ep[1], err);
+    close(sp[1]);
+    close(ep[1]);
+    sp[1] = ep[1] = -1;
+    if (pid < 0)
+        goto fail;
+    free(argv);
+    argv = NULL;
+    if (name)
+        snprintf(s->name, sizeof(s->name), "%s", name);
+    else
+        snprintf(s->name, sizeof(s->name), "#%u", ++d->anon_seq);
+    s->anonymous = !name;
+    s->owner = anon_owner;
+    s->pid = pid;
+    s->rd.max = IPBD_WORKER_LINE_MAX;
+    s->created_ms = s->idle_since_ms = ipbd_now_ms();
+    s->link = (struct ipbd_watch){W_LINK, sp[0], s, 0};
+    s->errw = (struct ipbd_watch){W_STDERR, ep[0], s, 0};
+    ipb_set_nonblock(sp[0], 1);
+    ipb_set_nonblock(ep[0], 1);
+    ipbd_watch_add(d, &s->link, EPOLLIN);
+    ipbd_watch_add(d, &s->errw, EPOLLIN);
+    s->next = d->sessions;
+    d->sessions = s;
+    d->nsessions++;
+    log_info("session %s: started (worker %d)", s->name, (int)pid);
+    return s;
+fail:
+    for (int i = 0; i < 2; i++) {
+        if (sp[i] >= 0)
+            close(sp[i]);
+        if (ep[i] >= 0)
+            close(ep[i]);
+    }
+    free(argv);
+    free(s);
+    return NULL;
+}
+
+/* An answer or a notification from a worker, routed to the client that asked. */
+static void worker_line(struct ipbd *d, struct ipbd_session *s, const char *line, size_t len) {
+    json_t *m = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
+    if (!json_is_object(m)) {
+        log_warn("session %s: the worker sent something that is not a JSON object; ignored", s->name);
+        json_decref(m);
+        return;
+    }
+    json_t *id = json_object_get(m, "id");
+    const char *method = json_string_value(json_object_get(m, "method"));
+    if (json_is_integer(id) && !method) {
+        struct ipbd_pending *p = take_pending(s, (uint64_t)json_integer_value(id));
+        if (!p) {
+            json_decref(m); /* answer to a cancelled request */
+            return;
+        }
+        s->ready = true;
+        struct ipbd_client *c = ipbd_client_find(d, p->client_id);
+        if (c && p->kind == P_CALL) {
+            json_object_set(m, "id", p->id);
+            ipbd_client_send(d, c, json_incref(m));
+        } else if (c && p->kind == P_CREATE) {
+            ipbd_client_send(d, c, jrpc_result(p->id, json_pack("{s:s}", "name", s->name)));
+        }
+        pending_free(d, p);
+    } else if (method && !strcmp(method, "notifications/progress")) {
+        json_t *params = json_object_get(m, "params");
+        json_t *tok = json_object_get(params, "progressToken");
+        struct ipbd_pending *p = json_is_integer(tok) ? find_pending(s, (uint64_t)json_integer_value(tok)) : NULL;
+        struct ipbd_client *c = p && p->token ? ipbd_client_find(d, p->client_id) : NULL;
+        if (c) {
+            json_object_set(params, "progressToken", p->token);
+            ipbd_client_send(d, c, json_incref(m));
+        }
+    }
+    json_decref(m);
+}
+
+static void link_readable(struct ipbd *d, struct ipbd_session *s) {
+    int r = jrpc_reader_fill(&s->rd, s->link.fd);
+    for (;;) {
+        char *line;
+        size_t len;
+        int k = jrpc_reader_next(&s->rd, &line, &len);
+        if (k == 0)
+            break;
+        if (k < 0) {
+            log_warn("session %s: a message from the worker was too large and was dropped", s->name);
+            continue;
+        }
+        if (len)
+            worker_line(d, s, line, len);
+    }
+    if (r < 0 || s->rd.eof) {
+        ipbd_watch_del(d, &s->link);
+        jrpc_reader_free(&s->rd);
+        ipb_buf_free(&s->out.buf);
+    }
+}
+
+/* The worker's stderr goes to ours, line by line with the session's name; its last line is
+ * what a client is told when the session cannot start or ends. */
+static void stderr_readable(struct ipbd *d, struct ipbd_session *s) {
+    char chunk[4096];
+    for (;;) {
+        ssize_t n = read(s->errw.fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0 || errno != EAGAIN)
+                ipbd_watch_del(d, &s->errw);
+            break;
+        }
+        ipb_buf_append(&s->errbuf, chunk, (size_t)n);
+        for (;;) {
+            char *nl = s->errbuf.len ? memchr(s->errbuf.data, '\n', s->errbuf.len) : NULL;
+            if (!nl && s->errbuf.len < 4096)
+                break;
+            size_t l = nl ? (size_t)(nl - s->errbuf.data) : s->errbuf.len;
+            const char *text = s->errbuf.data;
+            static const char prefix[] = "ipybox mcp: ";
+            if (l >= sizeof(prefix) - 1 && !memcmp(text, prefix, sizeof(prefix) - 1)) {
+                text += sizeof(prefix) - 1;
+                l -= sizeof(prefix) - 1;
+            }
+            /* Its own level, where it says one ("warning: ...", "error: ..."). */
+            enum ipb_log_level level = IPB_LOG_INFO;
+            if (l >= 9 && !memcmp(text, "warning: ", 9))
+                level = IPB_LOG_WARN, text += 9, l -= 9;
+            else if (l >= 7 && !memcmp(text, "error: ", 7))
+                level = IPB_LOG_ERROR, text += 7, l -= 7;
+            ipb_log(level, "session %s: %.*s", s->name, (int)l, text);
+            if (!s->closing)
+                snprintf(s->last_err, sizeof(s->last_err), "%.*s", (int)l, text);
+            ipb_buf_consume(&s->errbuf, nl ? (size_t)(nl - s->errbuf.data) + 1 : s->errbuf.len);
+        }
+    }
+}
+
+void ipbd_session_event(struct ipbd *d, struct ipbd_watch *w, uint32_t events) {
+    struct ipbd_session *s = w->obj;
+    if (w->kind == W_STDERR) {
+        stderr_readable(d, s);
+        return;
+    }
+    if (events & EPOLLOUT && ipbd_out_flush(d, &s->link, &s->out) < 0)
+        events |= EPOLLIN; /* the read below sees the end */
+    if (s->link.fd >= 0 && events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+        link_readable(d, s);
+}
+
+/* A session whose worker has exited and whose channel is closed: every open request fails
+ * with the reason, its clients are detached, and it is freed. */
+static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
+    char why[700];
+    if (s->closing)
+        snprintf(why, sizeof(why), "The session '%s' was closed: %s", s->name, s->last_err);
+    else if (!s->ready && !s->last_err[0])
+        snprintf(why, sizeof(why), "The session '%s' could not start", s->name);
+    else
+        snprintf(why, sizeof(why), "The session '%s' ended unexpectedly%s%s", s->name, s->last_err[0] ? ": " : "",
+                 s->last_err);
+    if (!s->closing) {
+        if (WIFSIGNALED(status))
+            log_warn("session %s: the worker was killed by signal %d", s->name, WTERMSIG(status));
+        else
+            log_warn("session %s: the worker exited with status %d", s->name, WEXITSTATUS(status));
+    }
+    while (s->pending) {
+        struct ipbd_pending *p = s->pending;
+        s->pending = p->next;
+        pending_fail(d, p, why);
+    }
+    for (struct ipbd_client *c = d->clients; c; c = c->next)
+        if (c->session == s)
+            c->session = NULL;
+    if (s->errw.fd >= 0)
+        stderr_readable(d, s);
+    ipbd_watch_del(d, &s->errw);
+    ipbd_watch_del(d, &s->link);
+    jrpc_reader_free(&s->rd);
+    ipb_buf_free(&s->out.buf);
+    ipb_buf_free(&s->errbuf);
+    log_info("session %s: ended", s->name);
+    d->nsessions--;
+    free(s);
+}
+
+void ipbd_sessions_reap(struct ipbd *d) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (struct ipbd_session **sp = &d->sessions; *sp; sp = &(*sp)->next) {
+            struct ipbd_session *s = *sp;
+            if (s->pid != pid)
+                continue;
+            s->pid = 0;
+            /* What the worker wrote before it ended still counts. */
+            if (s->link.fd >= 0)
+                link_readable(d, s);
+            *sp = s->next;
+            finish(d, s, status);
+            break;
+        }
+    }
+}
+
+void ipbd_sessions_sweep(struct ipbd *d) {
+    long now = ipbd_now_ms();
+    for (struct ipbd_session *s = d->sessions; s; s = s->next)
+        if (!s->anonymous && !s->closing && !s->clients && !s->pending &&
+            now - s->idle_since_ms >= d->cfg->idle_timeout_ms) {
+            char why[96];
+            snprintf(why, sizeof(why), "no client for %ld s (ipyboxd --idle-timeout)", d->cfg->idle_timeout_ms / 1000);
+            ipbd_session_close(d, s, why);
+        }
+}
+
+json_t *ipbd_sessions_list(struct ipbd *d, const struct ipbd_client *c) {
+    json_t *a = json_array();
+    long now = ipbd_now_ms();
+    for (struct ipbd_session *s = d->sessions; s; s = s->next) {
+        if (s->closing || (s->anonymous && s->owner != c->id))
+            continue;
+        json_array_append_new(
+            a, json_pack("{s:s, s:b, s:b, s:i, s:b, s:b, s:I, s:I}", "name", s->name, "anonymous", s->anonymous,
+                         "attached", c->session == s, "clients", (int)s->clients, "busy", s->pending != NULL, "ready",
+                         s->ready, "ageSeconds", (json_int_t)((now - s->created_ms) / 1000), "idleSeconds",
+                         (json_int_t)(s->clients ? 0 : (now - s->idle_since_ms) / 1000)));
+    }
+    return a;
+}
