@@ -43,6 +43,7 @@ void ipbd_clients_reap(struct ipbd *d) {
         *cp = c->next;
         jrpc_reader_free(&c->rd);
         ipb_buf_free(&c->out.buf);
+        free(c->lost);
         free(c);
         d->nclients--;
     }
@@ -79,7 +80,15 @@ void ipbd_client_done(struct ipbd *d, struct ipbd_client *c) {
     maybe_finish(d, c);
 }
 
+void ipbd_client_lost_session(struct ipbd_client *c, const char *why) {
+    c->session = NULL;
+    free(c->lost);
+    c->lost = strdup(why);
+}
+
 static void attach(struct ipbd *d, struct ipbd_client *c, struct ipbd_session *s) {
+    free(c->lost);
+    c->lost = NULL;
     if (c->session == s)
         return;
     if (c->session)
@@ -174,10 +183,20 @@ static void close_session(struct ipbd *d, struct ipbd_client *c, json_t *id, jso
         return reply_error(d, c, id, JRPC_INVALID_PARAMS, "This connection has no session; name one");
     json_t *result = json_pack("{s:s}", "name", s->name);
     ipbd_session_close(d, s, "closed by a client");
+    free(c->lost); /* the closer knows */
+    c->lost = NULL;
     ipbd_client_send(d, c, jrpc_result(id, result));
 }
 
 static void tools_call(struct ipbd *d, struct ipbd_client *c, jrpc_msg *m) {
+    if (c->lost) {
+        reply_error(d, c, m->id, JRPC_INTERNAL_ERROR,
+                    "%s. The next call starts a new session; ipybox/attachSession or createSession choose one",
+                    c->lost);
+        free(c->lost);
+        c->lost = NULL;
+        return;
+    }
     if (!c->session) {
         ipb_error *err = NULL;
         struct ipbd_session *s = ipbd_session_start(d, NULL, c->id, NULL, NULL, &err);

@@ -39,6 +39,7 @@ struct ipbd_client {
     struct ipbd_out out;
     struct ipbd_session *session; /* calls go here; NULL until the first call or an attach */
     unsigned pending;             /* requests sent on to a worker and not answered yet */
+    char *lost;                   /* why its session ended, told at its next call (malloc'd) */
     bool dead;
     struct ipbd_client *next;
 };
@@ -106,6 +107,9 @@ void ipbd_client_send_line(struct ipbd *d, struct ipbd_client *c, char *line, si
 /* A pending request of this client was answered or abandoned. */
 void ipbd_client_done(struct ipbd *d, struct ipbd_client *c);
 void ipbd_client_drop(struct ipbd *d, struct ipbd_client *c);
+/* The client's session is gone (closed, or its worker ended): detaches it and keeps why, so
+ * that its next call is refused once with that reason instead of silently getting a new one. */
+void ipbd_client_lost_session(struct ipbd_client *c, const char *why);
 void ipbd_clients_reap(struct ipbd *d);
 
 /* sessions.c */

@@ -169,6 +169,13 @@ void ipbd_session_close(struct ipbd *d, struct ipbd_session *s, const char *why)
     s->closing = true;
     snprintf(s->last_err, sizeof(s->last_err), "%s", why);
     log_info("session %s: closing (%s)", s->name, why);
+    char msg[700];
+    snprintf(msg, sizeof(msg), "The session '%s' was closed (%s)", s->name, why);
+    for (struct ipbd_client *c = d->clients; c; c = c->next)
+        if (c->session == s)
+            ipbd_client_lost_session(c, msg);
+    s->clients = 0;
+    s->idle_since_ms = ipbd_now_ms();
     /* The worker interrupts a running cell, stops its sandbox and exits. */
     if (s->pid > 0)
         kill(s->pid, SIGTERM);
@@ -418,8 +425,9 @@ static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
     char why[700];
     if (s->closing)
         snprintf(why, sizeof(why), "The session '%s' was closed: %s", s->name, s->last_err);
-    else if (!s->ready && !s->last_err[0])
-        snprintf(why, sizeof(why), "The session '%s' could not start", s->name);
+    else if (!s->ready)
+        snprintf(why, sizeof(why), "The session '%s' could not start%s%s", s->name, s->last_err[0] ? ": " : "",
+                 s->last_err);
     else
         snprintf(why, sizeof(why), "The session '%s' ended unexpectedly%s%s", s->name, s->last_err[0] ? ": " : "",
                  s->last_err);
@@ -436,7 +444,7 @@ static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
     }
     for (struct ipbd_client *c = d->clients; c; c = c->next)
         if (c->session == s)
-            c->session = NULL;
+            ipbd_client_lost_session(c, why);
     if (s->errw.fd >= 0)
         stderr_readable(d, s);
     ipbd_watch_del(d, &s->errw);

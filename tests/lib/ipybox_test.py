@@ -175,6 +175,11 @@ class McpClient:
         self.proc.stdin.write(data)
         self.proc.stdin.flush()
 
+    def _recv(self, timeout):
+        """What arrived within timeout (None: nothing yet; b"": the end)."""
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        return os.read(self.proc.stdout.fileno(), 1 << 20) if r else None
+
     def send(self, msg):
         self.send_raw((json.dumps(msg) + "\n").encode())
 
@@ -189,11 +194,10 @@ class McpClient:
             left = deadline - time.time()
             if left <= 0:
                 raise TimeoutError("no message from ipybox mcp within %s s" % timeout)
-            r, _, _ = select.select([self.proc.stdout], [], [], left)
-            if r:
-                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
-                if not chunk:
-                    raise EOFError("ipybox mcp closed stdout; stderr: " + self.stderr_text())
+            chunk = self._recv(left)
+            if chunk == b"":
+                raise EOFError("ipybox mcp closed stdout; stderr: " + self.stderr_text())
+            if chunk:
                 self._buf += chunk
         # One pass from the buffer to text (a slice and bytes() would copy twice more).
         with memoryview(self._buf) as mv, mv[:nl] as part:

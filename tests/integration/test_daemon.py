@@ -1,0 +1,419 @@
+"""ipyboxd --user: the daemon on a unix socket, driven by real clients against real kernels.
+Sessions across connections (named, attached from a second connection, private anonymous
+ones), `ipybox mcp` as a bridge and its fallback, bad and stalling clients next to working
+ones, fifty concurrent sessions, the idle timeout, other users refused, and SIGTERM / SIGKILL
+of the daemon leaving no process behind."""
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from ipybox_test import BUILD, IPYBOX, PROTOCOL, McpClient, McpError, require_sandbox  # noqa: E402
+
+IPYBOXD = os.path.join(os.path.dirname(IPYBOX), "ipyboxd")
+
+
+def descendants(pid):
+    """Every live process below pid."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        ppid = int(st.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(pred, timeout=20, step=0.05):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+class Daemon:
+    def __init__(self, *args, runtime=None, state=None):
+        self.tmp = tempfile.TemporaryDirectory(prefix="ipybox-daemon-")
+        self.runtime = runtime or os.path.join(self.tmp.name, "run")
+        self.sock = os.path.join(self.runtime, "ipybox", "ipybox.sock")
+        self.env = dict(os.environ, XDG_STATE_HOME=state or os.path.join(self.tmp.name, "state"),
+                        XDG_RUNTIME_DIR=self.runtime)
+        os.makedirs(self.runtime, exist_ok=True)
+        self.log = open(os.path.join(self.tmp.name, "daemon.log"), "w+")
+        self.proc = subprocess.Popen([IPYBOXD, "--user", *args], stdout=self.log, stderr=self.log, env=self.env)
+        if not wait_for(lambda: self.connectable() or self.proc.poll() is not None, 20):
+            raise AssertionError("ipyboxd did not listen: " + self.log_text())
+        if self.proc.poll() is not None:
+            raise AssertionError("ipyboxd exited: " + self.log_text())
+
+    def connectable(self):
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(self.sock)
+            return True
+        except OSError:
+            return False
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def client(self, **kw):
+        return SocketClient(self.sock, **kw)
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def close(self):
+        self.stop()
+        self.log.close()
+        self.tmp.cleanup()
+
+
+class SocketClient(McpClient):
+    """McpClient over the daemon's socket."""
+
+    def __init__(self, path, initialize=True):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.tmp = None
+        self._buf = bytearray()
+        self._scanned = 0
+        self._next = 1
+        self.notifications = []
+        if initialize:
+            self.init_result = self.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
+                                                           "clientInfo": {"name": "ipybox-tests", "version": "1"}})
+            self.notify("notifications/initialized")
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def _recv(self, timeout):
+        r, _, _ = select.select([self.sock], [], [], timeout)
+        return self.sock.recv(1 << 20) if r else None
+
+    def stderr_text(self):
+        return "(a socket client has no stderr)"
+
+    def close(self, timeout=30):
+        self.sock.close()
+        return 0
+
+
+class DaemonCase(unittest.TestCase):
+    def setUp(self):
+        require_sandbox(self)
+        self.daemons = []
+
+    def tearDown(self):
+        for d in self.daemons:
+            d.close()
+
+    def daemon(self, *args, **kw):
+        d = Daemon(*args, **kw)
+        self.daemons.append(d)
+        return d
+
+    def assertNoProcessesLeft(self, pids, timeout=20):
+        self.assertTrue(wait_for(lambda: not any(alive(p) for p in pids), timeout),
+                        "left running: %s" % [p for p in pids if alive(p)])
+
+
+class Sessions(DaemonCase):
+    def test_named_session_shared_by_two_connections(self):
+        d = self.daemon()
+        a, b = d.client(), d.client()
+        self.assertEqual(a.request("ipybox/createSession", {"name": "work"}), {"name": "work"})
+        self.assertEqual(a.execute("x = 5")[1]["isError"], False)
+        self.assertEqual(b.request("ipybox/attachSession", {"name": "work"}), {"name": "work"})
+        self.assertEqual(b.execute("print(x * 2)")[0], "10\n")
+        listed = b.request("ipybox/listSessions")["sessions"]
+        self.assertEqual([(s["name"], s["clients"], s["attached"]) for s in listed], [("work", 2, True)])
+        # The session outlives the client that made it.
+        a.close()
+        self.assertEqual(b.execute("print(x)")[0], "5\n")
+        with self.assertRaises(McpError) as e:
+            b.request("ipybox/createSession", {"name": "work"})
+        self.assertIn("exists", str(e.exception))
+        self.assertEqual(b.request("ipybox/closeSession", {"name": "work"}), {"name": "work"})
+        self.assertTrue(wait_for(lambda: not b.request("ipybox/listSessions")["sessions"]))
+        # Without a session, the next call gets a fresh private one: x is gone.
+        self.assertIn("NameError", b.execute("x")[0])
+        # A client whose session someone else closes is told once, then starts afresh.
+        b.request("ipybox/createSession", {"name": "shared"})
+        b.execute("y = 1")
+        e = d.client()
+        e.request("ipybox/attachSession", {"name": "shared"})
+        e.request("ipybox/closeSession")
+        with self.assertRaises(McpError) as err:
+            b.execute("print(y)")
+        self.assertIn("The session 'shared' was closed (closed by a client)", str(err.exception))
+        self.assertIn("NameError", b.execute("y")[0])
+
+    def test_private_session_is_invisible_and_ends_with_its_client(self):
+        d = self.daemon()
+        a, b = d.client(), d.client()
+        self.assertEqual(a.execute("print('mine')")[0], "mine\n")
+        mine = a.request("ipybox/listSessions")["sessions"]
+        self.assertEqual(len(mine), 1)
+        self.assertTrue(mine[0]["anonymous"])
+        self.assertEqual(b.request("ipybox/listSessions")["sessions"], [])
+        for name in (mine[0]["name"], "#1"):
+            with self.assertRaises(McpError):
+                b.request("ipybox/attachSession", {"name": name})
+        workers = descendants(d.proc.pid)
+        self.assertTrue(workers)
+        a.close()
+        self.assertNoProcessesLeft(workers)
+
+    def test_session_names_and_params_checked(self):
+        d = self.daemon()
+        c = d.client()
+        for bad in ("", "../x", "-x", ".x", "a b", "x" * 65, 7):
+            with self.assertRaises(McpError) as e:
+                c.request("ipybox/createSession", {"name": bad})
+            self.assertEqual(e.exception.code, -32602, bad)
+        for params, words in [({"args": ["--help"]}, "not a sandbox option"),
+                              ({"args": "--verbose"}, "'args'"),
+                              ({"cwd": "relative"}, "absolute")]:
+            with self.assertRaises(McpError) as e:
+                c.request("ipybox/createSession", params)
+            self.assertIn(words, str(e.exception))
+        # A sandbox option the worker refuses: the client hears the worker's own sentence.
+        with self.assertRaises(McpError) as e:
+            c.request("ipybox/createSession", {"name": "bad", "args": ["--allowed-domain", "*"]})
+        self.assertIn("could not start", str(e.exception))
+        self.assertIn("*", str(e.exception))
+        with self.assertRaises(McpError) as e:
+            c.request("ipybox/nonsense")
+        self.assertEqual(e.exception.code, -32601)
+        # Per-session options reach the sandbox.
+        self.assertEqual(c.request("ipybox/createSession", {"name": "env", "args": ["--container-env-var",
+                                                                                  "GREETING=hi"]}), {"name": "env"})
+        self.assertEqual(c.execute("import os; print(os.environ['GREETING'])")[0], "hi\n")
+
+    def test_idle_named_session_is_closed(self):
+        d = self.daemon("--idle-timeout", "1")
+        a = d.client()
+        a.request("ipybox/createSession", {"name": "idle"})
+        workers = descendants(d.proc.pid)
+        a.close()
+        b = d.client()
+        self.assertTrue(wait_for(lambda: not b.request("ipybox/listSessions")["sessions"], 15))
+        self.assertNoProcessesLeft(workers)
+        self.assertIn("idle-timeout", d.log_text())
+
+    def test_client_leaving_mid_cell_interrupts_it(self):
+        d = self.daemon()
+        a = d.client()
+        a.request("ipybox/createSession", {"name": "long"})
+        a.send_request("tools/call", {"name": "execute_ipython_cell",
+                                      "arguments": {"code": "import time\nfor i in range(600): time.sleep(0.1)"}})
+        time.sleep(1)
+        a.close()
+        b = d.client()
+        b.request("ipybox/attachSession", {"name": "long"})
+        t0 = time.time()
+        self.assertEqual(b.execute("print(1 + 1)")[0], "2\n")
+        self.assertLess(time.time() - t0, 20)
+
+
+class Bridge(DaemonCase):
+    def test_ipybox_mcp_uses_a_daemon_and_falls_back(self):
+        d = self.daemon()
+        with McpClient(env=d.env) as c:
+            self.assertEqual(c.execute("print(40 + 2)")[0], "42\n")
+            self.assertEqual(len(descendants(d.proc.pid)) > 0, True)
+            c.proc.stdin.close()
+            c.proc.wait(30)
+            self.assertIn("using ipyboxd at " + d.sock, c.proc.stderr.read().decode())
+        with McpClient("--embedded", env=d.env) as c:
+            self.assertEqual(c.execute("print(1)")[0], "1\n")
+            c.proc.stdin.close()
+            c.proc.wait(30)
+            self.assertIn("embedded supervisor", c.proc.stderr.read().decode())
+        empty = tempfile.mkdtemp(prefix="ipybox-rt-")
+        try:
+            with McpClient(env=dict(d.env, XDG_RUNTIME_DIR=empty)) as c:
+                self.assertEqual(c.execute("print(2)")[0], "2\n")
+                c.proc.stdin.close()
+                c.proc.wait(30)
+                self.assertIn("no ipyboxd at %s/ipybox/ipybox.sock" % empty, c.proc.stderr.read().decode())
+        finally:
+            os.rmdir(empty)
+        r = subprocess.run([IPYBOX, "mcp", "--connect", "/nonexistent/ipybox.sock"], input=b"", capture_output=True,
+                           timeout=30, env=d.env)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"cannot reach ipyboxd at /nonexistent/ipybox.sock", r.stderr)
+        # Options given to `ipybox mcp` shape the daemon's session for it.
+        with McpClient("--container-env-var", "VIA=bridge", env=d.env) as c:
+            self.assertEqual(c.execute("import os; print(os.environ['VIA'])")[0], "bridge\n")
+
+
+class Robustness(DaemonCase):
+    def test_bad_and_stalling_clients_change_nothing_for_others(self):
+        d = self.daemon()
+        good = d.client()
+        good.request("ipybox/createSession", {"name": "good"})
+        rid = good.send_request("tools/call", {"name": "execute_ipython_cell", "arguments": {
+            "code": "import time\nfor i in range(5):\n    print(i, flush=True)\n    time.sleep(0.3)"}})
+        stalled = socket.socket(socket.AF_UNIX)
+        stalled.connect(d.sock)
+        stalled.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"')  # no newline, ever
+        silent = socket.socket(socket.AF_UNIX)
+        silent.connect(d.sock)
+        bad = d.client(initialize=False)
+        bad.send_raw(b"{not json\n[1,2]\n\x00\xff\n" + b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}\n')
+        replies = [bad.read_message(30) for _ in range(4)]
+        self.assertEqual([r["error"]["code"] for r in replies], [-32700, -32600, -32700, -32602])
+        bad.send_raw(b"x" * (17 << 20) + b"\n")
+        self.assertIn("too large", bad.read_message(60)["error"]["message"])
+        self.assertEqual(bad.request("ping"), {})
+        # A client that asks for megabytes and never reads them holds up nobody else.
+        hog = d.client()
+        hog.request("ipybox/createSession", {"name": "hog"})
+        hog.send_request("tools/call", {"name": "execute_ipython_cell", "arguments": {
+            "code": "print('y' * 5_000_000)", "max_output_chars": 10_000_000}})
+        msg = good.wait_response(rid, 60)
+        self.assertEqual(msg["result"]["content"][0]["text"], "0\n1\n2\n3\n4\n")
+        other = d.client()
+        self.assertEqual(other.execute("print('fine')")[0], "fine\n")
+        for s in (stalled, silent):
+            s.close()
+
+    def test_fifty_concurrent_sessions(self):
+        d = self.daemon("--max-sessions", "60")
+        n = 50
+        clients = [d.client() for _ in range(n)]
+        errors = []
+
+        def run(i, c):
+            try:
+                c.request("ipybox/createSession", {"name": "s%d" % i}, timeout=300)
+                c.execute("me = %d" % i, timeout=300)
+                for k in range(3):
+                    text, _ = c.execute("print(me, %d, flush=True)\nimport time; time.sleep(0.05)\nprint(me * 1000 + %d)"
+                                        % (k, k), timeout=300)
+                    if text != "%d %d\n%d\n" % (i, k, i * 1000 + k):
+                        errors.append((i, k, text))
+            except Exception as e:  # noqa: BLE001
+                errors.append((i, repr(e)))
+
+        threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+        self.assertEqual(errors, [])
+        listed = clients[0].request("ipybox/listSessions")["sessions"]
+        self.assertEqual(sorted(s["name"] for s in listed), sorted("s%d" % i for i in range(n)))
+        for c in clients:
+            c.close()
+
+    def test_other_users_are_refused(self):
+        d = self.daemon()
+        # Past the file modes (the socket and its directories opened up), the peer's uid is
+        # still checked.
+        for p in (d.tmp.name, d.runtime, os.path.dirname(d.sock)):
+            os.chmod(p, 0o711)
+        os.chmod(d.sock, 0o666)
+        r = subprocess.run([sys.executable, "-c", """
+import os, socket, sys
+os.setgid(65534); os.setuid(65534)
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(10)
+try:
+    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ipybox/listSessions"}\\n')
+    print("closed" if s.recv(100) == b"" else "answered")
+except (BrokenPipeError, ConnectionResetError):
+    print("closed")
+""", d.sock], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.stdout.strip(), "closed", r.stderr)
+        self.assertIn("refused a connection from uid 65534", d.log_text())
+
+    def test_a_second_daemon_on_the_same_socket_is_refused(self):
+        d = self.daemon()
+        r = subprocess.run([IPYBOXD, "--user"], capture_output=True, text=True, timeout=30, env=d.env)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("another ipyboxd is listening at " + d.sock, r.stderr)
+        r = subprocess.run([IPYBOXD], capture_output=True, text=True, timeout=30, env=d.env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--user", r.stderr)
+        r = subprocess.run([IPYBOXD, "--user", "--allowed-domain", "*"], capture_output=True, text=True, timeout=30,
+                           env=d.env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("'*'", r.stderr)
+
+
+class Lifecycle(DaemonCase):
+    def sessions(self, d, k):
+        c = d.client()
+        for i in range(k):
+            c.request("ipybox/createSession", {"name": "k%d" % i})
+            c.execute("print(1)")
+        return c
+
+    def test_sigterm_closes_every_session(self):
+        d = self.daemon()
+        c = self.sessions(d, 3)
+        procs = descendants(d.proc.pid)
+        self.assertGreaterEqual(len(procs), 9)  # worker, shim and its PID 1, kernel per session
+        self.assertEqual(d.stop(signal.SIGTERM), 0)
+        self.assertNoProcessesLeft(procs)
+        self.assertFalse(os.path.exists(d.sock))
+        self.assertEqual(os.listdir(os.path.join(d.env["XDG_STATE_HOME"], "ipybox", "sessions")), [])
+        c.close()
+
+    def test_sigkill_leaves_no_sandbox_and_restart_cleans_up(self):
+        d = self.daemon()
+        c = self.sessions(d, 2)
+        procs = descendants(d.proc.pid)
+        d.stop(signal.SIGKILL)
+        self.assertNoProcessesLeft(procs)
+        c.close()
+        self.assertTrue(os.path.exists(d.sock))
+        # The next daemon takes over the socket the dead one left, and removes its state.
+        d2 = self.daemon(runtime=d.runtime, state=d.env["XDG_STATE_HOME"])
+        self.assertEqual(os.listdir(os.path.join(d.env["XDG_STATE_HOME"], "ipybox", "sessions")), [])
+        with d2.client() as c2:
+            self.assertEqual(c2.execute("print('again')")[0], "again\n")
+
+
+if __name__ == "__main__":
+    unittest.main()
