@@ -2,7 +2,7 @@
 #   make            build bin/ipybox and libexec/ipybox-shim under $(BUILD)
 #   make check      unit, integration and security tests
 #   make sanitize   the same tests with SANITIZE=address,undefined in build-san/
-#   make bench      benchmarks (bench/results.md, bench/egress.md)
+#   make bench      benchmarks (bench/results.md, bench/egress.md, bench/daemon.md)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 PREFIX     ?= /usr/local
@@ -73,7 +73,7 @@ HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRCS))
 FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 
-.PHONY: all check unit integration sanitize bench bench-egress install uninstall clean fuzz format-check
+.PHONY: all check unit integration sanitize bench bench-egress bench-daemon install uninstall clean fuzz format-check
 all: $(IPYBOX) $(IPYBOXD) $(SHIM)
 
 $(BUILD)/obj/%.o: %.c
@@ -128,10 +128,15 @@ fuzz:
 bench: all
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) $(PYTHON) bench/bench.py --out bench/results.md
 	@BUILD=$(BUILD) $(PYTHON) bench/egress.py --out bench/egress.md
+	@BUILD=$(BUILD) $(PYTHON) bench/daemon.py --out bench/daemon.md
 
 # The egress benchmark alone (root: it builds a network namespace).
 bench-egress: all
 	@BUILD=$(BUILD) $(PYTHON) bench/egress.py --out bench/egress.md
+
+# The daemon benchmark alone (sessions per second, memory per session, the most sessions).
+bench-daemon: all
+	@BUILD=$(BUILD) $(PYTHON) bench/daemon.py --out bench/daemon.md
 
 format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')

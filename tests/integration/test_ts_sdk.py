@@ -4,8 +4,8 @@
 The node tests are tests/integration/ts/sdk_test.mjs and ts/socket_test.mjs. Their npm dependencies
 are installed into $BUILD/node (never into the source tree): package.json and the .mjs files are copied
 there, `npm install` runs only when node_modules is missing or package.json changed, and node runs with
-that directory as its working directory so that the imports resolve. node and npm are required (the test dependency
-script installs them): without them the test fails rather than skips."""
+that directory as its working directory so that the imports resolve. node and npm are required (the test
+dependency script installs them): without them the test fails rather than skips."""
 import json
 import os
 import shutil
@@ -79,7 +79,6 @@ class TestTypeScriptSdk(unittest.TestCase):
         if r.returncode != 0:
             self.fail('node --test sdk_test.mjs failed (exit %d)\n--- stdout ---\n%s\n--- stderr ---\n%s'
                       % (r.returncode, _tail(r.stdout), _tail(r.stderr)))
-
 
     def test_mcp_typescript_sdk_over_daemon_socket(self):
         """ipyboxd --user --socket: the SDK's Client over a unix-socket Transport (socket_test.mjs) with
