@@ -190,7 +190,7 @@ static void close_session(struct ipbd *d, struct ipbd_client *c, json_t *id, jso
 
 static void tools_call(struct ipbd *d, struct ipbd_client *c, jrpc_msg *m) {
     if (c->lost) {
-        reply_error(d, c, m->id, JRPC_INTERNAL_ERROR,
+        reply_error(d, c, m->id, IPBD_SESSION_GONE,
                     "%s. The next call starts a new session; ipybox/attachSession or createSession choose one",
                     c->lost);
         free(c->lost);

@@ -44,7 +44,8 @@ static void usage(FILE *f) {
             "  --max-clients N        connections at once (default %u)\n"
             "  -v, --verbose          also log every client and debugging detail\n"
             "  -h, --help             this text\n\n"
-            "Sandbox options (defaults for every session; a client's createSession args add to them):\n%s",
+            "Sandbox options below are defaults for every session; a client's createSession args add to\n"
+            "them.\n\n%s",
             DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_CLIENTS, ipb_options_help());
 }
 

@@ -75,11 +75,17 @@ static void pending_free(struct ipbd *d, struct ipbd_pending *p) {
         ipbd_client_done(d, c);
 }
 
-static void pending_fail(struct ipbd *d, struct ipbd_pending *p, const char *msg) {
+static void pending_fail(struct ipbd *d, struct ipbd_pending *p, int code, const char *msg) {
     struct ipbd_client *c = ipbd_client_find(d, p->client_id);
     if (c)
-        ipbd_client_send(d, c, jrpc_error(p->id, JRPC_INTERNAL_ERROR, msg));
+        ipbd_client_send(d, c, jrpc_error(p->id, code, msg));
     pending_free(d, p);
+}
+
+/* A request that could not be sent on: unlinked and answered with an error. */
+static void fail_new(struct ipbd *d, struct ipbd_session *s, struct ipbd_pending *p) {
+    take_pending(s, p->wid);
+    pending_fail(d, p, IPBD_SESSION_GONE, "The session is not taking requests (its worker is gone)");
 }
 
 void ipbd_session_forward_call(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *msg) {
@@ -99,7 +105,7 @@ void ipbd_session_forward_call(struct ipbd *d, struct ipbd_session *s, struct ip
     bool ok;
     send_worker(d, s, json_incref(msg), &ok);
     if (!ok)
-        pending_fail(d, take_pending(s, p->wid), "The session is not taking requests (its worker is gone)");
+        fail_new(d, s, p);
 }
 
 void ipbd_session_when_ready(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *id) {
@@ -111,7 +117,7 @@ void ipbd_session_when_ready(struct ipbd *d, struct ipbd_session *s, struct ipbd
     bool ok;
     send_worker(d, s, json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)p->wid, "method", "ping"), &ok);
     if (!ok)
-        pending_fail(d, take_pending(s, p->wid), "The session is not taking requests (its worker is gone)");
+        fail_new(d, s, p);
 }
 
 /* Cancels the worker's side of p (it answers nothing for a cancelled call) and frees p. */
@@ -125,7 +131,7 @@ static void cancel_pending(struct ipbd *d, struct ipbd_session *s, struct ipbd_p
                     &ok);
     }
     if (answer)
-        pending_fail(d, p, answer);
+        pending_fail(d, p, JRPC_INTERNAL_ERROR, answer);
     else
         pending_free(d, p);
 }
@@ -440,7 +446,7 @@ static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
     while (s->pending) {
         struct ipbd_pending *p = s->pending;
         s->pending = p->next;
-        pending_fail(d, p, why);
+        pending_fail(d, p, s->ready || s->closing ? IPBD_SESSION_GONE : JRPC_INVALID_PARAMS, why);
     }
     for (struct ipbd_client *c = d->clients; c; c = c->next)
         if (c->session == s)

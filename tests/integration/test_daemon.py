@@ -185,6 +185,7 @@ class Sessions(DaemonCase):
         with self.assertRaises(McpError) as err:
             b.execute("print(y)")
         self.assertIn("The session 'shared' was closed (closed by a client)", str(err.exception))
+        self.assertEqual(err.exception.code, -32000)
         self.assertIn("NameError", b.execute("y")[0])
 
     def test_private_session_is_invisible_and_ends_with_its_client(self):
