@@ -19,7 +19,11 @@ JSON-RPC) by a minimal client in this process, in one run, on one daemon:
 The daemon runs with --max-sessions --daemon-max-sessions (high, so that the limit met is the
 machine's or --max-concurrent) and its own XDG_STATE_HOME in a temporary directory.
 
+A createSession still waiting after 3, 6 and 9 s is noted with what the new session's
+processes wait on (/proc/PID/wchan).
+
 Usage: bench/daemon.py [--out FILE] [--sessions K] [--max-concurrent N] [--min-available PCT]
+                       [--daemon-max-sessions N] [--log FILE]
 """
 import argparse
 import json
@@ -31,6 +35,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -199,6 +204,57 @@ def meminfo():
     return info
 
 
+class SlowWatch:
+    """Notes what a session's processes wait on (/proc/PID/wchan) when its createSession takes
+    longer than `after` seconds: the newest worker of the daemon and everything below it."""
+
+    def __init__(self, daemon, after=3.0):
+        self.daemon, self.after = daemon, after
+        self.name = self.t0 = None
+        self.seen = []
+        self.lock = threading.Lock()
+        self.stop = False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def begin(self, name):
+        with self.lock:
+            self.name, self.t0, self.taken = name, time.monotonic(), 0
+
+    def end(self):
+        with self.lock:
+            self.name = None
+
+    def _snapshot(self):
+        ws = [i for i in map(identity, children(self.daemon)) if i]
+        if not ws:
+            return "no worker"
+        w = max(ws, key=lambda i: i[1])[0]
+        out = []
+        for p in [w] + descendants(w):
+            i, state = stat(p)
+            try:
+                with open("/proc/%d/wchan" % p) as f:
+                    wchan = f.read().strip()
+            except OSError:
+                wchan = "?"
+            if i:
+                out.append("%s %s %s" % (i[2], state, wchan))
+        return ", ".join(out)
+
+    def _run(self):
+        while not self.stop:
+            time.sleep(0.25)
+            with self.lock:
+                if self.name is None:
+                    continue
+                dt = time.monotonic() - self.t0
+                if dt < self.after * (self.taken + 1) or self.taken >= 3:
+                    continue
+                self.taken += 1
+                name = self.name
+            self.seen.append("createSession %s still waiting after %.1f s: %s" % (name, dt, self._snapshot()))
+
+
 def median(v):
     v = sorted(v)
     return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
@@ -230,6 +286,7 @@ def main():
     ap.add_argument("--min-available", type=float, default=20.0,
                     help="stop adding sessions when MemAvailable falls below this percent of MemTotal")
     ap.add_argument("--daemon-max-sessions", type=int, default=1000, help="the daemon's --max-sessions")
+    ap.add_argument("--log", help="keep the daemon's log (its stderr) here")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds to wait before measuring memory")
     a = ap.parse_args()
     if not os.access(IPYBOXD, os.X_OK):
@@ -249,6 +306,7 @@ def main():
     problems = 0
     load = open("/proc/loadavg").read().split()[:3]
     conns = []
+    watch = None
     created = []  # names, in creation order
     try:
         if not wait_socket(sock, proc):
@@ -256,6 +314,7 @@ def main():
             return 1
         time.sleep(a.settle / 2)
         base_pss, base_rss = tree_mem([proc.pid] + descendants(proc.pid))
+        watch = SlowWatch(proc.pid)
         c = Conn(sock)
         conns.append(c)
         c.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -267,7 +326,9 @@ def main():
         for i in range(k):
             name = "idle-%d" % i
             t0 = time.perf_counter()
+            watch.begin(name)
             c.call("ipybox/createSession", {"name": name})
+            watch.end()
             one.append(time.perf_counter() - t0)
             created.append(name)
         total = time.perf_counter() - t_first
@@ -284,13 +345,14 @@ def main():
         w_pss, w_rss = tree_mem(workers)
         nproc = len(tree) - 1
         roles = by_role(proc.pid)
-        rows.append(("memory per idle session, all its processes (worker + 2 shims + kernel): PSS (RSS); "
+        mem_rows = []
+        mem_rows.append(("memory per idle session, all its processes (worker + 2 shims + kernel): PSS (RSS); "
                      "the whole tree with %d sessions less the daemon alone before, over %d" % (k, k),
                      "%s (%s)" % (mib((all_pss - base_pss) / k), mib((all_rss - base_rss) / k)),
                      "%d processes below the daemon; PSS per session: %s; daemon alone before %s PSS (%s RSS)" % (
                          nproc, ", ".join("%s %s" % (r, mib(tree_mem(p)[0] / k)) for r, p in roles),
                          mib(base_pss), mib(base_rss))))
-        rows.append(("memory per idle session, the worker alone (`ipybox mcp --embedded`: the session's "
+        mem_rows.append(("memory per idle session, the worker alone (`ipybox mcp --embedded`: the session's "
                      "supervisor, its egress proxy included): PSS (RSS), mean of %d" % len(workers),
                      "%s (%s)" % (mib(w_pss / max(len(workers), 1)), mib(w_rss / max(len(workers), 1))),
                      "the daemon itself with %d sessions: %s PSS (%s RSS)" % (
@@ -301,7 +363,9 @@ def main():
         for i in range(k):
             name = "first-%d" % i
             t0 = time.perf_counter()
+            watch.begin(name)
             c.call("ipybox/createSession", {"name": name})
+            watch.end()
             out = c.cell("1+1")
             first.append(time.perf_counter() - t0)
             created.append(name)
@@ -311,6 +375,7 @@ def main():
         rows.append(("createSession request to the first `1+1` result on it (median of %d)" % k,
                      "%.0f ms" % (1000 * median(first)),
                      "range %.0f–%.0f ms" % (1000 * min(first), 1000 * max(first))))
+        rows += mem_rows
 
         # 4. The most concurrent sessions.
         total_kib = meminfo()["MemTotal"]
@@ -325,7 +390,9 @@ def main():
             name = "more-%d" % len(created)
             t0 = time.perf_counter()
             try:
+                watch.begin(name)
                 c.call("ipybox/createSession", {"name": name})
+                watch.end()
             except RpcError as e:
                 why = "createSession failed: %s" % e
                 break
@@ -361,7 +428,7 @@ def main():
                 "range %.0f–%.0f ms; %.2f sessions/s" % (1000 * min(later), 1000 * max(later),
                                                           len(later) / t_more)))
         rows.append(("sessions answering `1+1` at the end (each attached in turn)", "%d of %d" % (answered, n),
-                     "`1+1` round trip after attach: median %.1f ms, max %.1f ms" % (
+                     "`1+1` round trip after the attach (the first cell of most): median %.1f ms, max %.1f ms" % (
                          1000 * median(rtt), 1000 * max(rtt)) if rtt else ""))
         rows.append(("memory per session with %d open, each having run one cell: PSS (RSS), as above" % n,
                      "%s (%s)" % (mib((n_pss - base_pss) / n), mib((n_rss - base_rss) / n)),
@@ -431,6 +498,11 @@ def main():
             notes.append("the daemon did not exit within 60 s of SIGTERM")
             problems += 1
         log.close()
+        if watch:
+            watch.stop = True
+            notes += watch.seen
+        if a.log:
+            shutil.copyfile(log_path, a.log)
         with open(log_path) as f:
             daemon_log = f.read().splitlines()
         ready_ms = [int(m.group(1)) for m in map(re.compile(r": ready in (\d+) ms").search, daemon_log) if m]

@@ -236,6 +236,14 @@ int ipbd_main(int argc, char **argv) {
         return 1;
     }
     self[sl] = '\0';
+    /* Workers run as `ipybox` (the same file under its other name), so that their process
+     * name says what they are and `pgrep ipyboxd` finds only the daemon. */
+    char sibling[PATH_MAX + 8];
+    struct stat a, b;
+    char *slash = strrchr(self, '/');
+    if (slash && snprintf(sibling, sizeof(sibling), "%.*s/ipybox", (int)(slash - self), self) < (int)sizeof(sibling) &&
+        stat(sibling, &a) == 0 && stat(self, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+        snprintf(self, sizeof(self), "%s", sibling);
     int stale = ipb_session_dirs_reap_stale();
     if (stale)
         log_warn("removed %d session director%s left by an earlier run", stale, stale == 1 ? "y" : "ies");

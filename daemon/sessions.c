@@ -256,9 +256,13 @@ struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64
         ipb_error_set(err, 0, "the daemon is stopping");
         return NULL;
     }
-    if (d->nsessions >= d->cfg->max_sessions) {
-        ipb_error_set(err, 0, "the daemon already runs %u sessions, the most it may (ipyboxd --max-sessions)",
-                      d->nsessions);
+    /* Sessions being closed are on their way out (their workers exit within seconds) and do
+     * not count: a client that closes one may make another at once. */
+    unsigned open = 0;
+    for (struct ipbd_session *o = d->sessions; o; o = o->next)
+        open += !o->closing;
+    if (open >= d->cfg->max_sessions) {
+        ipb_error_set(err, 0, "the daemon already runs %u sessions, the most it may (ipyboxd --max-sessions)", open);
         return NULL;
     }
     if (cwd && cwd[0] != '/') {
