@@ -238,12 +238,13 @@ int ipbd_main(int argc, char **argv) {
     self[sl] = '\0';
     /* Workers run as `ipybox` (the same file under its other name), so that their process
      * name says what they are and `pgrep ipyboxd` finds only the daemon. */
-    char sibling[PATH_MAX + 8];
+    static char sibling[PATH_MAX + 8];
+    const char *worker_exe = self;
     struct stat a, b;
     char *slash = strrchr(self, '/');
     if (slash && snprintf(sibling, sizeof(sibling), "%.*s/ipybox", (int)(slash - self), self) < (int)sizeof(sibling) &&
         stat(sibling, &a) == 0 && stat(self, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
-        snprintf(self, sizeof(self), "%s", sibling);
+        worker_exe = sibling;
     int stale = ipb_session_dirs_reap_stale();
     if (stale)
         log_warn("removed %d session director%s left by an earlier run", stale, stale == 1 ? "y" : "ies");
@@ -255,7 +256,7 @@ int ipbd_main(int argc, char **argv) {
     }
     struct stat mine = {0};
     stat(sock, &mine);
-    ipbd_config cfg = {.listen_fd = lfd, .socket_path = sock, .uid = geteuid(), .self_exe = self,
+    ipbd_config cfg = {.listen_fd = lfd, .socket_path = sock, .uid = geteuid(), .self_exe = worker_exe,
                        .session_args = sargs, .idle_timeout_ms = idle * 1000, .max_sessions = (unsigned)max_sessions,
                        .max_clients = (unsigned)max_clients};
     fprintf(stderr, "ipyboxd: listening at %s (user mode, uid %d): up to %ld sessions, idle named sessions closed after %ld s\n",
