@@ -86,15 +86,22 @@ void ipbd_client_lost_session(struct ipbd_client *c, const char *why) {
     c->lost = strdup(why);
 }
 
-static void attach(struct ipbd *d, struct ipbd_client *c, struct ipbd_session *s) {
+/* Returns false when the client was dropped on the way (answering its calls in the old
+ * session failed). */
+static bool attach(struct ipbd *d, struct ipbd_client *c, struct ipbd_session *s) {
     free(c->lost);
     c->lost = NULL;
+    c->had_session = true;
     if (c->session == s)
-        return;
+        return true;
     if (c->session)
         ipbd_session_detach(d, c->session, c);
+    if (c->dead)
+        return false;
     c->session = s;
     s->clients++;
+    s->idle_since_ms = 0;
+    return true;
 }
 
 static void reply_error(struct ipbd *d, struct ipbd_client *c, json_t *id, int code, const char *fmt, ...)
@@ -152,8 +159,8 @@ static void create_session(struct ipbd *d, struct ipbd_client *c, json_t *id, js
         ipb_error_free(err);
         return;
     }
-    attach(d, c, s);
-    ipbd_session_when_ready(d, s, c, id);
+    if (attach(d, c, s))
+        ipbd_session_when_ready(d, s, c, id);
 }
 
 static void attach_session(struct ipbd *d, struct ipbd_client *c, json_t *id, json_t *params) {
@@ -165,8 +172,8 @@ static void attach_session(struct ipbd *d, struct ipbd_client *c, json_t *id, js
     if (!s || s->anonymous)
         return reply_error(d, c, id, JRPC_INVALID_PARAMS, "No session named '%s' (ipybox/listSessions lists them)",
                            name);
-    attach(d, c, s);
-    ipbd_client_send(d, c, jrpc_result(id, json_pack("{s:s}", "name", s->name)));
+    if (attach(d, c, s))
+        ipbd_client_send(d, c, jrpc_result(id, json_pack("{s:s}", "name", s->name)));
 }
 
 static void close_session(struct ipbd *d, struct ipbd_client *c, json_t *id, json_t *params) {
@@ -183,20 +190,15 @@ static void close_session(struct ipbd *d, struct ipbd_client *c, json_t *id, jso
         return reply_error(d, c, id, JRPC_INVALID_PARAMS, "This connection has no session; name one");
     json_t *result = json_pack("{s:s}", "name", s->name);
     ipbd_session_close(d, s, "closed by a client");
-    free(c->lost); /* the closer knows */
-    c->lost = NULL;
     ipbd_client_send(d, c, jrpc_result(id, result));
 }
 
 static void tools_call(struct ipbd *d, struct ipbd_client *c, jrpc_msg *m) {
-    if (c->lost) {
-        reply_error(d, c, m->id, IPBD_SESSION_GONE,
-                    "%s. The next call starts a new session; ipybox/attachSession or createSession choose one",
-                    c->lost);
-        free(c->lost);
-        c->lost = NULL;
-        return;
-    }
+    if (!c->session && c->had_session)
+        return reply_error(d, c, m->id, IPBD_SESSION_GONE,
+                           "%s. Make or join another with ipybox/createSession or ipybox/attachSession (no new "
+                           "session is made for this connection by itself: it would lack the options of the old one)",
+                           c->lost ? c->lost : "This connection's session has ended");
     if (!c->session) {
         ipb_error *err = NULL;
         struct ipbd_session *s = ipbd_session_start(d, NULL, c->id, NULL, NULL, &err);
@@ -205,7 +207,8 @@ static void tools_call(struct ipbd *d, struct ipbd_client *c, jrpc_msg *m) {
             ipb_error_free(err);
             return;
         }
-        attach(d, c, s);
+        if (!attach(d, c, s))
+            return;
     }
     ipbd_session_forward_call(d, c->session, c, m->root);
 }

@@ -39,7 +39,9 @@ struct ipbd_client {
     struct ipbd_out out;
     struct ipbd_session *session; /* calls go here; NULL until the first call or an attach */
     unsigned pending;             /* requests sent on to a worker and not answered yet */
-    char *lost;                   /* why its session ended, told at its next call (malloc'd) */
+    char *lost;                   /* why its session ended (malloc'd), told at its next calls */
+    bool had_session;             /* never again a private session made with the defaults: the
+                                   * one it had may have carried other options */
     bool dead;
     struct ipbd_client *next;
 };
@@ -61,7 +63,9 @@ struct ipbd_session {
     bool anonymous;      /* made for one client's first call; ends with that client */
     uint64_t owner;      /* anonymous: that client's id */
     pid_t pid;           /* the worker; 0 once reaped */
-    struct ipbd_watch link;   /* the worker's stdin and stdout (a socketpair) */
+    struct ipbd_watch link;   /* the worker's stdout (a socketpair) */
+    struct ipbd_watch linkw;  /* the worker's stdin (a pipe: its own file description, so the
+                               * worker's non-blocking stdin does not make stdout so) */
     struct ipbd_watch errw;   /* the worker's stderr */
     jrpc_reader rd;
     struct ipbd_out out;
@@ -107,8 +111,8 @@ void ipbd_client_send_line(struct ipbd *d, struct ipbd_client *c, char *line, si
 /* A pending request of this client was answered or abandoned. */
 void ipbd_client_done(struct ipbd *d, struct ipbd_client *c);
 void ipbd_client_drop(struct ipbd *d, struct ipbd_client *c);
-/* The client's session is gone (closed, or its worker ended): detaches it and keeps why, so
- * that its next call is refused once with that reason instead of silently getting a new one. */
+/* The client's session is gone (closed, or its worker ended): detaches it and keeps why; its
+ * calls are refused with that reason until it creates or attaches a session. */
 void ipbd_client_lost_session(struct ipbd_client *c, const char *why);
 void ipbd_clients_reap(struct ipbd *d);
 

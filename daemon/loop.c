@@ -48,7 +48,8 @@ void ipbd_watch_del(struct ipbd *d, struct ipbd_watch *w) {
 
 int ipbd_out_flush(struct ipbd *d, struct ipbd_watch *w, struct ipbd_out *o) {
     while (o->off < o->buf.len) {
-        ssize_t n = send(w->fd, o->buf.data + o->off, o->buf.len - o->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        /* write(): sockets and pipes alike (SIGPIPE is ignored; a gone peer is EPIPE). */
+        ssize_t n = write(w->fd, o->buf.data + o->off, o->buf.len - o->off);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -73,8 +74,9 @@ int ipbd_out_flush(struct ipbd *d, struct ipbd_watch *w, struct ipbd_out *o) {
 int ipbd_out_send(struct ipbd *d, struct ipbd_watch *w, struct ipbd_out *o, const char *data, size_t len) {
     if (w->fd < 0 || o->buf.len - o->off + len > IPBD_OUT_MAX)
         return -1;
-    if (o->off && o->off == o->buf.len) {
-        ipb_buf_reset(&o->buf);
+    /* What was written goes, so that a long stream to a slow reader does not pile up. */
+    if (o->off && (o->off == o->buf.len || o->off >= (1u << 20))) {
+        ipb_buf_consume(&o->buf, o->off);
         o->off = 0;
     }
     if (ipb_buf_append(&o->buf, data, len) < 0)
@@ -97,6 +99,7 @@ static int setup(struct ipbd *d, ipb_error **err) {
     if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
         return ipb_error_set(err, errno, "sigprocmask");
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGCHLD, SIG_DFL); /* inherited as ignored, workers would be reaped behind our back */
     d->sig = (struct ipbd_watch){W_SIGNAL, signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK), NULL, 0};
     d->timer = (struct ipbd_watch){W_TIMER, timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), NULL, 0};
     if (d->sig.fd < 0 || d->timer.fd < 0)
@@ -125,9 +128,9 @@ static void begin_stop(struct ipbd *d, int sig) {
 static void signals(struct ipbd *d) {
     struct signalfd_siginfo si;
     while (read(d->sig.fd, &si, sizeof(si)) == sizeof(si)) {
-        if (si.ssi_signo == SIGCHLD)
-            ipbd_sessions_reap(d);
-        else
+        /* SIGCHLD: the reap after this round of events handles it (freeing sessions now would
+         * leave later events of the round pointing at freed watches). */
+        if (si.ssi_signo != SIGCHLD)
             begin_stop(d, (int)si.ssi_signo);
     }
 }
@@ -136,9 +139,11 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err) {
     struct ipbd d;
     memset(&d, 0, sizeof(d));
     d.cfg = cfg;
-    d.listen.fd = d.sig.fd = d.timer.fd = -1;
+    d.sig.fd = d.timer.fd = -1;
+    d.listen.fd = cfg->listen_fd; /* ours from here: closed when we stop listening */
     d.next_client_id = 1;
     if (setup(&d, err) < 0) {
+        close(d.listen.fd);
         close(d.sig.fd);
         close(d.timer.fd);
         close(d.ep);
@@ -202,6 +207,8 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err) {
         ipbd_client_drop(&d, d.clients);
         ipbd_clients_reap(&d);
     }
+    if (d.listen.fd >= 0)
+        close(d.listen.fd);
     close(d.sig.fd);
     close(d.timer.fd);
     close(d.ep);

@@ -270,7 +270,6 @@ int ipbd_main(int argc, char **argv) {
     struct stat now;
     if (stat(sock, &now) == 0 && now.st_ino == mine.st_ino && now.st_dev == mine.st_dev)
         unlink(sock);
-    close(lfd);
     free(sock);
     free(sargs);
     return r < 0 ? 1 : 0;

@@ -28,7 +28,7 @@ static void send_worker(struct ipbd *d, struct ipbd_session *s, json_t *msg, boo
     size_t len;
     char *line = jrpc_dump(msg, &len);
     json_decref(msg);
-    *ok = line && ipbd_out_send(d, &s->link, &s->out, line, len) == 0;
+    *ok = line && len <= JRPC_MAX_LINE && ipbd_out_send(d, &s->linkw, &s->out, line, len) == 0;
     free(line);
 }
 
@@ -85,7 +85,10 @@ static void pending_fail(struct ipbd *d, struct ipbd_pending *p, int code, const
 /* A request that could not be sent on: unlinked and answered with an error. */
 static void fail_new(struct ipbd *d, struct ipbd_session *s, struct ipbd_pending *p) {
     take_pending(s, p->wid);
-    pending_fail(d, p, IPBD_SESSION_GONE, "The session is not taking requests (its worker is gone)");
+    pending_fail(d, p, s->linkw.fd < 0 ? IPBD_SESSION_GONE : JRPC_INVALID_REQUEST,
+                 s->linkw.fd < 0 ? "The session is not taking requests (its worker is gone)"
+                                 : "The request is too large for the session (over 16 MiB as the daemon encodes it), "
+                                   "or the session is not reading");
 }
 
 void ipbd_session_forward_call(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *msg) {
@@ -107,6 +110,7 @@ void ipbd_session_forward_call(struct ipbd *d, struct ipbd_session *s, struct ip
     if (!ok)
         fail_new(d, s, p);
 }
+
 
 void ipbd_session_when_ready(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *id) {
     struct ipbd_pending *p = add_pending(s, P_CREATE, c, id, NULL);
@@ -222,7 +226,8 @@ static char **worker_argv(struct ipbd *d, json_t *args, ipb_error **err) {
     return argv;
 }
 
-static pid_t spawn_worker(struct ipbd *d, char **argv, const char *cwd, int link_fd, int err_fd, ipb_error **err) {
+static pid_t spawn_worker(struct ipbd *d, char **argv, const char *cwd, int in_fd, int out_fd, int err_fd,
+                          ipb_error **err) {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
@@ -239,7 +244,7 @@ static pid_t spawn_worker(struct ipbd *d, char **argv, const char *cwd, int link
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
-    if (dup2(link_fd, 0) < 0 || dup2(link_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
         _exit(126);
     if (cwd && chdir(cwd) < 0) {
         dprintf(2, "ipybox mcp: cannot start: the directory '%s' is not usable: %s\n", cwd, strerror(errno));
@@ -273,15 +278,17 @@ struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64
     if (!argv)
         return NULL;
     struct ipbd_session *s = calloc(1, sizeof(*s));
-    int sp[2] = {-1, -1}, ep[2] = {-1, -1};
-    if (!s || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+    int sp[2] = {-1, -1}, ep[2] = {-1, -1}, ip[2] = {-1, -1};
+    if (!s || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 || pipe2(ep, O_CLOEXEC) < 0 ||
+        pipe2(ip, O_CLOEXEC) < 0) {
         ipb_error_set(err, errno ? errno : ENOMEM, "creating a session's channels");
         goto fail;
     }
-    pid_t pid = spawn_worker(d, argv, cwd, sp[1], ep[1], err);
+    pid_t pid = spawn_worker(d, argv, cwd, ip[0], sp[1], ep[1], err);
     close(sp[1]);
     close(ep[1]);
-    sp[1] = ep[1] = -1;
+    close(ip[0]);
+    sp[1] = ep[1] = ip[0] = -1;
     if (pid < 0)
         goto fail;
     free(argv);
@@ -296,10 +303,13 @@ struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64
     s->rd.max = IPBD_WORKER_LINE_MAX;
     s->created_ms = s->idle_since_ms = ipbd_now_ms();
     s->link = (struct ipbd_watch){W_LINK, sp[0], s, 0};
+    s->linkw = (struct ipbd_watch){W_LINK, ip[1], s, 0};
     s->errw = (struct ipbd_watch){W_STDERR, ep[0], s, 0};
     ipb_set_nonblock(sp[0], 1);
+    ipb_set_nonblock(ip[1], 1);
     ipb_set_nonblock(ep[0], 1);
     ipbd_watch_add(d, &s->link, EPOLLIN);
+    ipbd_watch_add(d, &s->linkw, 0);
     ipbd_watch_add(d, &s->errw, EPOLLIN);
     s->next = d->sessions;
     d->sessions = s;
@@ -312,6 +322,8 @@ fail:
             close(sp[i]);
         if (ep[i] >= 0)
             close(ep[i]);
+        if (ip[i] >= 0)
+            close(ip[i]);
     }
     free(argv);
     free(s);
@@ -373,6 +385,7 @@ static void link_readable(struct ipbd *d, struct ipbd_session *s) {
     }
     if (r < 0 || s->rd.eof) {
         ipbd_watch_del(d, &s->link);
+        ipbd_watch_del(d, &s->linkw);
         jrpc_reader_free(&s->rd);
         ipb_buf_free(&s->out.buf);
     }
@@ -423,8 +436,13 @@ void ipbd_session_event(struct ipbd *d, struct ipbd_watch *w, uint32_t events) {
         stderr_readable(d, s);
         return;
     }
-    if (events & EPOLLOUT && ipbd_out_flush(d, &s->link, &s->out) < 0)
-        events |= EPOLLIN; /* the read below sees the end */
+    if (w == &s->linkw) {
+        /* The worker's stdin: writable again, or its reader is gone (the worker is ending;
+         * its stdout's end and its exit settle the rest). */
+        if (!(events & EPOLLOUT) || ipbd_out_flush(d, &s->linkw, &s->out) < 0)
+            ipbd_watch_del(d, &s->linkw);
+        return;
+    }
     if (s->link.fd >= 0 && events & (EPOLLIN | EPOLLHUP | EPOLLERR))
         link_readable(d, s);
 }
@@ -432,6 +450,8 @@ void ipbd_session_event(struct ipbd *d, struct ipbd_watch *w, uint32_t events) {
 /* A session whose worker has exited and whose channel is closed: every open request fails
  * with the reason, its clients are detached, and it is freed. */
 static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
+    if (s->errw.fd >= 0)
+        stderr_readable(d, s); /* its last words are the reason */
     char why[700];
     if (s->closing)
         snprintf(why, sizeof(why), "The session '%s' was closed: %s", s->name, s->last_err);
@@ -455,10 +475,9 @@ static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
     for (struct ipbd_client *c = d->clients; c; c = c->next)
         if (c->session == s)
             ipbd_client_lost_session(c, why);
-    if (s->errw.fd >= 0)
-        stderr_readable(d, s);
     ipbd_watch_del(d, &s->errw);
     ipbd_watch_del(d, &s->link);
+    ipbd_watch_del(d, &s->linkw);
     jrpc_reader_free(&s->rd);
     ipb_buf_free(&s->out.buf);
     ipb_buf_free(&s->errbuf);
