@@ -10,8 +10,9 @@
 #include "error.h"
 
 #define IPBD_NAME_MAX 64
-/* The JSON-RPC error of a call whose session was closed or ended (told once to each client
- * that was attached to it): a server error of ours, not a fault. */
+/* The JSON-RPC error of a call whose session was closed or ended (told to each client that
+ * was attached to it until it creates or attaches another): a server error of ours, not a
+ * fault. */
 #define IPBD_SESSION_GONE (-32000)
 
 typedef struct ipbd_config {

@@ -142,6 +142,8 @@ static int bind_socket(const char *path) {
     umask(old);
     if (r < 0 || listen(fd, 128) < 0) {
         log_error("cannot listen at %s: %s", path, strerror(errno));
+        if (r == 0)
+            unlink(path); /* bound but not listening: leave no dead socket file */
         return -1;
     }
     int ret = fd;

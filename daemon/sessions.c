@@ -1,5 +1,5 @@
 /* Sessions: one worker process each (`ipybox mcp --embedded`, re-executed from our own
- * binary, on a socketpair), and the routing of calls to it. A call goes on under an id of
+ * binary, with a pipe as stdin and a socketpair as stdout), and the routing of calls to it. A call goes on under an id of
  * ours, so that answers and progress find the client that asked, whatever ids clients chose. */
 #include <errno.h>
 #include <fcntl.h>
@@ -110,7 +110,6 @@ void ipbd_session_forward_call(struct ipbd *d, struct ipbd_session *s, struct ip
     if (!ok)
         fail_new(d, s, p);
 }
-
 
 void ipbd_session_when_ready(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *id) {
     struct ipbd_pending *p = add_pending(s, P_CREATE, c, id, NULL);
