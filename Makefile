@@ -42,12 +42,13 @@ INC_policy     := -Ipolicy -Icommon
 INC_netfilter  := -Inetfilter -Ipolicy -Icommon
 INC_proxy      := -Iproxy -Inetfilter -Ipolicy -Icommon
 INC_kernel-shim := -Ikernel-shim -Inetfilter -Ipolicy -Icommon
-INC_supervisor := -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
-INC_daemon     := -Idaemon -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
-INC_client     := -Iclient -Idaemon -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_monitor    := -Imonitor -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_supervisor := -Isupervisor -Imonitor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_daemon     := -Idaemon -Imonitor -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_client     := -Iclient -Idaemon -Imonitor -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
 INC_tests      := $(INC_client)
 
-LAYERS := common policy netfilter proxy kernel-shim supervisor daemon
+LAYERS := common policy netfilter proxy kernel-shim monitor supervisor daemon
 srcs = $(wildcard $(1)/*.c)
 objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(call srcs,$(1)))
 
@@ -56,10 +57,11 @@ LIB_policy     := $(BUILD)/lib/libpolicy.a
 LIB_netfilter  := $(BUILD)/lib/libnetfilter.a
 LIB_proxy      := $(BUILD)/lib/libproxy.a
 LIB_kernel-shim := $(BUILD)/lib/libshim.a
+LIB_monitor    := $(BUILD)/lib/libmonitor.a
 LIB_supervisor := $(BUILD)/lib/libsupervisor.a
 LIB_daemon     := $(BUILD)/lib/libdaemon.a
 # link order: dependents first
-LIBS_ALL := $(LIB_daemon) $(LIB_supervisor) $(LIB_kernel-shim) $(LIB_proxy) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
+LIBS_ALL := $(LIB_daemon) $(LIB_supervisor) $(LIB_monitor) $(LIB_kernel-shim) $(LIB_proxy) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
 
 IPYBOX := $(BUILD)/bin/ipybox
 # ipyboxd is the same program (it looks at its name), so sessions re-execute that one binary.

@@ -24,6 +24,7 @@ typedef struct ipbd_config {
     long idle_timeout_ms;     /* a named session with no client and no call is closed after this */
     unsigned max_sessions;
     unsigned max_clients;
+    int monitor_fd;           /* system service frontend: the channel to the monitor, else -1 */
 } ipbd_config;
 
 /* Serves until SIGTERM, SIGINT or SIGHUP, then closes every session (their workers stop their

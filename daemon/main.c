@@ -1,5 +1,6 @@
 /* `ipyboxd`: options, the control socket, then the loop. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,9 @@
 
 #include "cleanup.h"
 #include "daemon.h"
+#include "fdio.h"
 #include "log.h"
+#include "monitor.h"
 #include "options.h"
 #include "statedir.h"
 #include "strbuf.h"
@@ -37,7 +40,8 @@ static void usage(FILE *f) {
             "Each session runs in its own worker process (`ipybox mcp --embedded`, re-executed from\n"
             "this binary) with its own sandbox, kernel and egress proxy.\n\n"
             "Daemon options:\n"
-            "  --user                 run for the invoking user only (the only mode built so far)\n"
+            "  --user                 run for the invoking user only (as root without it: the system\n"
+            "                         service, see `ipyboxd --help` as root)\n"
             "  --socket PATH          listen here (default: $XDG_RUNTIME_DIR/ipybox/ipybox.sock)\n"
             "  --idle-timeout SECONDS close named sessions no client has used for this long (default %ld)\n"
             "  --max-sessions N       sessions at once (default %u)\n"
@@ -153,7 +157,7 @@ static int bind_socket(const char *path) {
 
 int ipbd_main(int argc, char **argv) {
     ipb_log_init("ipyboxd", IPB_LOG_WARN);
-    bool user = false;
+    bool user = false, frontend = false;
     int verbose = 0;
     const char *sock_opt = NULL;
     long idle = DEFAULT_IDLE_TIMEOUT_S, max_sessions = DEFAULT_MAX_SESSIONS, max_clients = DEFAULT_MAX_CLIENTS;
@@ -175,6 +179,8 @@ int ipbd_main(int argc, char **argv) {
         int bad = 0;
         if (!strcmp(a, "--user"))
             user = true;
+        else if (!strcmp(a, "--frontend"))
+            frontend = user = true; /* started by the system service's monitor, as the user */
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
             verbose++;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -198,10 +204,15 @@ int ipbd_main(int argc, char **argv) {
         if (takes)
             i++;
     }
-    ipb_log_init("ipyboxd", verbose ? IPB_LOG_DEBUG : IPB_LOG_INFO);
     if (!user) {
-        log_error("the system service (root, a socket per user, privilege separation) is not built yet; "
-                  "run `ipyboxd --user` for your own sessions");
+        free(sargs);
+        return ipbm_main(argc, argv);
+    }
+    ipb_log_init(frontend ? "ipyboxd-frontend" : "ipyboxd", verbose ? IPB_LOG_DEBUG : IPB_LOG_INFO);
+    struct stat fst;
+    if (frontend && (!sock_opt || fstat(3, &fst) < 0 || !S_ISSOCK(fst.st_mode) || fstat(4, &fst) < 0 ||
+                     !S_ISSOCK(fst.st_mode))) {
+        log_error("--frontend is for the system service's own use");
         free(sargs);
         return 2;
     }
@@ -250,7 +261,12 @@ int ipbd_main(int argc, char **argv) {
     int stale = ipb_session_dirs_reap_stale();
     if (stale)
         log_warn("removed %d session director%s left by an earlier run", stale, stale == 1 ? "y" : "ies");
-    int lfd = prepare_dir(sock) < 0 ? -1 : bind_socket(sock);
+    int lfd = frontend ? 3 : prepare_dir(sock) < 0 ? -1 : bind_socket(sock);
+    if (frontend) {
+        fcntl(3, F_SETFD, FD_CLOEXEC);
+        fcntl(4, F_SETFD, FD_CLOEXEC);
+        ipb_set_nonblock(3, 1);
+    }
     if (lfd < 0) {
         free(sock);
         free(sargs);
@@ -260,8 +276,11 @@ int ipbd_main(int argc, char **argv) {
     stat(sock, &mine);
     ipbd_config cfg = {.listen_fd = lfd, .socket_path = sock, .uid = geteuid(), .self_exe = worker_exe,
                        .session_args = sargs, .idle_timeout_ms = idle * 1000, .max_sessions = (unsigned)max_sessions,
-                       .max_clients = (unsigned)max_clients};
-    fprintf(stderr, "ipyboxd: listening at %s (user mode, uid %d): up to %ld sessions, idle named sessions closed after %ld s\n",
+                       .max_clients = (unsigned)max_clients, .monitor_fd = frontend ? 4 : -1};
+    if (frontend)
+        log_info("serving uid %d at %s", (int)cfg.uid, sock);
+    else
+        fprintf(stderr, "ipyboxd: listening at %s (user mode, uid %d): up to %ld sessions, idle named sessions closed after %ld s\n",
             sock, (int)cfg.uid, max_sessions, idle);
     int r = ipbd_serve(&cfg, &err);
     if (r < 0) {
@@ -270,7 +289,7 @@ int ipbd_main(int argc, char **argv) {
     }
     /* Remove the socket only if it is still ours (not one a newer daemon bound). */
     struct stat now;
-    if (stat(sock, &now) == 0 && now.st_ino == mine.st_ino && now.st_dev == mine.st_dev)
+    if (!frontend && stat(sock, &now) == 0 && now.st_ino == mine.st_ino && now.st_dev == mine.st_dev)
         unlink(sock);
     free(sock);
     free(sargs);

@@ -16,6 +16,8 @@
 #include "daemon_int.h"
 #include "fdio.h"
 #include "log.h"
+#include "mon_proto.h"
+#include "monclient.h"
 
 struct ipbd_session *ipbd_session_find(struct ipbd *d, const char *name) {
     for (struct ipbd_session *s = d->sessions; s; s = s->next)
@@ -225,14 +227,39 @@ static char **worker_argv(struct ipbd *d, json_t *args, ipb_error **err) {
     return argv;
 }
 
+/* System service: a channel of its own to the monitor for the worker, adopted by the monitor
+ * for our user. Returns the worker's end, or -1. */
+static int monitor_channel(struct ipbd *d, ipb_error **err) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return ipb_error_set(err, errno, "creating the worker's channel to the service");
+    struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_ADOPT};
+    int r = ipbm_send(d->cfg->monitor_fd, &m, &sv[0], 1);
+    close(sv[0]);
+    if (r < 0) {
+        close(sv[1]);
+        return ipb_error_set(err, -r, "the ipyboxd service's monitor is gone");
+    }
+    return sv[1];
+}
+
 static pid_t spawn_worker(struct ipbd *d, char **argv, const char *cwd, int in_fd, int out_fd, int err_fd,
                           ipb_error **err) {
     pid_t parent = getpid();
+    int mon = -1;
+    if (d->cfg->monitor_fd >= 0 && (mon = monitor_channel(d, err)) < 0)
+        return -1;
     pid_t pid = fork();
-    if (pid < 0)
+    if (pid < 0) {
+        if (mon >= 0)
+            close(mon);
         return ipb_error_set(err, errno, "fork");
-    if (pid > 0)
+    }
+    if (pid > 0) {
+        if (mon >= 0)
+            close(mon);
         return pid;
+    }
     /* The child: its own process group (a terminal's ^C goes to the daemon, which decides),
      * killed when the daemon dies, with the daemon's blocked signals unblocked. */
     setpgid(0, 0);
@@ -244,6 +271,8 @@ static pid_t spawn_worker(struct ipbd *d, char **argv, const char *cwd, int in_f
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
     if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+        _exit(126);
+    if (mon >= 0 && (dup2(mon, 3) < 0 || setenv(IPB_MONITOR_FD_ENV, "3", 1) < 0))
         _exit(126);
     if (cwd && chdir(cwd) < 0) {
         dprintf(2, "ipybox mcp: cannot start: the directory '%s' is not usable: %s\n", cwd, strerror(errno));

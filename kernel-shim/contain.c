@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +33,24 @@ static const char *userns_hint(int e) {
     return "";
 }
 
+/* Whether this process is uid 0 of a user namespace other than the host's: there the map is
+ * not the identity of the whole id space. */
+static bool in_own_userns(void) {
+    char buf[256];
+    int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    unsigned long in, out, count;
+    if (sscanf(buf, "%lu %lu %lu", &in, &out, &count) != 3 || (in == 0 && out == 0 && count == 4294967295ul))
+        return false;
+    return getuid() == 0 && geteuid() == 0;
+}
+
 void shim_contain(int fd, shim_config *cfg) {
     ipb_error *err = NULL;
 
@@ -43,13 +62,21 @@ void shim_contain(int fd, shim_config *cfg) {
 
     /* 2. User namespace 1: owns every other namespace of the sandbox and maps the invoking
      *    user to root inside it, so that the shim may build mounts but holds nothing on the host. */
-    if (unshare(CLONE_NEWUSER) < 0) {
-        int e = errno;
-        ipb_error_set(&err, e, "cannot create a user namespace%s", userns_hint(e));
-        fail(fd, "user namespace", err);
+    if (cfg->system) {
+        /* The monitor made it already: uid 0 here is the first of the sandbox's pool range. */
+        if (!in_own_userns()) {
+            ipb_error_set(&err, EPERM, "system mode outside a user namespace of the monitor's");
+            fail(fd, "user namespace", err);
+        }
+    } else {
+        if (unshare(CLONE_NEWUSER) < 0) {
+            int e = errno;
+            ipb_error_set(&err, e, "cannot create a user namespace%s", userns_hint(e));
+            fail(fd, "user namespace", err);
+        }
+        if (shim_write_id_maps(0, 0, cfg->uid, 0, cfg->gid, &err) < 0)
+            fail(fd, "user namespace id maps", err);
     }
-    if (shim_write_id_maps(0, 0, cfg->uid, 0, cfg->gid, &err) < 0)
-        fail(fd, "user namespace id maps", err);
 
     /* 3. The other namespaces: mounts, network, IPC, hostname, cgroup view
      *    and pids (the next child becomes PID 1). */
@@ -91,7 +118,7 @@ void shim_contain(int fd, shim_config *cfg) {
     }
     /* 6. The root filesystem: tmpfs, read-only system binds, minimal /etc and /dev, /app,
      *    size-limited /tmp and /dev/shm, fresh /proc with sensitive parts masked, pivot_root. */
-    if (shim_build_root(cfg->root, &cfg->plan, &err) < 0)
+    if (shim_build_root(cfg->root, &cfg->plan, cfg->system != 0, &err) < 0)
         fail(fd, "root filesystem", err);
     shim_pid1(fd, cfg, &efds);
 }

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include "fdio.h"
@@ -37,11 +38,26 @@ __attribute__((noreturn)) static void exec_program(int fd, shim_config *cfg, uin
     /* User namespace 2: the program holds no capability over the mounts or the network
      * namespace, which belong to user namespace 1. */
     step = "kernel user namespace";
+    /* Its outside id: root of user namespace 1 in user mode (the only id mapped there); in
+     * system mode the sandbox's own user of the pool range, never the range's owner. The
+     * switch comes first: one may map only one's own id. */
+    uid_t outside = cfg->system ? IPB_SANDBOX_UID : 0;
+    if (outside && (setgroups(0, NULL) < 0 || setresgid(outside, outside, outside) < 0 ||
+                    setresuid(outside, outside, outside) < 0)) {
+        ipb_error_set(&err, errno, "switching to the sandbox's user before its namespace");
+        goto fail;
+    }
+    /* The switch made us non-dumpable, which gives /proc/self to root; the exec to come
+     * makes us dumpable again anyway. */
+    if (outside && prctl(PR_SET_DUMPABLE, 1) < 0) {
+        ipb_error_set(&err, errno, "PR_SET_DUMPABLE");
+        goto fail;
+    }
     if (unshare(CLONE_NEWUSER) < 0) {
         ipb_error_set(&err, errno, "cannot create the program's user namespace");
         goto fail;
     }
-    if (shim_write_id_maps(0, IPB_SANDBOX_UID, 0, IPB_SANDBOX_UID, 0, &err) < 0)
+    if (shim_write_id_maps(0, IPB_SANDBOX_UID, outside, IPB_SANDBOX_UID, outside, &err) < 0)
         goto fail;
     step = "capabilities";
     if (shim_drop_bounding_caps(&err) < 0)

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/mount.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -13,6 +14,7 @@
 
 #include "cleanup.h"
 #include "fdio.h"
+#include "shim_proto.h"
 #include "tree.h"
 
 /* Flags the kernel locks on mounts inherited from a more privileged namespace: a remount
@@ -65,7 +67,20 @@ static int make_mountpoint(const char *dst, bool dir, ipb_error **err) {
     return 0;
 }
 
-static int do_bind(const ipb_mount *m, const char *dst, ipb_error **err) {
+/* A tree the monitor made an idmapped mount of (system mode): attached where it belongs. Its
+ * flags (read-only, nosuid, nodev) were set by the monitor. */
+static int do_bind_fd(const ipb_mount *m, int mfd, const char *dst, ipb_error **err) {
+    struct stat st;
+    if (fstat(mfd, &st) < 0)
+        return ipb_error_set(err, errno, "the mount for %s", m->dst);
+    if (make_mountpoint(dst, S_ISDIR(st.st_mode), err) < 0)
+        return -1;
+    if (syscall(SYS_move_mount, mfd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        return ipb_error_set(err, errno, "attaching %s at %s", m->src ? m->src : "a bind", m->dst);
+    return 0;
+}
+
+static int do_bind(const ipb_mount *m, const char *dst, bool system, ipb_error **err) {
     struct stat st;
     if (lstat(m->src, &st) < 0) {
         if (errno == ENOENT && (m->flags & IPB_MNT_OPTIONAL))
@@ -96,7 +111,9 @@ static int do_bind(const ipb_mount *m, const char *dst, ipb_error **err) {
     if (mount(m->src, dst, NULL, MS_BIND, NULL) < 0)
         return ipb_error_set(err, errno, "binding %s at %s", m->src, m->dst);
     unsigned long flags = MS_NOSUID;
-    if (m->kind == IPB_MNT_BIND_RO)
+    /* In system mode only the monitor's idmapped mounts may be written through: a path bind
+     * is read-only whatever the plan says. */
+    if (m->kind == IPB_MNT_BIND_RO || (system && m->kind == IPB_MNT_BIND_RW))
         flags |= MS_RDONLY | MS_NODEV;
     else if (m->kind == IPB_MNT_BIND_RW)
         flags |= MS_NODEV;
@@ -114,7 +131,7 @@ static int do_tmpfs(const char *dst, const char *data, unsigned long extra, ipb_
     return 0;
 }
 
-static int do_step(const char *root, const ipb_mount *m, ipb_error **err) {
+static int do_step(const char *root, const ipb_mount *m, bool system, int *next_fd, ipb_error **err) {
     char dst[PATH_MAX];
     if (snprintf(dst, sizeof(dst), "%s%s", root, m->dst) >= (int)sizeof(dst))
         return ipb_error_set(err, ENAMETOOLONG, "%s", m->dst);
@@ -122,7 +139,12 @@ static int do_step(const char *root, const ipb_mount *m, ipb_error **err) {
     case IPB_MNT_BIND_RO:
     case IPB_MNT_BIND_RW:
     case IPB_MNT_BIND_DEV:
-        return do_bind(m, dst, err);
+        if (m->flags & IPB_MNT_FD) {
+            if (!system || m->kind == IPB_MNT_BIND_DEV)
+                return ipb_error_set(err, EINVAL, "a mount fd for %s outside system mode", m->dst);
+            return do_bind_fd(m, (*next_fd)++, dst, err);
+        }
+        return do_bind(m, dst, system, err);
     case IPB_MNT_TMPFS:
         return do_tmpfs(dst, m->data, 0, err);
     case IPB_MNT_DIR:
@@ -178,15 +200,18 @@ static int do_step(const char *root, const ipb_mount *m, ipb_error **err) {
     return ipb_error_set(err, EINVAL, "unknown mount step %u", m->kind);
 }
 
-int shim_build_root(const char *root, const ipb_mount_plan *plan, ipb_error **err) {
+int shim_build_root(const char *root, const ipb_mount_plan *plan, bool system, ipb_error **err) {
+    int next_fd = SHIM_MOUNT_FD0;
     /* Nothing we mount may propagate back to the host. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return ipb_error_set(err, errno, "making mounts private");
     if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,nr_inodes=4096,mode=0755") < 0)
         return ipb_error_set(err, errno, "mounting the root tmpfs at %s", root);
     for (size_t i = 0; i < plan->n; i++)
-        if (do_step(root, &plan->m[i], err) < 0)
+        if (do_step(root, &plan->m[i], system, &next_fd, err) < 0)
             return -1;
+    for (int fd = SHIM_MOUNT_FD0; fd < next_fd; fd++)
+        close(fd);
     /* The root tmpfs itself read-only: the sandbox writes only to /app, /tmp, /dev/shm, $HOME. */
     if (remount(root, MS_RDONLY | MS_NOSUID | MS_NODEV, err) < 0)
         return -1;

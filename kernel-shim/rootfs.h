@@ -1,8 +1,11 @@
 /* Builds the sandbox's root filesystem from a mount plan and pivots into it. */
 #pragma once
+#include <stdbool.h>
+
 #include "error.h"
 #include "mountplan.h"
 
 /* In a fresh mount namespace: a tmpfs at `root`, the plan's steps below it, the root made
- * read-only, pivot_root into it and the host's tree detached. */
-int shim_build_root(const char *root, const ipb_mount_plan *plan, ipb_error **err);
+ * read-only, pivot_root into it and the host's tree detached. system: IPB_MNT_FD steps take
+ * the monitor's mounts (SHIM_MOUNT_FD0 on, closed afterwards) and path binds are read-only. */
+int shim_build_root(const char *root, const ipb_mount_plan *plan, bool system, ipb_error **err);

@@ -8,10 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "record.h"
+
 /* Encoding: a sequence of records {u16 tag, u32 length, payload}. Strings are stored without
  * NUL; a mount record is {u32 kind, u32 flags, 3 x (u32 len or 0xffffffff for NULL, bytes)}. */
 enum {
-    TAG_MODE = 1, TAG_UID, TAG_GID, TAG_ROOT, TAG_HOSTNAME, TAG_CWD, TAG_MOUNT, TAG_ARGV, TAG_ENV, TAG_BPF,
+    TAG_MODE = 1, TAG_UID, TAG_GID, TAG_ROOT, TAG_HOSTNAME, TAG_CWD, TAG_MOUNT, TAG_ARGV, TAG_ENV, TAG_BPF, TAG_SYSTEM,
 };
 #define NULL_LEN 0xffffffffu
 
@@ -36,7 +38,7 @@ static int mount_str(ipb_buf *b, const char *s) {
 int shim_config_encode(const shim_config *c, ipb_buf *out) {
     int r;
     if ((r = put_u32(out, TAG_MODE, c->mode)) < 0 || (r = put_u32(out, TAG_UID, c->uid)) < 0 ||
-        (r = put_u32(out, TAG_GID, c->gid)) < 0 || (r = put_str(out, TAG_ROOT, c->root)) < 0 ||
+        (r = put_u32(out, TAG_GID, c->gid)) < 0 || (r = put_u32(out, TAG_SYSTEM, c->system)) < 0 || (r = put_str(out, TAG_ROOT, c->root)) < 0 ||
         (r = put_str(out, TAG_HOSTNAME, c->hostname)) < 0 || (r = put_str(out, TAG_CWD, c->cwd)) < 0)
         return r;
     for (size_t i = 0; i < c->plan.n; i++) {
@@ -130,9 +132,10 @@ int shim_config_decode(const void *data, size_t len, shim_config *ret, ipb_error
         case TAG_MODE:
         case TAG_UID:
         case TAG_GID:
+        case TAG_SYSTEM:
             if (l != 4)
                 goto bad;
-            memcpy(tag == TAG_MODE ? &c.mode : tag == TAG_UID ? &c.uid : &c.gid, p, 4);
+            memcpy(tag == TAG_MODE ? &c.mode : tag == TAG_UID ? &c.uid : tag == TAG_GID ? &c.gid : &c.system, p, 4);
             break;
         case TAG_ROOT: slot = &c.root; break;
         case TAG_HOSTNAME: slot = &c.hostname; break;
@@ -207,92 +210,24 @@ static void fill_msg(struct shim_msg *m, uint32_t type, int32_t arg, int32_t err
 int shim_send_fds(int fd, uint32_t type, int32_t arg, const int *fds, size_t nfds) {
     struct shim_msg m;
     fill_msg(&m, type, arg, 0, 0, NULL, NULL);
-    struct iovec iov = {&m, sizeof(m)};
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * SHIM_MAX_FDS)];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     if (nfds > SHIM_MAX_FDS)
         return -EINVAL;
-    if (nfds) {
-        mh.msg_control = u.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-    }
-    for (;;) {
-        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        if (n == (ssize_t)sizeof(m))
-            return 0;
-        if (n < 0 && errno == EINTR)
-            continue;
-        return n < 0 ? -errno : -EIO;
-    }
+    return ipb_record_send(fd, &m, sizeof(m), fds, nfds);
 }
 
 int shim_send(int fd, uint32_t type, int32_t arg, int32_t err, uint32_t gen, const char *step, const char *text) {
     struct shim_msg m;
     fill_msg(&m, type, arg, err, gen, step, text);
-    for (;;) {
-        ssize_t n = send(fd, &m, sizeof(m), MSG_NOSIGNAL);
-        if (n == (ssize_t)sizeof(m))
-            return 0;
-        if (n < 0 && errno == EINTR)
-            continue;
-        return n < 0 ? -errno : -EIO;
-    }
+    return ipb_record_send(fd, &m, sizeof(m), NULL, 0);
 }
 
 int shim_recv_fds(int fd, struct shim_msg *m, int *fds, size_t max, size_t *nfds) {
-    *nfds = 0;
-    for (;;) {
-        struct iovec iov = {m, sizeof(*m)};
-        union {
-            char buf[CMSG_SPACE(sizeof(int) * SHIM_MAX_FDS)];
-            struct cmsghdr align;
-        } u;
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-        ssize_t n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        /* Take every descriptor that came, so none leaks; keep at most max of them. */
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-                continue;
-            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < k; i++) {
-                int got;
-                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                if (*nfds < max)
-                    fds[(*nfds)++] = got;
-                else
-                    close(got);
-            }
-        }
-        bool bad = (mh.msg_flags & MSG_CTRUNC) || n != (ssize_t)sizeof(*m);
-        if (n == 0) {
-            /* recv() says 0 both for EOF and for an empty record; only EOF hangs up. */
-            struct pollfd p = {fd, POLLRDHUP, 0};
-            if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP)))
-                return 0;
-        }
-        if (bad) {
-            for (size_t i = 0; i < *nfds; i++)
-                close(fds[i]);
-            *nfds = 0;
-            return -EBADMSG;
-        }
+    int r = ipb_record_recv(fd, m, sizeof(*m), fds, max, nfds);
+    if (r == 1) {
         m->step[sizeof(m->step) - 1] = '\0';
         m->text[sizeof(m->text) - 1] = '\0';
-        return 1;
     }
+    return r;
 }
 
 int shim_recv(int fd, struct shim_msg *m) {

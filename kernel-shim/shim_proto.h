@@ -12,6 +12,7 @@
 #define SHIM_SYNC_FD 3
 #define SHIM_CONFIG_MAX (1u << 20)
 #define SHIM_MAX_FDS 8
+#define SHIM_MOUNT_FD0 4
 
 enum shim_mode { SHIM_MODE_KERNEL = 1, SHIM_MODE_RUN = 2 };
 
@@ -41,6 +42,10 @@ struct shim_msg {
 typedef struct shim_config {
     uint32_t mode;
     uint32_t uid, gid;       /* the invoking user's ids (outside) */
+    uint32_t system;         /* 1: started by the system service's monitor, which made the
+                              * user namespace (uid 0 inside is the sandbox's pool range) and
+                              * hands the user's binds over as idmapped mounts, fds from
+                              * SHIM_MOUNT_FD0 on in plan order (IPB_MNT_FD entries) */
     char *root;              /* empty host directory where the new root is assembled */
     char *hostname;
     char *cwd;               /* working directory of the program */
@@ -64,3 +69,6 @@ int shim_recv(int fd, struct shim_msg *m);
 /* The same, keeping up to max attached descriptors (close-on-exec) in fds; *nfds says how
  * many. Any beyond max are closed. */
 int shim_recv_fds(int fd, struct shim_msg *m, int *fds, size_t max, size_t *nfds);
+
+/* Locates ipybox-shim: next to the running binary's ../libexec/ipybox, else the installed path. */
+int ipb_find_shim(char **ret_path, ipb_error **err);

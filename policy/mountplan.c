@@ -100,16 +100,16 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
         ADD(IPB_MNT_BIND_RO, IPB_MNT_OPTIONAL | IPB_MNT_MIRROR, src, dst, NULL);
     }
 
-    ADD(IPB_MNT_BIND_RW, 0, in->workspace, "/app", NULL);
+    ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, in->workspace, "/app", NULL);
     for (size_t i = 0; i < o->n_binds; i++) {
         snprintf(dst, sizeof(dst), "/app/%s", o->binds[i].rel);
-        ADD(IPB_MNT_BIND_RW, 0, o->binds[i].host, dst, NULL);
+        ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, o->binds[i].host, dst, NULL);
     }
     ADD(IPB_MNT_DIR, 0, NULL, "/home", NULL);
-    ADD(IPB_MNT_BIND_RW, 0, in->home, IPB_SANDBOX_HOME, NULL);
+    ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, in->home, IPB_SANDBOX_HOME, NULL);
     ADD(IPB_MNT_TMPFS, 0, NULL, "/run", "size=1m,nr_inodes=256,mode=0755");
     if (in->rundir)
-        ADD(IPB_MNT_BIND_RW, 0, in->rundir, IPB_SANDBOX_RUNDIR, NULL);
+        ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, in->rundir, IPB_SANDBOX_RUNDIR, NULL);
 
     char opt[128];
     snprintf(opt, sizeof(opt), "size=%llu,mode=1777", (unsigned long long)o->tmp_size);

@@ -23,6 +23,10 @@ enum ipb_mount_kind {
 
 #define IPB_MNT_OPTIONAL 0x1u /* skip when the source (or, for MASK/READONLY, dst) is missing */
 #define IPB_MNT_MIRROR   0x2u /* a source that is a symlink becomes the same symlink */
+#define IPB_MNT_USER     0x4u /* a user's tree (workspace, state, binds): in system mode the
+                               * worker opens it with the user's rights and the monitor makes
+                               * it an idmapped mount */
+#define IPB_MNT_FD       0x8u /* system mode: the next mount fd of the shim, not src */
 
 typedef struct ipb_mount {
     uint32_t kind;

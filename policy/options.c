@@ -197,6 +197,7 @@ static int set_str(char **slot, const char *opt, const char *v, ipb_error **err)
 enum opt_id {
     OPT_ALLOWED_DIR, OPT_ALLOWED_DOMAIN, OPT_RESOLVE, OPT_ENV_VAR, OPT_ENV_FILE, OPT_BIND, OPT_ROOTFS,
     OPT_WORKSPACE, OPT_PYTHON, OPT_TMP_SIZE, OPT_SHM_SIZE, OPT_MAX_OUTPUT, OPT_MAX_CONNS, OPT_VERBOSE, OPT_HELP,
+    OPT_MEMORY, OPT_MAX_PROCS, OPT_CPU_WEIGHT,
 };
 static const struct {
     const char *name;
@@ -217,6 +218,9 @@ static const struct {
     {"--shm-size", OPT_SHM_SIZE, true},
     {"--max-output-chars", OPT_MAX_OUTPUT, true},
     {"--max-connections", OPT_MAX_CONNS, true},
+    {"--memory", OPT_MEMORY, true},
+    {"--max-processes", OPT_MAX_PROCS, true},
+    {"--cpu-weight", OPT_CPU_WEIGHT, true},
     {"--verbose", OPT_VERBOSE, false},
     {"-v", OPT_VERBOSE, false},
     {"--help", OPT_HELP, false},
@@ -236,15 +240,23 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
         return ipb_strv_push(&o->allowed_domains, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
     case OPT_RESOLVE:
         return ipb_egress_add_pin(&o->egress, v, err);
-    case OPT_MAX_CONNS: {
+    case OPT_MAX_CONNS:
+    case OPT_MAX_PROCS:
+    case OPT_CPU_WEIGHT: {
+        unsigned long lo = id == OPT_MAX_PROCS ? 16 : 1, hi = id == OPT_MAX_PROCS ? 1ul << 22 : id == OPT_CPU_WEIGHT ? 10000 : 100000;
         char *end;
         errno = 0;
         unsigned long n = strtoul(v, &end, 10);
-        if (errno || end == v || *end || n < 1 || n > 100000 || v[0] == '-')
-            return ipb_error_set(err, 0, "--max-connections '%s': must be a number from 1 to 100000", v);
-        o->max_connections = (unsigned)n;
+        if (errno || end == v || *end || n < lo || n > hi || v[0] == '-')
+            return ipb_error_set(err, 0, "%s '%s': must be a number from %lu to %lu", name, v, lo, hi);
+        *(id == OPT_MAX_CONNS ? &o->max_connections : id == OPT_MAX_PROCS ? &o->pids_max : &o->cpu_weight) = (unsigned)n;
         return 0;
     }
+    case OPT_MEMORY:
+        if (ipb_parse_size(v, &size) < 0 || size < (16ull << 20))
+            return ipb_error_set(err, 0, "--memory '%s': expected a size of at least 16M, like 512M or 2G", v);
+        o->memory_max = size;
+        return 0;
     case OPT_ENV_VAR:
         if (ipb_check_env_assignment(v, err) < 0)
             return ipb_error_wrap(err, "--container-env-var");
@@ -374,6 +386,11 @@ const char *ipb_options_help(void) {
            "                            ipykernel for `ipybox mcp`.\n"
            "  --tmp-size SIZE           Size limit of /tmp in the sandbox (default 512M).\n"
            "  --shm-size SIZE           Size limit of /dev/shm in the sandbox (default 64M).\n"
+           "  --memory SIZE             Memory of the sandbox, no swap (system service; default and bound\n"
+           "                            from its configuration). An out-of-memory kill is reported and\n"
+           "                            the kernel restarted.\n"
+           "  --max-processes N         Processes and threads of the sandbox (system service).\n"
+           "  --cpu-weight N            CPU share of the sandbox, 1-10000, 100 is even (system service).\n"
            "  --max-output-chars N      Default cap on a cell's text output (default 50000); the head and\n"
            "                            the tail are kept and the result says what was cut.\n"
            "  -v, --verbose             More log lines on stderr (repeat for debug).\n"

@@ -33,6 +33,9 @@ typedef struct ipb_options {
     uint64_t shm_size;       /* bytes, /dev/shm tmpfs */
     long max_output_chars;   /* default cap on a cell's text output */
     unsigned max_connections;/* egress connections per sandbox; 0: the proxy's default */
+    uint64_t memory_max;     /* system service limits; 0: the service's default */
+    unsigned pids_max;
+    unsigned cpu_weight;
     int verbose;
     bool help;
 } ipb_options;

@@ -187,6 +187,9 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     if (!k->running && ipb_kernel_restart(k, err) < 0)
         return ipb_error_wrap(err, "starting a fresh kernel");
     exec_state s = {.res = ret, .h = h};
+    /* System service: the cgroup's counters before, to tell what a limit did to this cell. */
+    uint64_t oom0 = 0, pids0 = 0;
+    ipb_monitor_events(&k->sb.mon, &oom0, &pids0);
     ipb_output_init(&s.out, max_chars);
     char msg_id[33];
     json_t *c = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 0, "store_history", 1,
@@ -286,8 +289,13 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     case IPB_EXEC_DIED: {
         char report[2600];
         ipb_kernel_death_report(k, report, sizeof(report));
-        note = ipb_strdupf("%s The next call starts a fresh kernel: variables are lost; files in /app and installed "
-                    "packages are kept.", report);
+        /* A fresh kernel now, so that the next call finds one. */
+        ipb_error *rerr = NULL;
+        bool restarted = ipb_kernel_restart(k, &rerr) == 0;
+        note = ipb_strdupf("%s %s: variables are lost; files in /app and installed packages are kept.%s%s", report,
+                           restarted ? "A fresh kernel was started" : "The next call starts a fresh kernel",
+                           restarted ? "" : " Restarting it failed: ", restarted ? "" : ipb_error_msg(rerr));
+        ipb_error_free(rerr);
         break;
     }
     case IPB_EXEC_CANCELLED:
@@ -295,6 +303,22 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         break;
     default:
         break;
+    }
+    uint64_t oom1 = 0, pids1 = 0;
+    ipb_monitor_events(&k->sb.mon, &oom1, &pids1);
+    char limits[400] = "";
+    if (oom1 > oom0)
+        snprintf(limits, sizeof(limits), "The sandbox ran out of memory (its limit is %llu MiB, no swap) and the "
+                 "kernel's out-of-memory killer ended a process. ", (unsigned long long)(k->sb.mon.memory_max >> 20));
+    if (pids1 > pids0)
+        snprintf(limits + strlen(limits), sizeof(limits) - strlen(limits), "The sandbox reached its limit of %u "
+                 "processes and threads: creating another failed in this cell. ", k->sb.mon.pids_max);
+    if (limits[0]) {
+        char *both = ipb_strdupf("%s%s", limits, note ? note : ret->note ? ret->note : "");
+        free(note);
+        note = both;
+        if (outcome == IPB_EXEC_OK)
+            ret->outcome = IPB_EXEC_ERROR;
     }
     if (note) {
         free(ret->note);

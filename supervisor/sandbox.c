@@ -20,33 +20,6 @@
 
 extern char **environ;
 
-int ipb_find_shim(char **ret_path, ipb_error **err) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            char *p = NULL;
-            if (asprintf(&p, "%s/../libexec/ipybox/ipybox-shim", exe) >= 0) {
-                if (access(p, X_OK) == 0) {
-                    *ret_path = p;
-                    return 0;
-                }
-                free(p);
-            }
-        }
-    }
-    const char *installed = IPYBOX_LIBEXECDIR "/ipybox/ipybox-shim";
-    if (access(installed, X_OK) == 0) {
-        *ret_path = strdup(installed);
-        return *ret_path ? 0 : ipb_error_set(err, ENOMEM, "locating ipybox-shim");
-    }
-    return ipb_error_set(err, ENOENT, "cannot find ipybox-shim next to this program or at %s; "
-                                      "run `make` (or `make install`) again", installed);
-}
-
 /* The READY record's listeners, in enum order, bit i of mask saying listener i came. A
  * mismatch between the mask and the descriptors leaves egress without listeners. */
 static void take_egress_fds(ipb_sandbox *sb, uint32_t mask, int *fds, size_t nfds) {
@@ -138,6 +111,20 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
     }
 
+    ipb_sandbox sb = IPB_SANDBOX_INIT;
+    pid_t pid;
+    if (ipb_monitor_fd() >= 0) {
+        /* System service: the monitor starts the shim in a uid range of its pool. */
+        r = ipb_monitor_spawn(cfg, in_fd, out_fd, err_fd, sv[1], &sb.mon, err);
+        close(sv[1]);
+        if (r < 0) {
+            close(sv[0]);
+            ipb_buf_free(&msg);
+            return -1;
+        }
+        pid = sb.mon.pid;
+        goto started;
+    }
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
@@ -154,7 +141,6 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
     posix_spawn_file_actions_adddup2(&fa, sv[1], SHIM_SYNC_FD);
     char *argv[] = {(char *)"ipybox-shim", NULL};
     char *envp[] = {NULL};
-    pid_t pid;
     r = posix_spawn(&pid, shim, &fa, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
@@ -164,7 +150,7 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         ipb_buf_free(&msg);
         return ipb_error_set(err, r, "starting %s", shim);
     }
-    ipb_sandbox sb = IPB_SANDBOX_INIT;
+started:
     sb.pid = pid;
     sb.fd = sv[0];
     size_t msg_len = msg.len;
@@ -201,7 +187,13 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
  * egress listeners. Returns the wait status, or `none` when there was no shim. */
 static int release(ipb_sandbox *sb, bool kill_first, int none) {
     int status = none;
-    if (sb->pid > 0) {
+    if (sb->mon.id) {
+        /* Not our child: the monitor kills it and tells us when it ended. */
+        status = ipb_monitor_end(&sb->mon, kill_first, 10000);
+        if (status < 0)
+            status = none;
+        sb->pid = -1;
+    } else if (sb->pid > 0) {
         if (kill_first)
             kill(sb->pid, SIGKILL);
         while (waitpid(sb->pid, &status, 0) < 0 && errno == EINTR)

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include "error.h"
+#include "monclient.h"
 #include "netns.h"
 #include "proxy.h"
 #include "shim_proto.h"
@@ -14,12 +15,11 @@ typedef struct ipb_sandbox {
     ipb_egress_fds egress; /* the listeners inside its network namespace, from READY */
     ipb_proxy *proxy;      /* serving them, once ipb_sandbox_serve_egress ran */
     uint32_t proxy_id;
+    ipb_monitor_sandbox mon; /* system service: the monitor owns the shim (mon.id != 0) */
 } ipb_sandbox;
 
-#define IPB_SANDBOX_INIT {.pid = -1, .fd = -1, .egress = {{-1, -1, -1, -1, -1, -1}}}
+#define IPB_SANDBOX_INIT {.pid = -1, .fd = -1, .egress = {{-1, -1, -1, -1, -1, -1}}, .mon = {.mem_ev = -1, .pids_ev = -1}}
 
-/* Locates ipybox-shim: next to the running binary's ../libexec/ipybox, else the installed path. */
-int ipb_find_shim(char **ret_path, ipb_error **err);
 /* Starts the shim with the given stdio, sends cfg and waits (up to timeout_ms) until the
  * sandbox is built. A failure comes back as the shim's sentence naming the step. */
 int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms,

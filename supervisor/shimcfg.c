@@ -1,9 +1,12 @@
 #include "shimcfg.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "mon_proto.h"
+#include "monclient.h"
 #include "mountplan.h"
 #include "seccomp_policy.h"
 
@@ -20,6 +23,19 @@ int ipb_shim_config_build(const ipb_options *o, const ipb_session_dirs *d, uint3
     ipb_plan_input in = {.opts = o, .workspace = d->workspace, .home = d->home, .rundir = d->run};
     if (ipb_mount_plan_build(&in, &c.plan, err) < 0)
         goto fail;
+    if (ipb_monitor_fd() >= 0) {
+        /* System service: the monitor made the user namespace; the user's trees reach the
+         * shim as idmapped mounts, and the root is assembled at a path the pool's uids may
+         * enter (each shim in its own mount namespace). */
+        c.system = 1;
+        free(c.root);
+        if (!(c.root = strdup(IPBM_ROOT_DIR)))
+            goto oom;
+        for (size_t i = 0; i < c.plan.n; i++)
+            if (c.plan.m[i].flags & IPB_MNT_USER)
+                c.plan.m[i].flags |= IPB_MNT_FD;
+        ipb_monitor_set_limits(o);
+    }
     if (ipb_sandbox_env(o, mode == SHIM_MODE_KERNEL, &c.env, err) < 0)
         goto fail;
     for (size_t i = 0; argv[i]; i++)

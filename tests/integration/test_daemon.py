@@ -380,9 +380,12 @@ except (BrokenPipeError, ConnectionResetError):
         r = subprocess.run([IPYBOXD, "--user"], capture_output=True, text=True, timeout=30, env=d.env)
         self.assertEqual(r.returncode, 1)
         self.assertIn("another ipyboxd is listening at " + d.sock, r.stderr)
-        r = subprocess.run([IPYBOXD], capture_output=True, text=True, timeout=30, env=d.env)
+        # Without --user it is the system service, which only root may run.
+        r = subprocess.run([IPYBOXD], capture_output=True, text=True, timeout=30, env=d.env,
+                           preexec_fn=lambda: (os.setgroups([]), os.setgid(65534), os.setuid(65534)))
         self.assertEqual(r.returncode, 2)
-        self.assertIn("--user", r.stderr)
+        self.assertIn("runs as root", r.stderr)
+        self.assertIn("ipyboxd --user", r.stderr)
         r = subprocess.run([IPYBOXD, "--user", "--allowed-domain", "*"], capture_output=True, text=True, timeout=30,
                            env=d.env)
         self.assertEqual(r.returncode, 2)

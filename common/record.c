@@ -1,0 +1,81 @@
+#include "record.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+union fdbuf {
+    char buf[CMSG_SPACE(sizeof(int) * IPB_RECORD_MAX_FDS)];
+    struct cmsghdr align;
+};
+
+int ipb_record_send(int fd, const void *rec, size_t len, const int *fds, size_t nfds) {
+    struct iovec iov = {(void *)rec, len};
+    union fdbuf u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > IPB_RECORD_MAX_FDS)
+        return -EINVAL;
+    if (nfds) {
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    for (;;) {
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (n == (ssize_t)len)
+            return 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n < 0 ? -errno : -EIO;
+    }
+}
+
+int ipb_record_recv(int fd, void *rec, size_t len, int *fds, size_t max, size_t *nfds) {
+    *nfds = 0;
+    for (;;) {
+        struct iovec iov = {rec, len};
+        union fdbuf u;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+        ssize_t n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        /* Take every descriptor that came, so none leaks; keep at most max of them. */
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < k; i++) {
+                int got;
+                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                if (*nfds < max)
+                    fds[(*nfds)++] = got;
+                else
+                    close(got);
+            }
+        }
+        bool bad = (mh.msg_flags & MSG_CTRUNC) || n != (ssize_t)len;
+        if (n == 0) {
+            /* recv() says 0 both for EOF and for an empty record; only EOF hangs up. */
+            struct pollfd p = {fd, POLLRDHUP, 0};
+            if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP)))
+                return 0;
+        }
+        if (bad) {
+            for (size_t i = 0; i < *nfds; i++)
+                close(fds[i]);
+            *nfds = 0;
+            return -EBADMSG;
+        }
+        return 1;
+    }
+}

@@ -1,0 +1,357 @@
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "fdio.h"
+#include "log.h"
+
+#define CG_ROOT "/sys/fs/cgroup"
+#define CGROUP2_MAGIC 0x63677270
+#define CGROUP1_MAGIC 0x27e0eb
+
+static int put(const char *dir, const char *file, const char *val) {
+    char p[1100];
+    snprintf(p, sizeof(p), "%s/%s", dir, file);
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int r = ipb_write_all(fd, val, strlen(val));
+    close(fd);
+    return r;
+}
+
+static bool has_word(const char *list, const char *w) {
+    size_t n = strlen(w);
+    for (const char *p = list; (p = strstr(p, w)); p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+/* Whether a comma-separated controller list names ctrl ("" matches only an empty list). */
+static bool lists(const char *ctrls, const char *ctrl) {
+    if (!ctrl[0])
+        return !ctrls[0];
+    size_t n = strlen(ctrl);
+    for (const char *p = ctrls; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t l = comma ? (size_t)(comma - p) : strlen(p);
+        if (l == n && !strncmp(p, ctrl, n))
+            return true;
+        p += l + (comma ? 1 : 0);
+    }
+    return false;
+}
+
+/* Our own cgroup path in the hierarchy of this controller ("" for v2's "0::" line), "" for
+ * the root. */
+static int own_path(const char *ctrl, char *out, size_t outlen) {
+    char *text = NULL;
+    size_t len;
+    if (ipb_read_file("/proc/self/cgroup", 1 << 16, &text, &len) < 0)
+        return -1;
+    int r = -1;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *a = strchr(line, ':');
+        char *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b)
+            continue;
+        *b = '\0';
+        if (lists(a + 1, ctrl)) {
+            snprintf(out, outlen, "%s", strcmp(b + 1, "/") ? b + 1 : "");
+            r = 0;
+            break;
+        }
+    }
+    free(text);
+    return r;
+}
+
+static bool is_fs(const char *path, long magic) {
+    struct statfs s;
+    return statfs(path, &s) == 0 && (long)s.f_type == magic;
+}
+
+static void slot_dir(const char *base, int slot, char *out, size_t len) {
+    snprintf(out, len, "%s/sb-%d", base, slot);
+}
+
+/* Kills and removes sb-* cgroups under base that an earlier run left. */
+static int sweep(const ipbm_cgroups *c, const char *base) {
+    DIR *d = opendir(base);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int slot;
+        char tail;
+        if (sscanf(e->d_name, "sb-%d%c", &slot, &tail) != 1 || slot < 0)
+            continue;
+        ipbm_cgroup_kill(c, slot);
+        for (int i = 0; i < 50 && !ipbm_cgroup_remove(c, slot); i++)
+            usleep(20000);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static bool init_v2(ipbm_cgroups *c, char *desc, size_t desclen) {
+    char own[400];
+    if (!is_fs(CG_ROOT, CGROUP2_MAGIC) || own_path("", own, sizeof(own)) < 0)
+        return false;
+    char parent[512];
+    snprintf(parent, sizeof(parent), CG_ROOT "%s", own);
+    char *ctrls = NULL;
+    size_t len;
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/cgroup.controllers", parent);
+    if (ipb_read_file(p, 4096, &ctrls, &len) < 0)
+        return false;
+    bool ok = has_word(ctrls, "memory") && has_word(ctrls, "pids");
+    bool cpu = has_word(ctrls, "cpu");
+    free(ctrls);
+    if (!ok) {
+        snprintf(desc, desclen, "cgroup v2 is mounted but %s does not delegate the memory and pids controllers",
+                 parent);
+        return false;
+    }
+    /* No process may stay in a cgroup that hands controllers down: the monitor moves into a
+     * leaf of its own, then sandboxes get siblings of it. */
+    char leaf[1024];
+    snprintf(leaf, sizeof(leaf), "%s/monitor", parent);
+    if ((mkdir(leaf, 0755) < 0 && errno != EEXIST) || put(leaf, "cgroup.procs", "0") < 0 ||
+        put(parent, "cgroup.subtree_control", cpu ? "+memory +pids +cpu" : "+memory +pids") < 0) {
+        snprintf(desc, desclen, "cannot use cgroup v2 under %s (%s); is the service started with Delegate=yes?",
+                 parent, strerror(errno));
+        return false;
+    }
+    c->kind = IPBM_LIMITS_CGROUP2;
+    snprintf(c->v2, sizeof(c->v2), "%s", parent);
+    int left = sweep(c, parent);
+    snprintf(desc, desclen, "cgroup v2 under %s (memory, pids%s)%s", parent, cpu ? ", cpu" : "",
+             left ? "; removed sandbox cgroups an earlier run left" : "");
+    return true;
+}
+
+static bool v1_base(const char *ctrl, char *out, size_t outlen) {
+    char mnt[128], own[400];
+    snprintf(mnt, sizeof(mnt), CG_ROOT "/%s", ctrl);
+    if (!is_fs(mnt, CGROUP1_MAGIC) || own_path(ctrl, own, sizeof(own)) < 0)
+        return false;
+    if ((size_t)snprintf(out, outlen, "%.127s%.380s/ipyboxd", mnt, own) >= outlen)
+        return false;
+    return mkdir(out, 0755) == 0 || errno == EEXIST;
+}
+
+static bool init_v1(ipbm_cgroups *c, char *desc, size_t desclen) {
+    if (!v1_base("memory", c->mem, sizeof(c->mem)) || !v1_base("pids", c->pids, sizeof(c->pids))) {
+        c->mem[0] = c->pids[0] = '\0';
+        return false;
+    }
+    if (!v1_base("cpu", c->cpu, sizeof(c->cpu)))
+        c->cpu[0] = '\0';
+    /* Children count against their parent's memory (a no-op on kernels where it is always so). */
+    put(c->mem, "memory.use_hierarchy", "1");
+    c->kind = IPBM_LIMITS_CGROUP1;
+    int left = sweep(c, c->mem) + sweep(c, c->pids);
+    snprintf(desc, desclen, "cgroup v1 controllers: memory at %s, pids at %s%s%s%s", c->mem, c->pids,
+             c->cpu[0] ? ", cpu at " : " (no cpu controller: no CPU share)", c->cpu,
+             left ? "; removed sandbox cgroups an earlier run left" : "");
+    return true;
+}
+
+void ipbm_cgroups_init(ipbm_cgroups *c, char *desc, size_t desclen) {
+    memset(c, 0, sizeof(*c));
+    char why[2048] = "";
+    if (init_v2(c, why, sizeof(why)) && (snprintf(desc, desclen, "%s", why), true))
+        return;
+    if (init_v1(c, desc, desclen))
+        return;
+    c->kind = IPBM_LIMITS_RLIMIT;
+    snprintf(desc, desclen,
+             "no usable cgroups%s%s: limits are rlimits only (address space per process for memory, "
+             "processes per sandbox uid), no CPU share, and an out-of-memory kill is not told apart",
+             why[0] ? ": " : "", why);
+}
+
+static int v1_limits(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, char *why, size_t whylen) {
+    char d[1024], v[64];
+    slot_dir(c->mem, slot, d, sizeof(d));
+    if (mkdir(d, 0755) < 0 && errno != EEXIST)
+        goto fail;
+    snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_max);
+    if (put(d, "memory.limit_in_bytes", v) < 0)
+        goto fail;
+    /* No swap: memory plus swap capped at the same figure, where the kernel accounts swap. */
+    if (put(d, "memory.memsw.limit_in_bytes", v) < 0)
+        put(d, "memory.swappiness", "0");
+    slot_dir(c->pids, slot, d, sizeof(d));
+    if (mkdir(d, 0755) < 0 && errno != EEXIST)
+        goto fail;
+    snprintf(v, sizeof(v), "%u", l->pids_max);
+    if (put(d, "pids.max", v) < 0)
+        goto fail;
+    if (c->cpu[0]) {
+        slot_dir(c->cpu, slot, d, sizeof(d));
+        if (mkdir(d, 0755) < 0 && errno != EEXIST)
+            goto fail;
+        snprintf(v, sizeof(v), "%u", (unsigned)((uint64_t)l->cpu_weight * 1024 / 100));
+        put(d, "cpu.shares", v);
+    }
+    return 0;
+fail:
+    snprintf(why, whylen, "cannot set up the sandbox's cgroup %s: %s", d, strerror(errno));
+    return -1;
+}
+
+static int v2_limits(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, char *why, size_t whylen) {
+    char d[1024], v[64];
+    slot_dir(c->v2, slot, d, sizeof(d));
+    if (mkdir(d, 0755) < 0 && errno != EEXIST)
+        goto fail;
+    snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_max);
+    if (put(d, "memory.max", v) < 0 || (put(d, "memory.swap.max", "0") < 0 && errno != ENOENT))
+        goto fail;
+    snprintf(v, sizeof(v), "%u", l->pids_max);
+    if (put(d, "pids.max", v) < 0)
+        goto fail;
+    snprintf(v, sizeof(v), "%u", l->cpu_weight);
+    put(d, "cpu.weight", v); /* absent without the cpu controller */
+    return 0;
+fail:
+    snprintf(why, whylen, "cannot set up the sandbox's cgroup %s: %s", d, strerror(errno));
+    return -1;
+}
+
+static int open_in(const char *base, int slot, const char *file) {
+    char p[1100];
+    snprintf(p, sizeof(p), "%s/sb-%d/%s", base, slot, file);
+    return open(p, O_RDONLY | O_CLOEXEC);
+}
+
+int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, int *dirfd, int *mem_ev,
+                       int *pids_ev, char *why, size_t whylen) {
+    *dirfd = *mem_ev = *pids_ev = -1;
+    if (c->kind == IPBM_LIMITS_CGROUP2) {
+        if (v2_limits(c, slot, l, why, whylen) < 0)
+            return -1;
+        char d[1024];
+        slot_dir(c->v2, slot, d, sizeof(d));
+        *dirfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        *mem_ev = open_in(c->v2, slot, "memory.events");
+        *pids_ev = open_in(c->v2, slot, "pids.events");
+        if (*dirfd < 0) {
+            snprintf(why, whylen, "cannot open the sandbox's cgroup %s: %s", d, strerror(errno));
+            return -1;
+        }
+    } else if (c->kind == IPBM_LIMITS_CGROUP1) {
+        if (v1_limits(c, slot, l, why, whylen) < 0)
+            return -1;
+        *mem_ev = open_in(c->mem, slot, "memory.oom_control");
+        *pids_ev = open_in(c->pids, slot, "pids.events");
+    }
+    return 0;
+}
+
+static int join(const char *base, int slot) {
+    if (!base[0])
+        return 0;
+    char p[1100];
+    snprintf(p, sizeof(p), "%s/sb-%d/cgroup.procs", base, slot);
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = write(fd, "0", 1);
+    int e = errno;
+    close(fd);
+    return n == 1 ? 0 : -e;
+}
+
+int ipbm_cgroup_enter_v1(const ipbm_cgroups *c, int slot) {
+    if (c->kind != IPBM_LIMITS_CGROUP1)
+        return 0;
+    int r;
+    if ((r = join(c->mem, slot)) < 0 || (r = join(c->pids, slot)) < 0 || (r = join(c->cpu, slot)) < 0)
+        return r;
+    return 0;
+}
+
+/* Reads the pids in a cgroup.procs; calls f on each. Returns how many. */
+static int each_pid(const char *base, int slot, bool do_kill) {
+    char p[1100];
+    snprintf(p, sizeof(p), "%s/sb-%d/cgroup.procs", base, slot);
+    char *text = NULL;
+    size_t len;
+    if (ipb_read_file(p, 1 << 20, &text, &len) < 0)
+        return 0;
+    int n = 0;
+    for (char *s = text; *s;) {
+        char *end;
+        long pid = strtol(s, &end, 10);
+        if (end == s)
+            break;
+        if (pid > 1) {
+            n++;
+            if (do_kill)
+                kill((pid_t)pid, SIGKILL);
+        }
+        s = end;
+        while (*s == '\n')
+            s++;
+    }
+    free(text);
+    return n;
+}
+
+void ipbm_cgroup_kill(const ipbm_cgroups *c, int slot) {
+    if (c->kind == IPBM_LIMITS_CGROUP2) {
+        char d[1024];
+        slot_dir(c->v2, slot, d, sizeof(d));
+        if (put(d, "cgroup.kill", "1") == 0)
+            return;
+        each_pid(c->v2, slot, true);
+    } else if (c->kind == IPBM_LIMITS_CGROUP1) {
+        /* No cgroup.kill in v1: kill what is listed until nothing is (a fork racing the kill
+         * is caught on a later round; the pids limit bounds the rounds). */
+        for (int round = 0; round < 100 && each_pid(c->pids, slot, true) > 0; round++)
+            usleep(1000);
+    }
+}
+
+bool ipbm_cgroup_busy(const ipbm_cgroups *c, int slot) {
+    if (c->kind == IPBM_LIMITS_CGROUP2)
+        return each_pid(c->v2, slot, false) > 0;
+    if (c->kind == IPBM_LIMITS_CGROUP1)
+        return each_pid(c->pids, slot, false) > 0 || each_pid(c->mem, slot, false) > 0;
+    return false;
+}
+
+static bool rm(const char *base, int slot) {
+    if (!base[0])
+        return true;
+    char d[1024];
+    slot_dir(base, slot, d, sizeof(d));
+    return rmdir(d) == 0 || errno == ENOENT;
+}
+
+bool ipbm_cgroup_remove(const ipbm_cgroups *c, int slot) {
+    if (c->kind == IPBM_LIMITS_CGROUP2)
+        return rm(c->v2, slot);
+    if (c->kind == IPBM_LIMITS_CGROUP1) {
+        bool a = rm(c->mem, slot), b = rm(c->pids, slot), d = rm(c->cpu, slot);
+        return a && b && d;
+    }
+    return true;
+}

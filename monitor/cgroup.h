@@ -1,0 +1,39 @@
+/* Sandbox cgroups for the monitor: cgroup v2 where the host delegates it to us, else the v1
+ * memory, pids (and cpu) controllers, else none (rlimits only). Each sandbox gets a cgroup
+ * of its own, named after its pool slot, made before it starts and removed after it ends. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mon_proto.h"
+
+typedef struct ipbm_limits_req {
+    uint64_t memory_max; /* bytes */
+    uint32_t pids_max;
+    uint32_t cpu_weight; /* 1..10000, 100 is the default share */
+} ipbm_limits_req;
+
+typedef struct ipbm_cgroups {
+    enum ipbm_limits kind;
+    char v2[512];                 /* the parent of sandbox cgroups (v2) */
+    char mem[512], pids[512], cpu[512]; /* the same per v1 controller; "" when missing */
+} ipbm_cgroups;
+
+/* Finds what the host offers, makes our parent cgroups and removes any sandbox cgroups an
+ * earlier run left (killing what still runs in them). desc gets a sentence for the log. */
+void ipbm_cgroups_init(ipbm_cgroups *c, char *desc, size_t desclen);
+/* Makes the slot's cgroup with these limits. *dirfd gets the v2 directory (for
+ * CLONE_INTO_CGROUP), else -1; *mem_ev and *pids_ev the event files (read-only), else -1. */
+int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, int *dirfd, int *mem_ev,
+                       int *pids_ev, char *why, size_t whylen);
+/* In the child before exec: joins the slot's v1 cgroups (v2 was joined by clone3). Returns
+ * 0 or -errno. Async-signal-safe. */
+int ipbm_cgroup_enter_v1(const ipbm_cgroups *c, int slot);
+/* SIGKILLs everything in the slot's cgroup. */
+void ipbm_cgroup_kill(const ipbm_cgroups *c, int slot);
+/* Removes the slot's cgroup; false while processes remain (try again later). */
+bool ipbm_cgroup_remove(const ipbm_cgroups *c, int slot);
+/* Whether the slot's cgroup still has processes (false without cgroups). */
+bool ipbm_cgroup_busy(const ipbm_cgroups *c, int slot);

@@ -1,0 +1,78 @@
+/* The privileged monitor's channels (system service only). Every message, both ways, is one
+ * SOCK_SEQPACKET record of exactly sizeof(struct ipbm_msg) bytes, with descriptors attached
+ * where the type says so. The monitor checks the size, the magic, the type, every field it
+ * uses and the number of descriptors; anything else closes the channel. It never reads text
+ * from a channel: `text` is written only by the monitor, for the worker to show.
+ *
+ * Channels: the monitor gives each user's frontend one channel (a socketpair made before the
+ * frontend drops to the user). A frontend adopts a fresh socketpair for each worker with
+ * ADOPT; the new channel belongs to the same user. Sandboxes belong to the channel that
+ * spawned them and are killed when it closes.
+ *
+ * Requests and why each is safe to grant:
+ *   ADOPT  (frontend channel only; 1 fd: a socketpair end)
+ *          another channel for the same user: grants nothing the frontend does not have.
+ *   SPAWN  (worker channel only; fds: stdin, stdout, stderr, the shim's sync socket, then
+ *          nbinds bind sources opened by the worker)
+ *          starts ipybox-shim in a fresh uid range of the pool (never root, never a real
+ *          user), in a new cgroup with limits no higher than the administrator's bounds, as
+ *          the owner of a new user namespace mapping only that range. Bind sources become
+ *          idmapped mounts that map the sandbox's user to the channel's user: the sandbox gets
+ *          exactly the channel user's own access to trees that user already opened.
+ *   KILL   (worker channel; id) SIGKILL to a sandbox this channel spawned, by its own id.
+ * Events from the monitor: SPAWNED (id, pid; fds: the cgroup's memory and pids event files,
+ * read-only, where they exist), ERROR (err, text), EXITED (id, wait status). */
+#pragma once
+#include <stdint.h>
+
+#define IPBM_MAGIC 0x69706d31u /* "ipm1" */
+#define IPBM_MAX_BINDS 32
+#define IPBM_TEXT 256
+
+/* The fds of a SPAWN before the bind sources. */
+enum { IPBM_FD_STDIN, IPBM_FD_STDOUT, IPBM_FD_STDERR, IPBM_FD_SYNC, IPBM_FD_BINDS };
+
+/* Where every system-mode shim mounts its root tmpfs, each in its own mount namespace. */
+#define IPBM_ROOT_DIR "/run/ipybox/.root"
+/* The sandbox's user (IPB_SANDBOX_UID inside) is this far into its uid range. */
+#define IPBM_RANGE 65536u
+
+enum ipbm_type {
+    IPBM_ADOPT = 1,
+    IPBM_SPAWN,
+    IPBM_KILL,
+    IPBM_SPAWNED = 100,
+    IPBM_ERROR,
+    IPBM_EXITED,
+};
+
+/* Which limits the monitor could apply (SPAWNED.limits). */
+enum ipbm_limits { IPBM_LIMITS_CGROUP2 = 1, IPBM_LIMITS_CGROUP1, IPBM_LIMITS_RLIMIT };
+
+struct ipbm_msg {
+    uint32_t magic;
+    uint32_t type;
+    uint32_t id;          /* sandbox id, per channel */
+    int32_t err;          /* ERROR: errno */
+    int32_t status;       /* SPAWNED: host pid of the shim; EXITED: wait status */
+    uint32_t nbinds;      /* SPAWN: bind sources after IPBM_FD_BINDS */
+    uint32_t ro_binds;    /* SPAWN: bit i: bind i read-only */
+    uint32_t pids_max;    /* SPAWN: 0 = the configured default; SPAWNED: applied */
+    uint32_t cpu_weight;  /* SPAWN: 0 = default, else 1..10000; SPAWNED: applied */
+    uint32_t limits;      /* SPAWNED: enum ipbm_limits; bit 8: memory events fd attached,
+                           * bit 9: pids events fd attached */
+    uint64_t memory_max;  /* SPAWN: bytes, 0 = default; SPAWNED: applied */
+    uint32_t uid_base;    /* SPAWNED: first host uid of the sandbox's range */
+    uint32_t reserved;
+    char text[IPBM_TEXT]; /* ERROR: a sentence from the monitor (NUL-terminated) */
+};
+
+#define IPBM_HAS_MEM_EVENTS (1u << 8)
+#define IPBM_HAS_PIDS_EVENTS (1u << 9)
+
+/* Sends one record with up to 4 + IPBM_MAX_BINDS descriptors; 0 or -errno. */
+int ipbm_send(int fd, const struct ipbm_msg *m, const int *fds, unsigned nfds);
+/* Receives one record: 1, 0 on EOF, -errno (-EBADMSG: wrong size, magic or truncation). The
+ * attached descriptors (close-on-exec) go to fds, up to max; *nfds says how many; any beyond
+ * max are closed. */
+int ipbm_recv(int fd, struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds);

@@ -1,0 +1,394 @@
+/* The monitor: root's only process in the service. It reads its configuration, makes each
+ * user's socket, starts each user's frontend, and then only answers the fixed-layout
+ * requests of mon_proto.h on its channels; it never reads text from anyone but the
+ * administrator (the configuration file, the user database). */
+#include "monitor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fdio.h"
+#include "log.h"
+#include "monitor_int.h"
+#include "options.h"
+#include "shim_proto.h"
+
+long ipbm_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+
+struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ipbm_user *u) {
+    struct ipbm_chan *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        return NULL;
+    }
+    c->fd = fd;
+    c->frontend = frontend;
+    c->user = u;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(M->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        close(fd);
+        free(c);
+        return NULL;
+    }
+    c->next = M->chans;
+    M->chans = c;
+    return c;
+}
+
+/* A channel closed or misbehaved: its sandboxes are killed (reaped later). */
+static void chan_close(struct ipbm *M, struct ipbm_chan *c) {
+    for (struct ipbm_sandbox *s = M->sandboxes; s; s = s->next)
+        if (s->chan == c) {
+            s->chan = NULL;
+            ipbm_sandbox_kill(M, s);
+        }
+    epoll_ctl(M->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    for (struct ipbm_chan **pp = &M->chans; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    free(c);
+}
+
+static bool is_seqpacket(int fd) {
+    int type = 0, domain = 0;
+    socklen_t l = sizeof(type), l2 = sizeof(domain);
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) == 0 && type == SOCK_SEQPACKET &&
+           getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l2) == 0 && domain == AF_UNIX;
+}
+
+/* One request. Returns -1 when the channel must be closed. */
+static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
+    struct ipbm_msg m;
+    int fds[IPBM_FD_BINDS + IPBM_MAX_BINDS];
+    unsigned nfds = 0;
+    int r = ipbm_recv(c->fd, &m, fds, sizeof(fds) / sizeof(*fds), &nfds);
+    if (r <= 0)
+        return -1;
+    int ret = 0;
+    switch (m.type) {
+    case IPBM_ADOPT:
+        /* Only a frontend adopts, one socketpair end, and the channel is its user's. */
+        if (!c->frontend || nfds != 1 || !is_seqpacket(fds[0])) {
+            ret = -1;
+            break;
+        }
+        if (ipbm_chan_add(M, fds[0], false, c->user))
+            fds[0] = -1;
+        break;
+    case IPBM_SPAWN: {
+        if (c->frontend || M->stopping) {
+            ret = c->frontend ? -1 : 0;
+            if (!c->frontend) {
+                struct ipbm_msg e = {.magic = IPBM_MAGIC, .type = IPBM_ERROR, .err = ESHUTDOWN};
+                snprintf(e.text, sizeof(e.text), "the service is stopping");
+                ipbm_send(c->fd, &e, NULL, 0);
+            }
+            break;
+        }
+        struct ipbm_msg rep;
+        int rfds[2];
+        unsigned nr = 0;
+        ipbm_spawn(M, c, &m, fds, nfds, &rep, rfds, &nr);
+        if (rep.type == IPBM_ERROR)
+            log_warn("user %s: a sandbox could not start: %s", c->user->name, rep.text);
+        if (ipbm_send(c->fd, &rep, rfds, nr) < 0)
+            ret = -1;
+        for (unsigned i = 0; i < nr; i++)
+            close(rfds[i]);
+        break;
+    }
+    case IPBM_KILL:
+        if (c->frontend || nfds) {
+            ret = -1;
+            break;
+        }
+        for (struct ipbm_sandbox *s = M->sandboxes; s; s = s->next)
+            if (s->chan == c && s->id == m.id && s->pid > 0)
+                ipbm_sandbox_kill(M, s);
+        break;
+    default:
+        ret = -1;
+    }
+    for (unsigned i = 0; i < nfds; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (ret < 0)
+        log_warn("user %s: a malformed request on a %s channel; closing it", c->user->name,
+                 c->frontend ? "frontend" : "worker");
+    return ret;
+}
+
+static void reap(struct ipbm *M) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        bool found = false;
+        for (struct ipbm_sandbox *s = M->sandboxes; s && !found; s = s->next)
+            if (s->pid == pid) {
+                found = true;
+                ipbm_sandbox_gone(M, s, status);
+            }
+        for (struct ipbm_user *u = M->users; u && !found; u = u->next)
+            if (u->frontend == pid) {
+                found = true;
+                u->frontend = 0;
+                if (!M->stopping) {
+                    /* Restarted, after a pause that grows if it keeps failing. */
+                    u->restarts++;
+                    long wait = u->restarts > 5 ? 30000 : 1000;
+                    u->restart_ms = ipbm_now_ms() + wait;
+                    log_error("user %s: the frontend ended (status 0x%x); starting it again in %ld s", u->name, status,
+                              wait / 1000);
+                }
+            }
+    }
+}
+
+/* sd_notify: one datagram to $NOTIFY_SOCKET when systemd gave one. */
+static void notify(const char *state) {
+    const char *path = getenv("NOTIFY_SOCKET");
+    if (!path || (path[0] != '/' && path[0] != '@') || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        return;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, path, strlen(path));
+    if (sa.sun_path[0] == '@')
+        sa.sun_path[0] = '\0';
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path)));
+    close(fd);
+}
+
+static bool anything_left(struct ipbm *M) {
+    for (struct ipbm_user *u = M->users; u; u = u->next)
+        if (u->frontend > 0)
+            return true;
+    /* A sandbox is gone when its cgroup is empty and removed (the sweep frees it then): the
+     * processes of its pid namespace die after its shim. */
+    return M->sandboxes != NULL;
+}
+
+static int serve(struct ipbm *M) {
+    sigset_t set;
+    sigprocmask(SIG_BLOCK, NULL, &set);
+    signal(SIGPIPE, SIG_IGN);
+    M->sig = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    M->timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    struct itimerspec its = {{1, 0}, {1, 0}};
+    if (M->sig < 0 || M->timer < 0 || timerfd_settime(M->timer, 0, &its, NULL) < 0)
+        return -1;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &M->sig};
+    epoll_ctl(M->ep, EPOLL_CTL_ADD, M->sig, &ev);
+    ev.data.ptr = &M->timer;
+    epoll_ctl(M->ep, EPOLL_CTL_ADD, M->timer, &ev);
+    ipbm_frontends_start(M);
+    notify("READY=1\nSTATUS=serving");
+    long stop_deadline = 0;
+    for (;;) {
+        if (M->stopping && !anything_left(M))
+            break;
+        if (M->stopping && ipbm_now_ms() > stop_deadline) {
+            log_warn("stopping: killing what is left after 10 s");
+            for (struct ipbm_user *u = M->users; u; u = u->next)
+                if (u->frontend > 0)
+                    kill(u->frontend, SIGKILL);
+            for (struct ipbm_sandbox *s = M->sandboxes; s; s = s->next)
+                ipbm_sandbox_kill(M, s);
+            stop_deadline = ipbm_now_ms() + 60000;
+        }
+        struct epoll_event evs[32];
+        int n = epoll_wait(M->ep, evs, 32, M->stopping ? 50 : 1000);
+        if (M->stopping)
+            ipbm_sandboxes_sweep(M);
+        if (n < 0 && errno != EINTR)
+            return -1;
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &M->sig) {
+                struct signalfd_siginfo si;
+                while (read(M->sig, &si, sizeof(si)) == sizeof(si)) {
+                    if (si.ssi_signo == SIGCHLD)
+                        continue;
+                    if (si.ssi_signo == SIGHUP) {
+                        log_info("SIGHUP: the configuration and users are read at start; restart the service to apply changes");
+                        continue;
+                    }
+                    if (!M->stopping) {
+                        log_info("stopping (signal %d): closing every user's sessions", (int)si.ssi_signo);
+                        notify("STOPPING=1");
+                        M->stopping = true;
+                        stop_deadline = ipbm_now_ms() + 10000;
+                        for (struct ipbm_user *u = M->users; u; u = u->next)
+                            if (u->frontend > 0)
+                                kill(u->frontend, SIGTERM);
+                    }
+                }
+                reap(M);
+            } else if (p == &M->timer) {
+                uint64_t x;
+                while (read(M->timer, &x, sizeof(x)) > 0)
+                    ;
+                ipbm_sandboxes_sweep(M);
+                ipbm_frontends_start(M);
+            } else {
+                struct ipbm_chan *c = p;
+                if (chan_request(M, c) < 0)
+                    chan_close(M, c);
+            }
+        }
+    }
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "Usage: ipyboxd [--config FILE] [-v] [SANDBOX OPTIONS]   (as root: the system service)\n"
+            "       ipyboxd --user [OPTIONS]                          (one user's own daemon; see --user --help)\n\n"
+            "As root, ipyboxd serves every permitted user (users = in the configuration) on a socket of\n"
+            "their own, /run/ipybox/<user>/ipybox.sock (owned by the user, mode 0600; `ipybox mcp` finds\n"
+            "it). Each user's sessions run in a frontend process of that user; each sandbox runs in a uid\n"
+            "range of its own from a reserved pool, in a cgroup with memory (no swap), process and CPU\n"
+            "limits. Root keeps one small process, the monitor, which takes only fixed-layout requests.\n\n"
+            "Options:\n"
+            "  --config FILE  the configuration (default " IPBM_DEFAULT_CONFIG "; a missing default file\n"
+            "                 means the built-in defaults)\n"
+            "  -v, --verbose  log more\n"
+            "  -h, --help     this text\n\n"
+            "Sandbox options given here are defaults for every session; clients add their own. Per session\n"
+            "a client may ask for --memory SIZE, --max-processes N and --cpu-weight N within the bounds of\n"
+            "the configuration.\n\n%s",
+            ipb_options_help());
+}
+
+static int load_config(ipbm_sysconf *conf, const char *path, bool given) {
+    ipbm_sysconf_defaults(conf);
+    char *text = NULL;
+    size_t len = 0;
+    int r = ipb_read_file(path, 1 << 20, &text, &len);
+    if (r == -ENOENT && !given)
+        return 0;
+    if (r < 0) {
+        log_error("cannot read %s: %s", path, strerror(-r));
+        return -1;
+    }
+    ipb_error *err = NULL;
+    r = ipbm_sysconf_parse(conf, text, len, path, &err);
+    free(text);
+    if (r < 0) {
+        log_error("%s", ipb_error_msg(err));
+        ipb_error_free(err);
+    }
+    return r;
+}
+
+static void block_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+int ipbm_main(int argc, char **argv) {
+    /* From the start: a SIGTERM during start-up is handled once the loop runs, not fatal. */
+    block_signals();
+    ipb_log_init("ipyboxd", IPB_LOG_INFO);
+    const char *config = IPBM_DEFAULT_CONFIG;
+    bool given = false;
+    static struct ipbm M0;
+    struct ipbm *M = &M0;
+    char **sargs = calloc((size_t)argc + 1, sizeof(char *));
+    int ns = 0;
+    if (!sargs)
+        return 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) {
+                log_error("--config needs a file");
+                return 2;
+            }
+            config = argv[++i];
+            given = true;
+        } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose"))
+            M->verbose++;
+        else
+            sargs[ns++] = argv[i];
+    }
+    M->session_args = sargs;
+    ipb_log_init("ipyboxd", M->verbose ? IPB_LOG_DEBUG : IPB_LOG_INFO);
+    if (geteuid() != 0) {
+        log_error("the system service runs as root; for your own sessions run `ipyboxd --user`");
+        return 2;
+    }
+    if (load_config(&M->conf, config, given) < 0)
+        return 2;
+    /* The sandbox options every session gets must be valid now. */
+    ipb_options o;
+    ipb_error *err = NULL;
+    int next = 0;
+    ipb_options_init(&o);
+    if (ipb_options_parse(&o, ns, sargs, &next, &err) < 0 || next < ns) {
+        log_error("%s", err ? ipb_error_msg(err) : "unexpected argument (see ipyboxd --help)");
+        return 2;
+    }
+    ipb_options_free(&o);
+    ssize_t sl = readlink("/proc/self/exe", M->self, sizeof(M->self) - 1);
+    char *shim = NULL;
+    if (sl <= 0 || ipb_find_shim(&shim, &err) < 0) {
+        log_error("%s", err ? ipb_error_msg(err) : "cannot find this program's binary");
+        return 1;
+    }
+    M->self[sl] = '\0';
+    snprintf(M->shim, sizeof(M->shim), "%s", shim);
+    free(shim);
+    if (ipbm_pool_init(&M->pool, M->conf.pool_start, M->conf.pool_size) < 0)
+        return 1;
+    char desc[4096];
+    ipbm_cgroups_init(&M->cg, desc, sizeof(desc));
+    log_info("limits: %s", desc);
+    M->ep = epoll_create1(EPOLL_CLOEXEC);
+    if (M->ep < 0 || ipbm_users_load(M, &err) < 0) {
+        log_error("%s", err ? ipb_error_msg(err) : strerror(errno));
+        ipbm_users_cleanup(M);
+        return 1;
+    }
+    unsigned nu = 0;
+    for (struct ipbm_user *u = M->users; u; u = u->next)
+        nu++;
+    log_info("serving %u user%s at /run/ipybox/<user>/ipybox.sock; sandbox uids %u-%u (%u at once); "
+             "per sandbox %llu MiB memory, %u processes, cpu weight %u by default",
+             nu, nu == 1 ? "" : "s", M->conf.pool_start, M->conf.pool_start + M->conf.pool_size * IPBM_RANGE - 1,
+             M->conf.pool_size, (unsigned long long)(M->conf.memory_max >> 20), M->conf.pids_max, M->conf.cpu_weight);
+    int r = serve(M);
+    ipbm_sandboxes_sweep(M);
+    ipbm_users_cleanup(M);
+    log_info("stopped");
+    return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,80 @@
+/* The monitor's insides: spawn.c (sandboxes), users.c (sockets and frontends), monitor.c
+ * (the loop, channels and requests). One thread, root. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "mon_proto.h"
+#include "pool.h"
+#include "sysconf.h"
+
+struct ipbm_user {
+    char name[64];
+    uid_t uid;
+    gid_t gid;
+    char home[256];
+    char dir[128];  /* /run/ipybox/<name> */
+    char sock[160]; /* dir/ipybox.sock */
+    int listen_fd;
+    pid_t frontend; /* 0 while none runs */
+    long restart_ms;/* when to start it again after it ended */
+    unsigned restarts;
+    struct ipbm_user *next;
+};
+
+struct ipbm_chan {
+    int fd;
+    bool frontend;          /* a frontend's channel (ADOPT), else a worker's (SPAWN, KILL) */
+    struct ipbm_user *user; /* whose */
+    uint32_t next_id;
+    struct ipbm_chan *next;
+};
+
+struct ipbm_sandbox {
+    uint32_t id;
+    int slot;
+    pid_t pid;              /* the outer shim; 0 once reaped */
+    struct ipbm_chan *chan; /* NULL once its channel closed */
+    long gone_ms;           /* reaped at; its cgroup is removed before the slot is free */
+    struct ipbm_sandbox *next;
+};
+
+struct ipbm {
+    ipbm_sysconf conf;
+    ipbm_pool pool;
+    ipbm_cgroups cg;
+    char shim[4096];
+    char self[4096];
+    char **session_args;
+    int ep, sig, timer;
+    struct ipbm_user *users;
+    struct ipbm_chan *chans;
+    struct ipbm_sandbox *sandboxes;
+    unsigned nsandboxes;
+    bool stopping;
+    int verbose;
+};
+
+/* spawn.c: carries out a SPAWN from chan (fds: as mon_proto.h says, owned by the caller).
+ * Fills rep (SPAWNED or ERROR) and the fds to send back with it. */
+void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *req, int *fds, unsigned nfds,
+                struct ipbm_msg *rep, int *rfds, unsigned *nrfds);
+/* A sandbox's shim ended (reaped): its cgroup is emptied and removed, its slot freed once
+ * that is done; its channel is told. */
+void ipbm_sandbox_gone(struct ipbm *M, struct ipbm_sandbox *s, int status);
+/* Kills a sandbox (the shim, and everything in its cgroup). */
+void ipbm_sandbox_kill(struct ipbm *M, struct ipbm_sandbox *s);
+/* Frees the slots of sandboxes whose cgroups are now empty. */
+void ipbm_sandboxes_sweep(struct ipbm *M);
+
+/* users.c */
+int ipbm_users_load(struct ipbm *M, ipb_error **err);
+/* Starts (or restarts when due) each user's frontend. */
+void ipbm_frontends_start(struct ipbm *M);
+void ipbm_users_cleanup(struct ipbm *M);
+
+/* monitor.c */
+struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ipbm_user *u);
+long ipbm_now_ms(void);

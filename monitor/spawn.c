@@ -1,0 +1,399 @@
+/* SPAWN: a sandbox's shim started by the monitor in a uid range of the pool, in a cgroup of
+ * its own, as the owner of a new user namespace that maps only that range; the user's trees
+ * handed to it as idmapped mounts. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fdio.h"
+#include "log.h"
+#include "mountplan.h"
+#include "monitor_int.h"
+#include "shim_proto.h"
+
+static void fail(struct ipbm_msg *rep, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(struct ipbm_msg *rep, int e, const char *fmt, ...) {
+    rep->type = IPBM_ERROR;
+    rep->err = e;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rep->text, sizeof(rep->text), fmt, ap);
+    va_end(ap);
+}
+
+static int write_map(pid_t pid, const char *file, const char *map) {
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/%s", (int)pid, file);
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int r = ipb_write_all(fd, map, strlen(map));
+    close(fd);
+    return r;
+}
+
+/* A child that sits in a new user namespace until told, so that its maps can be written. */
+static pid_t userns_child(int *go_w, int *ready_r, int cgfd);
+
+/* A user namespace to idmap the user's trees: their uid and gid seen as the sandbox's user.
+ * Returns its fd or -errno. */
+static int idmap_userns(uid_t uid, gid_t gid, uint32_t sandbox_uid) {
+    int go_w = -1, ready_r = -1;
+    pid_t pid = userns_child(&go_w, &ready_r, -1);
+    if (pid < 0)
+        return pid;
+    char b;
+    int fd = -EIO;
+    if (read(ready_r, &b, 1) == 1) {
+        char um[64], gm[64], p[64];
+        snprintf(um, sizeof(um), "%u %u 1\n", (unsigned)uid, sandbox_uid);
+        snprintf(gm, sizeof(gm), "%u %u 1\n", (unsigned)gid, sandbox_uid);
+        snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)pid);
+        int r;
+        if ((r = write_map(pid, "uid_map", um)) < 0 || (r = write_map(pid, "gid_map", gm)) < 0)
+            fd = r;
+        else if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+            fd = -errno;
+    }
+    close(go_w); /* the child exits on EOF */
+    close(ready_r);
+    while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+        ;
+    return fd;
+}
+
+static pid_t fork_into(int cgfd) {
+    if (cgfd < 0)
+        return fork();
+    struct {
+        uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
+            cgroup;
+    } args = {.flags = 0x200000000ULL /* CLONE_INTO_CGROUP */, .exit_signal = SIGCHLD, .cgroup = (uint64_t)cgfd};
+    long r = syscall(SYS_clone3, &args, sizeof(args));
+    if (r < 0 && errno == ENOSYS)
+        return fork();
+    return (pid_t)r;
+}
+
+static pid_t userns_child(int *go_w, int *ready_r, int cgfd) {
+    int go[2], ready[2];
+    if (pipe2(go, O_CLOEXEC) < 0)
+        return -errno;
+    if (pipe2(ready, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(go[0]);
+        close(go[1]);
+        return -e;
+    }
+    pid_t pid = fork_into(cgfd);
+    if (pid == 0) {
+        close(go[1]);
+        close(ready[0]);
+        if (unshare(CLONE_NEWUSER) < 0 || write(ready[1], "u", 1) != 1)
+            _exit(1);
+        char b;
+        _exit(read(go[0], &b, 1) == 1 ? 0 : 1);
+    }
+    int e = errno;
+    close(go[0]);
+    close(ready[1]);
+    if (pid < 0) {
+        close(go[1]);
+        close(ready[0]);
+        return -e;
+    }
+    *go_w = go[1];
+    *ready_r = ready[0];
+    return pid;
+}
+
+/* The user's tree behind fd as a detached idmapped mount. Returns the mount fd or -errno. */
+static int idmapped(int fd, int userns, bool ro) {
+    int m = (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (m < 0)
+        return -errno;
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                       (ro ? MOUNT_ATTR_RDONLY : 0),
+                           .userns_fd = (uint64_t)userns};
+    if (syscall(SYS_mount_setattr, m, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {
+        int e = errno;
+        close(m);
+        return -e;
+    }
+    return m;
+}
+
+struct child_plan {
+    const struct ipbm *M;
+    int slot;
+    uint32_t base;
+    const ipbm_limits_req *lim;
+    int go_r, ready_w;
+    int fds[4 + IPBM_MAX_BINDS]; /* stdin, stdout, stderr, sync, mounts */
+    unsigned nfds;
+    pid_t monitor;
+};
+
+static void say(int errfd, const char *what, int e) {
+    dprintf(errfd, "ipybox-monitor: cannot start the sandbox: %s: %s\n", what, strerror(e));
+}
+
+/* The child, between fork and the shim's exec. */
+__attribute__((noreturn)) static void child(struct child_plan *p) {
+    int errfd = p->fds[IPBM_FD_STDERR];
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
+    setsid();
+    int r = ipbm_cgroup_enter_v1(&p->M->cg, p->slot);
+    if (r < 0) {
+        say(errfd, "joining its cgroup", -r);
+        _exit(126);
+    }
+    /* Processes per uid: a backstop with cgroups, the limit without them (each sandbox has
+     * uids of its own, so the count is the sandbox's). */
+    rlim_t np = p->lim->pids_max + (p->M->cg.kind == IPBM_LIMITS_RLIMIT ? 0 : 16); /* the cgroup first */
+    struct rlimit nproc = {np, np};
+    setrlimit(RLIMIT_NPROC, &nproc);
+    if (p->M->cg.kind == IPBM_LIMITS_RLIMIT) {
+        struct rlimit as = {p->lim->memory_max, p->lim->memory_max};
+        setrlimit(RLIMIT_AS, &as);
+    }
+    if (setgroups(0, NULL) < 0 || setresgid(p->base, p->base, p->base) < 0 ||
+        setresuid(p->base, p->base, p->base) < 0) {
+        say(errfd, "switching to the sandbox's uid range", errno);
+        _exit(126);
+    }
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != p->monitor)
+        _exit(126);
+    if (unshare(CLONE_NEWUSER) < 0) {
+        say(errfd, "creating its user namespace", errno);
+        _exit(126);
+    }
+    char b;
+    if (write(p->ready_w, "u", 1) != 1 || read(p->go_r, &b, 1) != 1)
+        _exit(126);
+    /* Lift every fd above its target, then put each in place (dup2 clears close-on-exec). */
+    for (unsigned i = 0; i < p->nfds; i++)
+        if ((p->fds[i] = fcntl(p->fds[i], F_DUPFD_CLOEXEC, 64 + IPBM_MAX_BINDS)) < 0)
+            _exit(126);
+    for (unsigned i = 0; i < p->nfds; i++) {
+        int target = i < IPBM_FD_BINDS ? (int)i : SHIM_MOUNT_FD0 + (int)(i - IPBM_FD_BINDS);
+        if (dup2(p->fds[i], target) < 0)
+            _exit(126);
+    }
+    ipb_cloexec_from(SHIM_MOUNT_FD0 + (int)(p->nfds - IPBM_FD_BINDS));
+    char *argv[] = {(char *)"ipybox-shim", NULL};
+    char *envp[] = {NULL};
+    execve(p->M->shim, argv, envp);
+    say(2, "executing ipybox-shim", errno);
+    _exit(127);
+}
+
+static int limits(const ipbm_sysconf *c, const struct ipbm_msg *req, ipbm_limits_req *l, struct ipbm_msg *rep) {
+    l->memory_max = req->memory_max ? req->memory_max : c->memory_max;
+    l->pids_max = req->pids_max ? req->pids_max : c->pids_max;
+    l->cpu_weight = req->cpu_weight ? req->cpu_weight : c->cpu_weight;
+    if (l->memory_max > c->memory_max_bound || l->memory_max < (16ull << 20)) {
+        fail(rep, EPERM, "--memory %llu MiB is outside what the administrator allows (16 to %llu MiB)",
+             (unsigned long long)(l->memory_max >> 20), (unsigned long long)(c->memory_max_bound >> 20));
+        return -1;
+    }
+    if (l->pids_max > c->pids_max_bound || l->pids_max < 16) {
+        fail(rep, EPERM, "--max-processes %u is outside what the administrator allows (16 to %u)", l->pids_max,
+             c->pids_max_bound);
+        return -1;
+    }
+    if (l->cpu_weight > c->cpu_weight_bound || l->cpu_weight < 1) {
+        fail(rep, EPERM, "--cpu-weight %u is outside what the administrator allows (1 to %u)", l->cpu_weight,
+             c->cpu_weight_bound);
+        return -1;
+    }
+    return 0;
+}
+
+void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *req, int *fds, unsigned nfds,
+                struct ipbm_msg *rep, int *rfds, unsigned *nrfds) {
+    *nrfds = 0;
+    memset(rep, 0, sizeof(*rep));
+    rep->magic = IPBM_MAGIC;
+    ipbm_limits_req lim;
+    if (req->nbinds > IPBM_MAX_BINDS || nfds != IPBM_FD_BINDS + req->nbinds ||
+        (req->nbinds < 32 && (req->ro_binds >> req->nbinds))) {
+        fail(rep, EINVAL, "a malformed spawn request");
+        return;
+    }
+    if (limits(&M->conf, req, &lim, rep) < 0)
+        return;
+    int slot = ipbm_pool_take(&M->pool);
+    if (slot < 0) {
+        fail(rep, EAGAIN, "all %u sandbox uid ranges are in use (uid_pool_size in the configuration)",
+             M->pool.size);
+        return;
+    }
+    uint32_t base = ipbm_pool_uid(&M->pool, slot);
+    int cgfd = -1, mem_ev = -1, pids_ev = -1, userns = -1, go_w = -1, ready_r = -1;
+    int mounts[IPBM_MAX_BINDS];
+    unsigned nm = 0;
+    pid_t pid = -1;
+    char why[300];
+    if (ipbm_cgroup_create(&M->cg, slot, &lim, &cgfd, &mem_ev, &pids_ev, why, sizeof(why)) < 0) {
+        fail(rep, EIO, "%s", why);
+        goto undo;
+    }
+    if (req->nbinds) {
+        userns = idmap_userns(chan->user->uid, chan->user->gid, base + IPB_SANDBOX_UID);
+        if (userns < 0) {
+            fail(rep, -userns, "cannot make the user namespace for idmapped mounts: %s", strerror(-userns));
+            goto undo;
+        }
+    }
+    for (; nm < req->nbinds; nm++) {
+        int m = idmapped(fds[IPBM_FD_BINDS + nm], userns, (req->ro_binds >> nm) & 1);
+        if (m < 0) {
+            fail(rep, -m, "cannot make an idmapped mount of bind %u: %s%s", nm, strerror(-m),
+                 -m == EINVAL ? " (its filesystem may not support idmapped mounts)" : "");
+            goto undo;
+        }
+        mounts[nm] = m;
+    }
+    struct child_plan p = {.M = M, .slot = slot, .base = base, .lim = &lim, .monitor = getpid()};
+    for (unsigned i = 0; i < IPBM_FD_BINDS; i++)
+        p.fds[i] = fds[i];
+    for (unsigned i = 0; i < nm; i++)
+        p.fds[IPBM_FD_BINDS + i] = mounts[i];
+    p.nfds = IPBM_FD_BINDS + nm;
+    int go[2], ready[2];
+    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
+        fail(rep, errno, "pipe: %s", strerror(errno));
+        goto undo;
+    }
+    p.go_r = go[0];
+    p.ready_w = ready[1];
+    pid = fork_into(cgfd);
+    if (pid == 0)
+        child(&p);
+    int fe = errno;
+    close(go[0]);
+    close(ready[1]);
+    go_w = go[1];
+    ready_r = ready[0];
+    if (pid < 0) {
+        fail(rep, fe, "cannot fork the sandbox: %s", strerror(fe));
+        goto undo;
+    }
+    char b, map[64];
+    if (read(ready_r, &b, 1) != 1) {
+        fail(rep, EIO, "the sandbox's first process ended before its user namespace was made (see the log)");
+        goto undo;
+    }
+    snprintf(map, sizeof(map), "0 %u %u\n", base, IPBM_RANGE);
+    int r;
+    if ((r = write_map(pid, "uid_map", map)) < 0 || (r = write_map(pid, "gid_map", map)) < 0) {
+        fail(rep, -r, "cannot write the sandbox's id maps: %s", strerror(-r));
+        goto undo;
+    }
+    if (write(go_w, "g", 1) != 1) {
+        fail(rep, EIO, "the sandbox's first process ended early");
+        goto undo;
+    }
+    struct ipbm_sandbox *s = calloc(1, sizeof(*s));
+    if (!s) {
+        fail(rep, ENOMEM, "out of memory");
+        goto undo;
+    }
+    s->id = ++chan->next_id;
+    s->slot = slot;
+    s->pid = pid;
+    s->chan = chan;
+    s->next = M->sandboxes;
+    M->sandboxes = s;
+    M->nsandboxes++;
+    rep->type = IPBM_SPAWNED;
+    rep->id = s->id;
+    rep->status = pid;
+    rep->memory_max = lim.memory_max;
+    rep->pids_max = lim.pids_max;
+    rep->cpu_weight = lim.cpu_weight;
+    rep->limits = M->cg.kind;
+    rep->uid_base = base;
+    if (mem_ev >= 0) {
+        rep->limits |= IPBM_HAS_MEM_EVENTS;
+        rfds[(*nrfds)++] = mem_ev;
+        mem_ev = -1;
+    }
+    if (pids_ev >= 0) {
+        rep->limits |= IPBM_HAS_PIDS_EVENTS;
+        rfds[(*nrfds)++] = pids_ev;
+        pids_ev = -1;
+    }
+    log_info("user %s: sandbox %u started (pid %d, uids %u-%u, %llu MiB, %u processes, cpu weight %u)",
+             chan->user->name, s->id, (int)pid, base, base + IPBM_RANGE - 1,
+             (unsigned long long)(lim.memory_max >> 20), lim.pids_max, lim.cpu_weight);
+    pid = -1;
+    slot = -1;
+undo:
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    if (slot >= 0) {
+        ipbm_cgroup_kill(&M->cg, slot);
+        ipbm_cgroup_remove(&M->cg, slot);
+        ipbm_pool_put(&M->pool, slot);
+    }
+    for (unsigned i = 0; i < nm; i++)
+        close(mounts[i]);
+    int *c[] = {&cgfd, &mem_ev, &pids_ev, &userns, &go_w, &ready_r};
+    for (size_t i = 0; i < sizeof(c) / sizeof(*c); i++)
+        if (*c[i] >= 0)
+            close(*c[i]);
+}
+
+void ipbm_sandbox_kill(struct ipbm *M, struct ipbm_sandbox *s) {
+    if (s->pid > 0)
+        kill(s->pid, SIGKILL);
+    ipbm_cgroup_kill(&M->cg, s->slot);
+}
+
+void ipbm_sandbox_gone(struct ipbm *M, struct ipbm_sandbox *s, int status) {
+    s->pid = 0;
+    s->gone_ms = ipbm_now_ms();
+    /* PID 1 dies with the shim and takes its pid namespace along; anything else left in the
+     * cgroup (none should be) is killed before the range is handed out again. */
+    ipbm_cgroup_kill(&M->cg, s->slot);
+    if (s->chan) {
+        struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_EXITED, .id = s->id, .status = status};
+        ipbm_send(s->chan->fd, &m, NULL, 0);
+    }
+    ipbm_sandboxes_sweep(M);
+}
+
+void ipbm_sandboxes_sweep(struct ipbm *M) {
+    for (struct ipbm_sandbox **pp = &M->sandboxes; *pp;) {
+        struct ipbm_sandbox *s = *pp;
+        if (s->pid == 0 && !ipbm_cgroup_busy(&M->cg, s->slot) && ipbm_cgroup_remove(&M->cg, s->slot)) {
+            ipbm_pool_put(&M->pool, s->slot);
+            *pp = s->next;
+            M->nsandboxes--;
+            free(s);
+            continue;
+        }
+        pp = &s->next;
+    }
+}

@@ -1,0 +1,31 @@
+/* The system service's configuration file (/etc/ipybox/ipyboxd.conf): `key = value` lines,
+ * '#' comments, blank lines. Written by the administrator, read once by the monitor at
+ * start. Pure: the caller reads the file. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define IPBM_GROUP_MAX 64
+
+typedef struct ipbm_sysconf {
+    char group[IPBM_GROUP_MAX + 1]; /* users = group NAME; empty: every user with a uid from
+                                     * uid_min to uid_max */
+    uint32_t uid_min, uid_max;      /* who counts as a user with `users = all` */
+    uint32_t pool_start;            /* first host uid of the sandbox pool */
+    uint32_t pool_size;             /* sandboxes at once; each takes IPBM_RANGE uids */
+    uint64_t memory_max, memory_max_bound; /* bytes */
+    uint32_t pids_max, pids_max_bound;
+    uint32_t cpu_weight, cpu_weight_bound; /* 1..10000 */
+    uint64_t tmp_size, shm_size;    /* defaults for every session's /tmp and /dev/shm */
+    long idle_timeout_s;
+    uint32_t max_sessions_per_user;
+} ipbm_sysconf;
+
+void ipbm_sysconf_defaults(ipbm_sysconf *c);
+/* Applies the file's text on top of what c holds. name is used in messages ("FILE:LINE: ...").
+ * Every value is checked, and the result as a whole (defaults within bounds, the pool inside
+ * the uid space). On error c may be partly changed. */
+int ipbm_sysconf_parse(ipbm_sysconf *c, const char *text, size_t len, const char *name, ipb_error **err);

@@ -1,0 +1,207 @@
+/* The users the service serves: a socket each under /run/ipybox/<name>/, and a frontend
+ * process each, re-executed from our binary as that user, that speaks MCP on the socket. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "monitor_int.h"
+
+#define RUN_DIR "/run/ipybox"
+
+static bool permitted(const struct ipbm *M, const struct passwd *pw) {
+    if (pw->pw_uid == 0 || ipbm_pool_slot_of(&M->pool, pw->pw_uid) >= 0)
+        return false;
+    if (!M->conf.group[0])
+        return pw->pw_uid >= M->conf.uid_min && pw->pw_uid <= M->conf.uid_max;
+    struct group *g = getgrnam(M->conf.group);
+    if (!g)
+        return false;
+    if (pw->pw_gid == g->gr_gid)
+        return true;
+    for (char **m = g->gr_mem; m && *m; m++)
+        if (!strcmp(*m, pw->pw_name))
+            return true;
+    return false;
+}
+
+/* /run/ipybox/<name>/ipybox.sock, bound by root in a directory only root writes, then given
+ * to the user (0600). A stale socket is replaced. */
+static int make_socket(struct ipbm_user *u) {
+    if (mkdir(u->dir, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    struct stat st;
+    if (lstat(u->dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
+        return -EEXIST;
+    unlink(u->sock);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(u->sock) >= sizeof(sa.sun_path)) {
+        close(fd);
+        return -ENAMETOOLONG;
+    }
+    memcpy(sa.sun_path, u->sock, strlen(u->sock) + 1);
+    mode_t old = umask(0177);
+    int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (r < 0 || chown(u->sock, u->uid, u->gid) < 0 || chmod(u->sock, 0600) < 0 || listen(fd, 128) < 0) {
+        int e = errno;
+        close(fd);
+        unlink(u->sock);
+        return -e;
+    }
+    return fd;
+}
+
+int ipbm_users_load(struct ipbm *M, ipb_error **err) {
+    if (mkdir(RUN_DIR, 0755) < 0 && errno != EEXIST)
+        return ipb_error_set(err, errno, "creating " RUN_DIR);
+    if (chmod(RUN_DIR, 0755) < 0 || (mkdir(IPBM_ROOT_DIR, 0755) < 0 && errno != EEXIST))
+        return ipb_error_set(err, errno, "preparing " RUN_DIR);
+    if (M->conf.group[0] && !getgrnam(M->conf.group))
+        return ipb_error_set(err, ENOENT, "the group '%s' (users = group %s) does not exist", M->conf.group,
+                             M->conf.group);
+    unsigned n = 0;
+    setpwent();
+    struct passwd *pw;
+    while ((pw = getpwent())) {
+        if (!permitted(M, pw) || strlen(pw->pw_name) >= sizeof(((struct ipbm_user *)0)->name) ||
+            strchr(pw->pw_name, '/') || pw->pw_name[0] == '.')
+            continue;
+        struct ipbm_user *u = calloc(1, sizeof(*u));
+        if (!u)
+            break;
+        snprintf(u->name, sizeof(u->name), "%s", pw->pw_name);
+        snprintf(u->home, sizeof(u->home), "%s", pw->pw_dir);
+        u->uid = pw->pw_uid;
+        u->gid = pw->pw_gid;
+        snprintf(u->dir, sizeof(u->dir), RUN_DIR "/%s", u->name);
+        snprintf(u->sock, sizeof(u->sock), "%s/ipybox.sock", u->dir);
+        u->listen_fd = make_socket(u);
+        if (u->listen_fd < 0) {
+            log_error("user %s: cannot make %s: %s", u->name, u->sock, strerror(-u->listen_fd));
+            free(u);
+            continue;
+        }
+        u->next = M->users;
+        M->users = u;
+        n++;
+    }
+    endpwent();
+    if (!n)
+        return ipb_error_set(err, ENOENT, "no user to serve (%s%s)", M->conf.group[0] ? "group " : "users = all, uids ",
+                             M->conf.group[0] ? M->conf.group : "from uid_min to uid_max");
+    return 0;
+}
+
+/* The frontend: the user's own process from the exec on, with only its socket and its
+ * channel to us. */
+static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return -1;
+    pid_t monitor = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (int s = 1; s < NSIG; s++)
+            signal(s, SIG_DFL);
+        if (initgroups(u->name, u->gid) < 0 || setresgid(u->gid, u->gid, u->gid) < 0 ||
+            setresuid(u->uid, u->uid, u->uid) < 0 || getuid() != u->uid || geteuid() != u->uid) {
+            dprintf(2, "ipyboxd: user %s: cannot switch to the user: %s\n", u->name, strerror(errno));
+            _exit(126);
+        }
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != monitor)
+            _exit(1);
+        if (dup2(u->listen_fd, 3) < 0 || dup2(sv[1], 4) < 0)
+            _exit(126);
+        char home[300], user[100], logname[100], idle[32], maxs[32], tmp[40], shm[40];
+        snprintf(home, sizeof(home), "HOME=%s", u->home);
+        snprintf(user, sizeof(user), "USER=%s", u->name);
+        snprintf(logname, sizeof(logname), "LOGNAME=%s", u->name);
+        snprintf(idle, sizeof(idle), "%ld", M->conf.idle_timeout_s);
+        snprintf(maxs, sizeof(maxs), "%u", M->conf.max_sessions_per_user);
+        snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)M->conf.tmp_size);
+        snprintf(shm, sizeof(shm), "%llu", (unsigned long long)M->conf.shm_size);
+        size_t na = 0;
+        for (char **a = M->session_args; a && *a; a++)
+            na++;
+        char **argv = calloc(na + 24, sizeof(char *));
+        if (!argv)
+            _exit(126);
+        size_t k = 0;
+        argv[k++] = (char *)"ipyboxd";
+        argv[k++] = (char *)"--frontend";
+        argv[k++] = (char *)"--socket";
+        argv[k++] = u->sock;
+        argv[k++] = (char *)"--idle-timeout";
+        argv[k++] = idle;
+        argv[k++] = (char *)"--max-sessions";
+        argv[k++] = maxs;
+        if (M->verbose)
+            argv[k++] = (char *)"--verbose";
+        argv[k++] = (char *)"--tmp-size";
+        argv[k++] = tmp;
+        argv[k++] = (char *)"--shm-size";
+        argv[k++] = shm;
+        for (size_t i = 0; i < na; i++)
+            argv[k++] = M->session_args[i];
+        char *envp[] = {home, user, logname, (char *)"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
+        execve(M->self, argv, envp);
+        dprintf(2, "ipyboxd: user %s: cannot start the frontend: %s\n", u->name, strerror(errno));
+        _exit(127);
+    }
+    close(sv[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        return -1;
+    }
+    ipbm_chan_add(M, sv[0], true, u);
+    return pid;
+}
+
+void ipbm_frontends_start(struct ipbm *M) {
+    long now = ipbm_now_ms();
+    for (struct ipbm_user *u = M->users; u; u = u->next) {
+        if (u->frontend > 0 || now < u->restart_ms || M->stopping)
+            continue;
+        pid_t pid = start_frontend(M, u);
+        if (pid < 0) {
+            log_error("user %s: cannot start the frontend: %s", u->name, strerror(errno));
+            u->restart_ms = now + 5000;
+            continue;
+        }
+        u->frontend = pid;
+        log_debug("user %s: frontend %d on %s", u->name, (int)pid, u->sock);
+    }
+}
+
+void ipbm_users_cleanup(struct ipbm *M) {
+    while (M->users) {
+        struct ipbm_user *u = M->users;
+        M->users = u->next;
+        if (u->listen_fd >= 0)
+            close(u->listen_fd);
+        unlink(u->sock);
+        rmdir(u->dir);
+        free(u);
+    }
+    rmdir(IPBM_ROOT_DIR);
+    rmdir(RUN_DIR); /* only when empty */
+}

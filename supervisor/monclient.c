@@ -1,0 +1,200 @@
+#include "monclient.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "mon_proto.h"
+#include "mountplan.h"
+
+static int chan = -2;
+static ipb_options limits_opts;
+/* EXITED records that came while waiting for something else. */
+static struct {
+    uint32_t id;
+    int status;
+} exited[16];
+static unsigned nexited;
+
+int ipb_monitor_fd(void) {
+    if (chan != -2)
+        return chan;
+    chan = -1;
+    const char *v = getenv(IPB_MONITOR_FD_ENV);
+    if (!v)
+        return chan;
+    char *end;
+    long fd = strtol(v, &end, 10);
+    unsetenv(IPB_MONITOR_FD_ENV);
+    int type = 0;
+    socklen_t l = sizeof(type);
+    if (*end || fd < 3 || fd > 1 << 20 || getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 ||
+        type != SOCK_SEQPACKET)
+        return chan;
+    fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+    chan = (int)fd;
+    return chan;
+}
+
+void ipb_monitor_set_limits(const ipb_options *o) {
+    limits_opts.memory_max = o->memory_max;
+    limits_opts.pids_max = o->pids_max;
+    limits_opts.cpu_weight = o->cpu_weight;
+}
+
+/* The next record other than an EXITED (which is kept), or the EXITED of want_id. Returns 1,
+ * 0 on timeout, -1 when the channel is gone. */
+static int next(struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds, uint32_t want_id, int timeout_ms) {
+    long deadline = ipb_now_ms() + timeout_ms;
+    for (unsigned i = 0; want_id && i < nexited; i++)
+        if (exited[i].id == want_id) {
+            memset(m, 0, sizeof(*m));
+            m->type = IPBM_EXITED;
+            m->id = want_id;
+            m->status = exited[i].status;
+            exited[i] = exited[--nexited];
+            *nfds = 0;
+            return 1;
+        }
+    for (;;) {
+        long left = deadline - ipb_now_ms();
+        struct pollfd p = {chan, POLLIN, 0};
+        int r = poll(&p, 1, left > 0 ? (int)left : 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 ? -1 : 0;
+        if (ipbm_recv(chan, m, fds, max, nfds) <= 0)
+            return -1;
+        if (m->type != IPBM_EXITED || m->id == want_id)
+            return 1;
+        if (nexited < sizeof(exited) / sizeof(*exited)) {
+            exited[nexited].id = m->id;
+            exited[nexited++].status = m->status;
+        }
+    }
+}
+
+int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd,
+                      ipb_monitor_sandbox *ret, ipb_error **err) {
+    int fds[IPBM_FD_BINDS + IPBM_MAX_BINDS] = {in_fd, out_fd, err_fd, sync_fd};
+    struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_SPAWN};
+    m.memory_max = limits_opts.memory_max;
+    m.pids_max = limits_opts.pids_max;
+    m.cpu_weight = limits_opts.cpu_weight;
+    unsigned n = 0;
+    int rc = -1;
+    for (size_t i = 0; i < cfg->plan.n; i++) {
+        const ipb_mount *mt = &cfg->plan.m[i];
+        if (!(mt->flags & IPB_MNT_FD))
+            continue;
+        if (n >= IPBM_MAX_BINDS) {
+            ipb_error_set(err, E2BIG, "more than %d binds", IPBM_MAX_BINDS);
+            goto out;
+        }
+        /* Opened with our rights: the user's. */
+        int fd = open(mt->src, O_PATH | O_CLOEXEC);
+        if (fd < 0) {
+            ipb_error_set(err, errno, "cannot open %s (for %s in the sandbox)", mt->src, mt->dst);
+            goto out;
+        }
+        if (mt->kind == IPB_MNT_BIND_RO)
+            m.ro_binds |= 1u << n;
+        fds[IPBM_FD_BINDS + n++] = fd;
+    }
+    m.nbinds = n;
+    int r = ipbm_send(chan, &m, fds, IPBM_FD_BINDS + n);
+    if (r < 0) {
+        ipb_error_set(err, -r, "asking the ipyboxd service for a sandbox");
+        goto out;
+    }
+    int rfds[2];
+    unsigned nr = 0;
+    r = next(&m, rfds, 2, &nr, 0, 30000);
+    if (r <= 0) {
+        ipb_error_set(err, r == 0 ? ETIMEDOUT : EPIPE, "the ipyboxd service did not answer for a sandbox");
+        goto out;
+    }
+    if (m.type == IPBM_ERROR) {
+        for (unsigned i = 0; i < nr; i++)
+            close(rfds[i]);
+        ipb_error_set(err, m.err, "the ipyboxd service could not start the sandbox: %s", m.text);
+        goto out;
+    }
+    if (m.type != IPBM_SPAWNED) {
+        for (unsigned i = 0; i < nr; i++)
+            close(rfds[i]);
+        ipb_error_set(err, EPROTO, "an unexpected answer from the ipyboxd service");
+        goto out;
+    }
+    ipb_monitor_sandbox s = {.id = m.id, .pid = m.status, .mem_ev = -1, .pids_ev = -1, .limits = m.limits & 0xff,
+                             .memory_max = m.memory_max, .pids_max = m.pids_max};
+    unsigned k = 0;
+    if ((m.limits & IPBM_HAS_MEM_EVENTS) && k < nr)
+        s.mem_ev = rfds[k++];
+    if ((m.limits & IPBM_HAS_PIDS_EVENTS) && k < nr)
+        s.pids_ev = rfds[k++];
+    while (k < nr)
+        close(rfds[k++]);
+    *ret = s;
+    rc = 0;
+out:
+    for (unsigned i = 0; i < n; i++)
+        close(fds[IPBM_FD_BINDS + i]);
+    return rc;
+}
+
+int ipb_monitor_end(ipb_monitor_sandbox *s, bool kill_first, int timeout_ms) {
+    int status = -1;
+    if (s->id && chan >= 0) {
+        if (kill_first) {
+            struct ipbm_msg k = {.magic = IPBM_MAGIC, .type = IPBM_KILL, .id = s->id};
+            ipbm_send(chan, &k, NULL, 0);
+        }
+        struct ipbm_msg m;
+        unsigned nr;
+        int fds[2];
+        if (next(&m, fds, 2, &nr, s->id, timeout_ms) == 1 && m.type == IPBM_EXITED)
+            status = m.status;
+        for (unsigned i = 0; i < nr; i++)
+            close(fds[i]);
+    }
+    s->id = 0;
+    if (s->mem_ev >= 0)
+        close(s->mem_ev);
+    if (s->pids_ev >= 0)
+        close(s->pids_ev);
+    s->mem_ev = s->pids_ev = -1;
+    return status;
+}
+
+/* The number after "key " on a line of an event file. */
+static uint64_t counter(int fd, const char *key) {
+    if (fd < 0)
+        return 0;
+    char buf[2048];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    size_t kl = strlen(key);
+    for (char *line = buf; line && *line;) {
+        if (!strncmp(line, key, kl) && line[kl] == ' ')
+            return strtoull(line + kl + 1, NULL, 10);
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    return 0;
+}
+
+void ipb_monitor_events(const ipb_monitor_sandbox *s, uint64_t *oom_kills, uint64_t *pids_max_hits) {
+    *oom_kills = counter(s->mem_ev, "oom_kill");
+    *pids_max_hits = counter(s->pids_ev, "max");
+}

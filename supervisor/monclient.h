@@ -1,0 +1,39 @@
+/* A worker's side of the monitor's channel (system service only): the sandbox is started and
+ * killed by the monitor, which owns it; everything else is as in user mode. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "options.h"
+#include "shim_proto.h"
+
+/* The environment variable naming the channel's fd, set by the frontend for each worker. */
+#define IPB_MONITOR_FD_ENV "IPYBOX_MONITOR_FD"
+
+/* The channel to the monitor, or -1 in user mode. Read from the environment at the first call
+ * (the variable is removed, the fd made close-on-exec). */
+int ipb_monitor_fd(void);
+/* Limits asked for each sandbox (0: the service's default). */
+void ipb_monitor_set_limits(const ipb_options *o);
+
+typedef struct ipb_monitor_sandbox {
+    uint32_t id;
+    pid_t pid;                 /* the shim on the host (for messages) */
+    int mem_ev, pids_ev;       /* the cgroup's event files, or -1 */
+    uint32_t limits;           /* enum ipbm_limits */
+    uint64_t memory_max;
+    uint32_t pids_max;
+} ipb_monitor_sandbox;
+
+/* Asks the monitor to start the shim with this stdio and sync socket end; the plan's
+ * IPB_MNT_FD sources are opened here, with this process's (the user's) rights. */
+int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd,
+                      ipb_monitor_sandbox *ret, ipb_error **err);
+/* SIGKILL (when kill_first) and wait up to timeout_ms for the end; returns the wait status
+ * or -1. Closes the event fds. */
+int ipb_monitor_end(ipb_monitor_sandbox *s, bool kill_first, int timeout_ms);
+/* Counters from the cgroup's event files: out-of-memory kills and refused forks (0 when not
+ * known). */
+void ipb_monitor_events(const ipb_monitor_sandbox *s, uint64_t *oom_kills, uint64_t *pids_max_hits);

@@ -1,0 +1,305 @@
+"""ipyboxd as root: the system service with two real users created here. Per-user sockets,
+sessions and files kept apart, sandboxes in pool uids with idmapped workspaces, limits
+(memory, processes, CPU, /tmp) contained and reported while another user's session stays
+responsive, many concurrent sessions, and SIGTERM / SIGKILL of the service leaving nothing
+behind."""
+import glob
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from ipybox_test import IPYBOX, McpClient, McpError, require_sandbox  # noqa: E402
+
+IPYBOXD = os.path.join(os.path.dirname(IPYBOX), "ipyboxd")
+GROUP = "ipyboxtest"
+USERS = ("ipbt-a", "ipbt-b")
+POOL_START = 0x70000000
+POOL_END = POOL_START + 256 * 65536
+
+
+def wait_for(pred, timeout=20, step=0.05):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+def proc_uids():
+    """(pid, real uid) of every process that has not exited (zombies are left to their reaper)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/status" % d) as f:
+                    st = dict(line.split(":", 1) for line in f if ":" in line)
+            except OSError:
+                continue
+            if not st.get("State", "").strip().startswith(("Z", "X")):
+                out.append((int(d), int(st["Uid"].split()[0])))
+    return out
+
+
+def pool_pids():
+    return [p for p, u in proc_uids() if POOL_START <= u < POOL_END]
+
+
+def sandbox_cgroups():
+    return glob.glob("/sys/fs/cgroup/*/ipyboxd/sb-*") + glob.glob("/sys/fs/cgroup/*/*/ipyboxd/sb-*") + \
+        glob.glob("/sys/fs/cgroup/**/sb-[0-9]*", recursive=True)
+
+
+class Service:
+    def __init__(self, conf):
+        self.tmp = tempfile.TemporaryDirectory(prefix="ipybox-system-")
+        self.conf = os.path.join(self.tmp.name, "ipyboxd.conf")
+        with open(self.conf, "w") as f:
+            f.write(conf)
+        self.log = open(os.path.join(self.tmp.name, "service.log"), "w+")
+        self.log_from = 0
+        self.start()
+
+    def start(self):
+        self.log_from = len(self.log_text())
+        self.proc = subprocess.Popen([IPYBOXD, "--config", self.conf], stdout=self.log, stderr=self.log)
+        ok = wait_for(lambda: all(os.path.exists(self.sock(u)) for u in USERS) and
+                      self.frontends() >= len(USERS) or self.proc.poll() is not None)
+        if not ok or self.proc.poll() is not None:
+            raise AssertionError("the service did not start: " + self.log_text())
+
+    def frontends(self):
+        return self.log_text()[self.log_from:].count("ipyboxd-frontend: serving uid")
+
+    @staticmethod
+    def sock(user):
+        return "/run/ipybox/%s/ipybox.sock" % user
+
+    def log_text(self):
+        if not hasattr(self, "log"):
+            return ""
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def client(self, user, *options):
+        sock = self.sock(user)
+        return McpClient("--connect", sock, *options,
+                         wrap=lambda cmd: ["runuser", "-u", user, "--", "env", "-C", "/tmp", *cmd])
+
+    def stop(self, sig=signal.SIGTERM, timeout=40):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def text(result):
+    return "".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("useradd") and shutil.which("runuser"),
+                     "needs root, useradd and runuser")
+class SystemService(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        subprocess.run(["groupadd", "-f", GROUP], check=True)
+        for u in USERS:
+            try:
+                pwd.getpwnam(u)
+            except KeyError:
+                subprocess.run(["useradd", "-m", "-G", GROUP, "-s", "/bin/sh", u], check=True)
+        cls.svc = Service("users = group %s\nmemory_max = 256M\nmemory_max_bound = 512M\npids_max = 64\n"
+                          "tmp_size = 32M\nidle_timeout = 600\n" % GROUP)
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.svc.stop()
+        log = cls.svc.log_text()
+        cls.svc.log.close()
+        cls.svc.tmp.cleanup()
+        left = pool_pids()
+        for u in USERS:
+            subprocess.run(["pkill", "-KILL", "-u", u])
+            subprocess.run(["userdel", "-r", u], capture_output=True)
+        subprocess.run(["groupdel", GROUP], capture_output=True)
+        assert rc == 0, "the service exited %s: %s" % (rc, log)
+        assert not left, "sandbox processes left after SIGTERM: %s" % left
+        assert not os.path.exists("/run/ipybox"), "/run/ipybox left behind"
+
+    def setUp(self):
+        require_sandbox(self)
+        self.clients = []
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+
+    def client(self, user, *options):
+        c = self.svc.client(user, *options)
+        self.clients.append(c)
+        return c
+
+    def as_user(self, user, code):
+        return subprocess.run(["runuser", "-u", user, "--", "/usr/bin/python3", "-c", code], capture_output=True,
+                              text=True, timeout=60, cwd="/tmp")
+
+    def test_each_user_has_a_socket_only_they_can_use(self):
+        a, b = (pwd.getpwnam(u) for u in USERS)
+        for u, pw in ((USERS[0], a), (USERS[1], b)):
+            st = os.stat(self.svc.sock(u))
+            self.assertEqual((st.st_uid, st.st_mode & 0o777), (pw.pw_uid, 0o600))
+        r = self.as_user(USERS[0], "import socket; s = socket.socket(socket.AF_UNIX); "
+                         "s.connect(%r); print('connected')" % self.svc.sock(USERS[1]))
+        self.assertIn("PermissionError", r.stderr)
+        self.assertNotIn("connected", r.stdout)
+
+    def test_users_see_only_their_own_sessions_and_files(self):
+        a = self.client(USERS[0])
+        b = self.client(USERS[1])
+        a.request("ipybox/createSession", {"name": "work-a"})
+        out, res = a.execute("import os\nopen('/app/made-by-a.txt', 'w').write('a')\n"
+                             "open('/tmp/scratch', 'w').write('x')\nprint(os.getuid(), os.getpid())")
+        self.assertFalse(res["isError"], out)
+        self.assertEqual(out.split()[0], "1000")
+        self.assertNotIn("work-a", [s["name"] for s in b.request("ipybox/listSessions")["sessions"]])
+        for method in ("ipybox/attachSession", "ipybox/closeSession"):
+            with self.assertRaises(McpError) as e:
+                b.request(method, {"name": "work-a"})
+            self.assertIn("work-a", str(e.exception))
+        self.assertIn("work-a", [s["name"] for s in a.request("ipybox/listSessions")["sessions"]])
+        # The kernel runs in a pool uid: neither root nor a real user; so are its files.
+        kernel_uids = {u for _, u in proc_uids() if POOL_START <= u < POOL_END}
+        self.assertTrue(kernel_uids)
+        real = {p.pw_uid for p in pwd.getpwall()}
+        self.assertFalse(kernel_uids & real)
+        self.assertNotIn(0, kernel_uids)
+        scratch = [p for p, u in proc_uids() if POOL_START <= u < POOL_END and
+                   os.path.exists("/proc/%d/root/tmp/scratch" % p)]
+        self.assertTrue(scratch)
+        owner = os.stat("/proc/%d/root/tmp/scratch" % scratch[0]).st_uid
+        self.assertTrue(POOL_START <= owner < POOL_END and owner not in real, owner)
+        # The workspace is the user's own on disk (idmapped): usable by its owner, not by B.
+        ua = pwd.getpwnam(USERS[0])
+        made = glob.glob(os.path.join(ua.pw_dir, ".local/state/ipybox/workspaces/*/made-by-a.txt"))
+        self.assertEqual(len(made), 1)
+        self.assertEqual(os.stat(made[0]).st_uid, ua.pw_uid)
+        # B cannot name A's files, even with A's home among B's allowed directories: file
+        # operations run with B's own credentials.
+        secret = os.path.join(ua.pw_dir, "secret.txt")
+        with open(secret, "w") as f:
+            f.write("a's secret")
+        os.chown(secret, ua.pw_uid, ua.pw_gid)
+        os.chmod(secret, 0o600)
+        os.chmod(ua.pw_dir, 0o700)
+        res = b.call("upload_file", {"relpath": "stolen.txt", "local_path": secret})
+        self.assertTrue(res["isError"])
+        self.assertRegex(text(res), "allowed|Permission denied")
+        b2 = self.client(USERS[1], "--allowed-dir", ua.pw_dir)
+        res = b2.call("upload_file", {"relpath": "stolen.txt", "local_path": secret})
+        self.assertTrue(res["isError"], text(res))
+        self.assertIn("ermission denied", text(res))
+        b2.execute("open('/app/planted.txt', 'w').write('b')")
+        res = b2.call("download_file", {"relpath": "planted.txt",
+                                           "local_path": os.path.join(ua.pw_dir, "planted.txt")})
+        self.assertTrue(res["isError"], text(res))
+        self.assertFalse(os.path.exists(os.path.join(ua.pw_dir, "planted.txt")))
+        a.request("ipybox/closeSession", {"name": "work-a"})
+
+    def test_limits_are_contained_and_reported(self):
+        a = self.client(USERS[0])
+        b = self.client(USERS[1])
+        self.assertEqual(b.execute("print('b is here')")[0], "b is here\n")
+        # Memory: 256M with no swap; the kernel is killed, reported, and a fresh one started.
+        out, res = a.execute("x = b'x' * (600 << 20)\nprint('survived')")
+        self.assertTrue(res["isError"])
+        self.assertNotIn("survived", out)
+        self.assertIn("ran out of memory (its limit is 256 MiB", text(res))
+        self.assertIn("A fresh kernel was started", text(res))
+        self.assertEqual(a.execute("print(1 + 1)")[0], "2\n")
+        self.assertEqual(b.execute("print('b still here')")[0], "b still here\n")
+        # Processes: 64; forks fail, the cell says why, the service and B are unaffected.
+        out, res = a.execute(
+            "import os, time\nn = 0\nfor i in range(500):\n    try:\n        pid = os.fork()\n"
+            "    except OSError as e:\n        print('fork failed', e.errno)\n        break\n"
+            "    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n    n += 1\nprint('forked', n)")
+        self.assertIn("fork failed 11", out)
+        self.assertIn("reached its limit of 64 processes", text(res))
+        self.assertEqual(b.execute("print('b again')")[0], "b again\n")
+        a.call("reset")
+        self.assertEqual(a.execute("print('after reset')")[0], "after reset\n")
+        # A full /tmp (32M): ENOSPC inside the sandbox only.
+        out, res = a.execute("try:\n    with open('/tmp/fill', 'wb') as f:\n"
+                             "        for i in range(100):\n            f.write(b'0' * (1 << 20))\n"
+                             "except OSError as e:\n    print('full', e.errno)")
+        self.assertIn("full 28", out)
+        # CPU: a spinning cell is interrupted at its timeout while B keeps working.
+        done = {}
+        t = threading.Thread(target=lambda: done.setdefault("r", a.execute("while True: pass", timeout=6)))
+        t.start()
+        time.sleep(1)
+        start = time.time()
+        self.assertEqual(b.execute("print(sum(range(1000)))")[0], "499500\n")
+        self.assertLess(time.time() - start, 5)
+        t.join(60)
+        self.assertIn("timed out", text(done["r"][1]))
+
+    def test_limits_within_the_administrators_bounds(self):
+        # The bridge's session cannot start: it says why and ends.
+        with self.assertRaises(EOFError):
+            self.client(USERS[0], "--memory", "2G")
+        self.assertIn("--memory 2048 MiB is outside what the administrator allows (16 to 512 MiB)",
+                      self.svc.log_text())
+        c = self.client(USERS[0], "--memory", "400M", "--max-processes", "100")
+        self.assertEqual(c.execute("print('ok')")[0], "ok\n")
+        limits = [open(p).read().strip() for p in glob.glob("/sys/fs/cgroup/memory/**/ipyboxd/sb-*/"
+                                                             "memory.limit_in_bytes", recursive=True)]
+        limits += [open(p).read().strip() for p in glob.glob("/sys/fs/cgroup/**/sb-*/memory.max", recursive=True)]
+        self.assertIn(str(400 << 20), limits)
+
+    def test_many_concurrent_sessions(self):
+        n = 20
+        results = {}
+
+        def run(i):
+            c = self.svc.client(USERS[i % 2])
+            try:
+                results[i] = c.execute("import time; time.sleep(0.5); print('session %d')" % i)[0]
+            finally:
+                c.close()
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        self.assertEqual(results, {i: "session %d\n" % i for i in range(n)})
+
+    def test_zz_sigkill_leaves_no_sandbox_and_restart_cleans_up(self):
+        a = self.client(USERS[0])
+        a.execute("print(1)")
+        self.assertTrue(pool_pids())
+        self.svc.proc.kill()
+        self.svc.proc.wait()
+        self.assertTrue(wait_for(lambda: not pool_pids(), 20), "left: %s" % pool_pids())
+        users = {pwd.getpwnam(u).pw_uid for u in USERS}
+        self.assertTrue(wait_for(lambda: not [p for p, u in proc_uids() if u in users], 20))
+        self.svc.start()
+        self.assertFalse([d for d in sandbox_cgroups() if os.path.isdir(d)])
+        c = self.client(USERS[1])
+        self.assertEqual(c.execute("print('back')")[0], "back\n")
+
+
+if __name__ == "__main__":
+    unittest.main()
