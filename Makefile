@@ -8,6 +8,9 @@
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 LIBEXECDIR ?= $(PREFIX)/libexec
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+MANDIR     ?= $(PREFIX)/share/man
 DESTDIR    ?=
 BUILD      ?= build
 SANITIZE   ?=
@@ -144,13 +147,23 @@ format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)/ipybox
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)/ipybox $(DESTDIR)$(UNITDIR) \
+	    $(DESTDIR)$(SYSCONFDIR)/ipybox $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(IPYBOX) $(DESTDIR)$(BINDIR)/ipybox
 	ln -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(BINDIR)/ipyboxd
 	install -m 0755 $(SHIM) $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' dist/ipyboxd.service.in \
+	    >$(DESTDIR)$(UNITDIR)/ipyboxd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/ipyboxd.service
+	# An administrator's configuration is never overwritten.
+	test -e $(DESTDIR)$(SYSCONFDIR)/ipybox/ipyboxd.conf || \
+	    install -m 0644 dist/ipyboxd.conf $(DESTDIR)$(SYSCONFDIR)/ipybox/ipyboxd.conf
+	install -m 0644 man/ipybox.1 $(DESTDIR)$(MANDIR)/man1/ipybox.1
+	install -m 0644 man/ipyboxd.8 $(DESTDIR)$(MANDIR)/man8/ipyboxd.8
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(BINDIR)/ipyboxd $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim
+	rm -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(BINDIR)/ipyboxd $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim \
+	    $(DESTDIR)$(UNITDIR)/ipyboxd.service $(DESTDIR)$(MANDIR)/man1/ipybox.1 $(DESTDIR)$(MANDIR)/man8/ipyboxd.8
 
 clean:
 	rm -rf build build-san

@@ -1,5 +1,6 @@
 /* `ipybox mcp`: the MCP server for desktop agents, with the supervisor embedded. */
 #include <errno.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,26 +63,47 @@ static int take_daemon_options(int *argc, char **argv, const char **connect, boo
     return 0;
 }
 
-/* A daemon to use: the one named, or the one at the conventional place. Returns a connected
- * fd, -1 to run embedded, or -2 when the named daemon cannot be reached. */
+/* The system service's socket for this user: /run/ipybox/<user>/ipybox.sock. malloc'd. */
+static char *system_socket(void) {
+    struct passwd *pw = getpwuid(getuid());
+    if (!pw || !pw->pw_name[0] || strchr(pw->pw_name, '/'))
+        return NULL;
+    return ipb_strdupf("/run/ipybox/%s/ipybox.sock", pw->pw_name);
+}
+
+/* A daemon to use: the one named, else the user's own daemon, else the system service's
+ * socket for this user. Returns a connected fd, -1 to run embedded, or -2 when the named
+ * daemon cannot be reached. */
 static int find_daemon(const char *connect, char **ret_path) {
-    char *path = connect ? strdup(connect) : ipbd_default_socket();
-    *ret_path = path;
-    if (!path) {
-        fprintf(stderr, "ipybox mcp: XDG_RUNTIME_DIR is not set, so there is no daemon to look for; "
-                        "running the embedded supervisor\n");
-        return -1;
-    }
-    int fd = cli_daemon_connect(path);
-    if (fd >= 0)
-        return fd;
     if (connect) {
-        log_error("cannot reach ipyboxd at %s: %s", path, strerror(errno));
-        return -2;
+        *ret_path = strdup(connect);
+        int fd = *ret_path ? cli_daemon_connect(*ret_path) : -1;
+        if (fd < 0)
+            log_error("cannot reach ipyboxd at %s: %s", connect, strerror(errno));
+        return fd >= 0 ? fd : -2;
     }
-    fprintf(stderr, "ipybox mcp: no ipyboxd at %s (%s); running the embedded supervisor\n", path,
-            errno == ENOENT ? "no socket" : strerror(errno));
-    return -1;
+    char *paths[2] = {ipbd_default_socket(), system_socket()};
+    char why[2][128] = {"XDG_RUNTIME_DIR is not set", "no user name"};
+    *ret_path = NULL;
+    int fd = -1;
+    for (int i = 0; i < 2 && fd < 0; i++) {
+        if (!paths[i])
+            continue;
+        fd = cli_daemon_connect(paths[i]);
+        if (fd >= 0) {
+            *ret_path = paths[i];
+            paths[i] = NULL;
+        } else {
+            snprintf(why[i], sizeof(why[i]), "%s", errno == ENOENT ? "no socket" : strerror(errno));
+        }
+    }
+    if (fd < 0)
+        fprintf(stderr, "ipybox mcp: no ipyboxd at %s (%s) or %s (%s); running the embedded supervisor\n",
+                paths[0] ? paths[0] : "$XDG_RUNTIME_DIR/ipybox/ipybox.sock", why[0],
+                paths[1] ? paths[1] : "/run/ipybox/<user>/ipybox.sock", why[1]);
+    free(paths[0]);
+    free(paths[1]);
+    return fd;
 }
 
 int cmd_mcp(int argc, char **argv) {

@@ -256,6 +256,14 @@ class SystemService(unittest.TestCase):
         t.join(60)
         self.assertIn("timed out", text(done["r"][1]))
 
+    def test_ipybox_mcp_finds_the_service_by_itself(self):
+        c = McpClient(wrap=lambda cmd: ["runuser", "-u", USERS[0], "--", "env", "-C", "/tmp", *cmd])
+        self.clients.append(c)
+        self.assertEqual(c.execute("import os; print(os.getuid())")[0], "1000\n")
+        c.proc.stdin.close()
+        c.proc.wait(30)
+        self.assertIn("using ipyboxd at /run/ipybox/%s/ipybox.sock" % USERS[0], c.proc.stderr.read().decode())
+
     def test_limits_within_the_administrators_bounds(self):
         # The bridge's session cannot start: it says why and ends.
         with self.assertRaises(EOFError):

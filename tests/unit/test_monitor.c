@@ -1,0 +1,161 @@
+/* Unit tests for the monitor's pure parts: the configuration file (monitor/sysconf.c), the
+ * uid pool (monitor/pool.c) and the channel's record framing (monitor/mon_proto.c). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mon_proto.h"
+#include "pool.h"
+#include "run_suite.h"
+#include "sysconf.h"
+
+static int parse(ipbm_sysconf *c, const char *text, char *msg, size_t msglen) {
+    ipbm_sysconf_defaults(c);
+    ipb_error *err = NULL;
+    int r = ipbm_sysconf_parse(c, text, strlen(text), "t.conf", &err);
+    snprintf(msg, msglen, "%s", err ? ipb_error_msg(err) : "");
+    ipb_error_free(err);
+    return r;
+}
+
+START_TEST(test_sysconf_defaults_and_values) {
+    ipbm_sysconf c;
+    char msg[300];
+    ck_assert_int_eq(parse(&c, "", msg, sizeof(msg)), 0);
+    ck_assert_str_eq(c.group, "");
+    ck_assert_uint_eq(c.memory_max, 2ull << 30);
+    ck_assert_uint_eq(c.pool_start, 0x70000000u);
+    const char *text = "# comment\n\nusers = group  ipybox-users \r\nmemory_max = 512M # trailing\n"
+                       "memory_max_bound=1G\npids_max = 100\ncpu_weight = 50\ncpu_weight_bound = 200\n"
+                       "uid_pool_start = 200000000\nuid_pool_size = 10\ntmp_size = 64M\nidle_timeout = 60\n"
+                       "max_sessions_per_user = 3";
+    ck_assert_msg(parse(&c, text, msg, sizeof(msg)) == 0, "%s", msg);
+    ck_assert_str_eq(c.group, "ipybox-users");
+    ck_assert_uint_eq(c.memory_max, 512ull << 20);
+    ck_assert_uint_eq(c.memory_max_bound, 1ull << 30);
+    ck_assert_uint_eq(c.pids_max, 100);
+    ck_assert_uint_eq(c.cpu_weight, 50);
+    ck_assert_uint_eq(c.pool_start, 200000000u);
+    ck_assert_uint_eq(c.pool_size, 10);
+    ck_assert_uint_eq(c.tmp_size, 64ull << 20);
+    ck_assert_int_eq(c.idle_timeout_s, 60);
+    ck_assert_uint_eq(c.max_sessions_per_user, 3);
+    ck_assert_msg(parse(&c, "users = group a\nusers = all\n", msg, sizeof(msg)) == 0, "%s", msg);
+    ck_assert_str_eq(c.group, "");
+}
+END_TEST
+
+START_TEST(test_sysconf_errors_name_the_line) {
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"bogus = 1\n", "t.conf:1: unknown setting 'bogus'"},
+        {"\nmemory_max\n", "t.conf:2: expected `key = value`"},
+        {"pids_max = -5\n", "t.conf:1: bad value for pids_max: '-5'"},
+        {"pids_max = 12x\n", "bad value for pids_max"},
+        {"cpu_weight = 0\n", "bad value for cpu_weight"},
+        {"cpu_weight = 10001\n", "bad value for cpu_weight"},
+        {"memory_max = 1M\n", "bad value for memory_max"},
+        {"users = group a/b\n", "bad value for users"},
+        {"users = some\n", "bad value for users"},
+        {"memory_max = 9G\n", "memory_max is above memory_max_bound"},
+        {"pids_max = 5000\n", "pids_max is above pids_max_bound"},
+        {"uid_pool_start = 4294901760\nuid_pool_size = 2\n", "passes 2^32-1"},
+        {"uid_pool_start = 65536\nuid_max = 70000\n", "overlaps the users' uids"},
+        {"uid_min = 5000\nuid_max = 4000\n", "uid_min is above uid_max"},
+        {"pids_max = 99999999999999999999\n", "bad value"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        ipbm_sysconf c;
+        char msg[300];
+        ck_assert_msg(parse(&c, cases[i].text, msg, sizeof(msg)) < 0, "accepted: %s", cases[i].text);
+        ck_assert_msg(strstr(msg, cases[i].want), "%s -> %s", cases[i].text, msg);
+    }
+    /* A NUL byte and an overlong line. */
+    ipbm_sysconf c;
+    ipbm_sysconf_defaults(&c);
+    ipb_error *err = NULL;
+    ck_assert_int_lt(ipbm_sysconf_parse(&c, "pids_max = 1\0\n", 14, "t", &err), 0);
+    ipb_error_free(err);
+    err = NULL;
+    char big[700];
+    memset(big, '#', sizeof(big));
+    ck_assert_int_lt(ipbm_sysconf_parse(&c, big, sizeof(big), "t", &err), 0);
+    ck_assert_ptr_nonnull(strstr(ipb_error_msg(err), "too long"));
+    ipb_error_free(err);
+}
+END_TEST
+
+START_TEST(test_pool_hands_out_each_range_once) {
+    ipbm_pool p;
+    ck_assert_int_eq(ipbm_pool_init(&p, 0x70000000u, 3), 0);
+    int a = ipbm_pool_take(&p), b = ipbm_pool_take(&p), c = ipbm_pool_take(&p);
+    ck_assert(a != b && b != c && a != c);
+    ck_assert_int_eq(ipbm_pool_take(&p), -1);
+    ck_assert_uint_eq(ipbm_pool_uid(&p, 2), 0x70000000u + 2 * IPBM_RANGE);
+    ck_assert_int_eq(ipbm_pool_slot_of(&p, 0x70000000u + IPBM_RANGE + 1000), 1);
+    ck_assert_int_eq(ipbm_pool_slot_of(&p, 0x70000000u - 1), -1);
+    ck_assert_int_eq(ipbm_pool_slot_of(&p, 0x70000000u + 3 * IPBM_RANGE), -1);
+    /* A freed slot comes back, but not before the others (round robin). */
+    ipbm_pool_put(&p, b);
+    ck_assert_int_eq(ipbm_pool_take(&p), b);
+    ipbm_pool_put(&p, a);
+    ipbm_pool_put(&p, c);
+    int d = ipbm_pool_take(&p);
+    ck_assert_int_ne(d, b);
+    ipbm_pool_put(&p, 99); /* out of range: ignored */
+    ipbm_pool_free(&p);
+}
+END_TEST
+
+START_TEST(test_records_are_checked) {
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_KILL, .id = 7}, got;
+    int fd = open("/dev/null", O_RDONLY);
+    ck_assert_int_eq(ipbm_send(sv[0], &m, &fd, 1), 0);
+    int fds[4];
+    unsigned n = 9;
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n), 1);
+    ck_assert_uint_eq(got.id, 7);
+    ck_assert_uint_eq(n, 1);
+    close(fds[0]);
+    /* The wrong magic, a short record, a long one: refused, and their fds closed. */
+    m.magic = 0;
+    ck_assert_int_eq(ipbm_send(sv[0], &m, &fd, 1), 0);
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n), -EBADMSG);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(send(sv[0], "short", 5, 0), 5);
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n), -EBADMSG);
+    char big[sizeof(struct ipbm_msg) + 8] = {0};
+    ck_assert_int_eq(send(sv[0], big, sizeof(big), 0), (ssize_t)sizeof(big));
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n), -EBADMSG);
+    /* More fds than the receiver takes: the rest are closed, none leak. */
+    m.magic = IPBM_MAGIC;
+    int many[6] = {fd, fd, fd, fd, fd, fd};
+    ck_assert_int_eq(ipbm_send(sv[0], &m, many, 6), 0);
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 2, &n), 1);
+    ck_assert_uint_eq(n, 2);
+    close(fds[0]);
+    close(fds[1]);
+    close(sv[0]);
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n), 0);
+    close(sv[1]);
+    close(fd);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("monitor");
+    TCase *tc = tcase_create("monitor");
+    tcase_add_test(tc, test_sysconf_defaults_and_values);
+    tcase_add_test(tc, test_sysconf_errors_name_the_line);
+    tcase_add_test(tc, test_pool_hands_out_each_range_once);
+    tcase_add_test(tc, test_records_are_checked);
+    suite_add_tcase(s, tc);
+    return ipb_run_suite(s);
+}
