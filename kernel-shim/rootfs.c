@@ -133,6 +133,12 @@ static int do_tmpfs(const char *dst, const char *data, unsigned long extra, ipb_
 
 static int do_step(const char *root, const ipb_mount *m, bool system, int *next_fd, ipb_error **err) {
     char dst[PATH_MAX];
+    /* Every step stays below the new root: no relative path, no ".." component. */
+    bool up = false;
+    for (const char *dd = m->dst; dd && (dd = strstr(dd, "..")); dd += 2)
+        up = up || (dd > m->dst && dd[-1] == '/' && (dd[2] == '/' || dd[2] == '\0'));
+    if (!m->dst || m->dst[0] != '/' || up)
+        return ipb_error_set(err, EINVAL, "mount step destination '%s' leaves the root", m->dst ? m->dst : "");
     if (snprintf(dst, sizeof(dst), "%s%s", root, m->dst) >= (int)sizeof(dst))
         return ipb_error_set(err, ENAMETOOLONG, "%s", m->dst);
     switch (m->kind) {

@@ -13,6 +13,8 @@
 #define SHIM_CONFIG_MAX (1u << 20)
 #define SHIM_MAX_FDS 8
 #define SHIM_MOUNT_FD0 4
+/* Where every system-mode shim mounts its root tmpfs, each in its own mount namespace. */
+#define SHIM_SYSTEM_ROOT "/run/ipybox/.root"
 
 enum shim_mode { SHIM_MODE_KERNEL = 1, SHIM_MODE_RUN = 2 };
 

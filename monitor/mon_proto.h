@@ -25,6 +25,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "shim_proto.h"
+
 #define IPBM_MAGIC 0x69706d31u /* "ipm1" */
 #define IPBM_MAX_BINDS 32
 #define IPBM_TEXT 256
@@ -32,8 +34,8 @@
 /* The fds of a SPAWN before the bind sources. */
 enum { IPBM_FD_STDIN, IPBM_FD_STDOUT, IPBM_FD_STDERR, IPBM_FD_SYNC, IPBM_FD_BINDS };
 
-/* Where every system-mode shim mounts its root tmpfs, each in its own mount namespace. */
-#define IPBM_ROOT_DIR "/run/ipybox/.root"
+/* Where every system-mode shim mounts its root tmpfs (the shim insists on it). */
+#define IPBM_ROOT_DIR SHIM_SYSTEM_ROOT
 /* The sandbox's user (IPB_SANDBOX_UID inside) is this far into its uid range. */
 #define IPBM_RANGE 65536u
 

@@ -146,7 +146,8 @@ static void reap(struct ipbm *M) {
         for (struct ipbm_sandbox *s = M->sandboxes; s && !found; s = s->next)
             if (s->pid == pid) {
                 found = true;
-                ipbm_sandbox_gone(M, s, status);
+                ipbm_sandbox_gone(M, s, status); /* may free s */
+                break;
             }
         for (struct ipbm_user *u = M->users; u && !found; u = u->next)
             if (u->frontend == pid) {

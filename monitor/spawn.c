@@ -197,7 +197,7 @@ __attribute__((noreturn)) static void child(struct child_plan *p) {
             _exit(126);
     }
     ipb_cloexec_from(SHIM_MOUNT_FD0 + (int)(p->nfds - IPBM_FD_BINDS));
-    char *argv[] = {(char *)"ipybox-shim", NULL};
+    char *argv[] = {(char *)"ipybox-shim", (char *)"--system", NULL};
     char *envp[] = {NULL};
     execve(p->M->shim, argv, envp);
     say(2, "executing ipybox-shim", errno);

@@ -1,6 +1,8 @@
 /* ipybox-shim: started by the supervisor with the sync socket on fd 3; builds the sandbox
  * from inside and becomes its PID 1. Not meant to be run by hand. */
 #include <errno.h>
+#include <stdbool.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -11,9 +13,11 @@
 #include "shim_proto.h"
 
 int main(int argc, char **argv) {
-    (void)argv;
     struct stat st;
-    if (argc != 1 || fstat(SHIM_SYNC_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+    /* Only the system service's monitor starts the shim with --system (a worker cannot choose
+     * the monitor's argv); the configuration, written by a worker, must agree. */
+    bool system = argc == 2 && !strcmp(argv[1], "--system");
+    if ((argc != 1 && !system) || fstat(SHIM_SYNC_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
         fprintf(stderr, "ipybox-shim: this program is started by ipybox; it is not meant to be run by hand\n");
         return 2;
     }
@@ -36,5 +40,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     free(buf);
+    if ((cfg.system != 0) != system || (system && (!cfg.root || strcmp(cfg.root, SHIM_SYSTEM_ROOT)))) {
+        shim_send(SHIM_SYNC_FD, SHIM_EV_ERROR, 0, EPERM, 0, "configuration",
+                  "the configuration's system mode does not match how the shim was started");
+        return 1;
+    }
     shim_contain(SHIM_SYNC_FD, &cfg);
 }
