@@ -89,8 +89,6 @@ int ipb_sandbox_send(ipb_sandbox *sb, uint32_t type, int32_t arg, uint32_t gen, 
 int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms,
                       ipb_sandbox *ret, ipb_error **err) {
     cleanup_free char *shim = NULL;
-    if (ipb_find_shim(&shim, err) < 0)
-        return -1;
     ipb_buf msg = {0};
     int r = shim_config_encode(cfg, &msg);
     if (r < 0) {
@@ -124,6 +122,13 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         }
         pid = sb.mon.pid;
         goto started;
+    }
+    /* User mode: the shim is ours to start (the monitor finds its own). */
+    if (ipb_find_shim(&shim, err) < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        ipb_buf_free(&msg);
+        return -1;
     }
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;

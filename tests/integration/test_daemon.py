@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import BUILD, IPYBOX, PROTOCOL, McpClient, McpError, require_sandbox  # noqa: E402
+from ipybox_test import BUILD, IPYBOX, PROTOCOL, McpClient, McpError, require_sandbox, wait_for  # noqa: E402
 
 IPYBOXD = os.path.join(os.path.dirname(IPYBOX), "ipyboxd")
 
@@ -48,15 +48,6 @@ def alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def wait_for(pred, timeout=20, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 class Daemon:

@@ -16,22 +16,13 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import IPYBOX, McpClient, McpError, require_sandbox  # noqa: E402
+from ipybox_test import IPYBOX, McpClient, McpError, require_sandbox, wait_for  # noqa: E402
 
 IPYBOXD = os.path.join(os.path.dirname(IPYBOX), "ipyboxd")
 GROUP = "ipyboxtest"
 USERS = ("ipbt-a", "ipbt-b")
 POOL_START = 0x70000000
 POOL_END = POOL_START + 256 * 65536
-
-
-def wait_for(pred, timeout=20, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 def proc_uids():

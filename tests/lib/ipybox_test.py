@@ -139,6 +139,16 @@ def descendants(pid):
     return out
 
 
+def wait_for(pred, timeout=20, step=0.05):
+    """Polls pred until it is true or timeout seconds pass; returns its last value."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
 class McpError(Exception):
     def __init__(self, error):
         super().__init__(error.get("message"))
