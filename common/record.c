@@ -12,7 +12,7 @@ union fdbuf {
     struct cmsghdr align;
 };
 
-int ipb_record_send(int fd, const void *rec, size_t len, const int *fds, size_t nfds) {
+int ipb_record_send(int fd, const void *rec, size_t len, const int *fds, size_t nfds, int flags) {
     struct iovec iov = {(void *)rec, len};
     union fdbuf u;
     memset(&u, 0, sizeof(u));
@@ -29,7 +29,7 @@ int ipb_record_send(int fd, const void *rec, size_t len, const int *fds, size_t 
         memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
     }
     for (;;) {
-        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | flags);
         if (n == (ssize_t)len)
             return 0;
         if (n < 0 && errno == EINTR)
@@ -38,13 +38,13 @@ int ipb_record_send(int fd, const void *rec, size_t len, const int *fds, size_t 
     }
 }
 
-int ipb_record_recv(int fd, void *rec, size_t len, int *fds, size_t max, size_t *nfds) {
+int ipb_record_recv(int fd, void *rec, size_t len, int *fds, size_t max, size_t *nfds, int flags) {
     *nfds = 0;
     for (;;) {
         struct iovec iov = {rec, len};
         union fdbuf u;
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-        ssize_t n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+        ssize_t n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC | flags);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)

@@ -234,7 +234,7 @@ static int monitor_channel(struct ipbd *d, ipb_error **err) {
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return ipb_error_set(err, errno, "creating the worker's channel to the service");
     struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_ADOPT};
-    int r = ipbm_send(d->cfg->monitor_fd, &m, &sv[0], 1);
+    int r = ipbm_send(d->cfg->monitor_fd, &m, &sv[0], 1, 0);
     close(sv[0]);
     if (r < 0) {
         close(sv[1]);

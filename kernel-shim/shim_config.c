@@ -212,17 +212,17 @@ int shim_send_fds(int fd, uint32_t type, int32_t arg, const int *fds, size_t nfd
     fill_msg(&m, type, arg, 0, 0, NULL, NULL);
     if (nfds > SHIM_MAX_FDS)
         return -EINVAL;
-    return ipb_record_send(fd, &m, sizeof(m), fds, nfds);
+    return ipb_record_send(fd, &m, sizeof(m), fds, nfds, 0);
 }
 
 int shim_send(int fd, uint32_t type, int32_t arg, int32_t err, uint32_t gen, const char *step, const char *text) {
     struct shim_msg m;
     fill_msg(&m, type, arg, err, gen, step, text);
-    return ipb_record_send(fd, &m, sizeof(m), NULL, 0);
+    return ipb_record_send(fd, &m, sizeof(m), NULL, 0, 0);
 }
 
 int shim_recv_fds(int fd, struct shim_msg *m, int *fds, size_t max, size_t *nfds) {
-    int r = ipb_record_recv(fd, m, sizeof(*m), fds, max, nfds);
+    int r = ipb_record_recv(fd, m, sizeof(*m), fds, max, nfds, 0);
     if (r == 1) {
         m->step[sizeof(m->step) - 1] = '\0';
         m->text[sizeof(m->text) - 1] = '\0';

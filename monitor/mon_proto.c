@@ -5,13 +5,13 @@
 
 #include "record.h"
 
-int ipbm_send(int fd, const struct ipbm_msg *m, const int *fds, unsigned nfds) {
-    return ipb_record_send(fd, m, sizeof(*m), fds, nfds);
+int ipbm_send(int fd, const struct ipbm_msg *m, const int *fds, unsigned nfds, int flags) {
+    return ipb_record_send(fd, m, sizeof(*m), fds, nfds, flags);
 }
 
-int ipbm_recv(int fd, struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds) {
+int ipbm_recv(int fd, struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds, int flags) {
     size_t n = 0;
-    int r = ipb_record_recv(fd, m, sizeof(*m), fds, max, &n);
+    int r = ipb_record_recv(fd, m, sizeof(*m), fds, max, &n, flags);
     *nfds = (unsigned)n;
     if (r == 1 && m->magic != IPBM_MAGIC) {
         for (size_t i = 0; i < n; i++)

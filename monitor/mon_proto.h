@@ -72,9 +72,10 @@ struct ipbm_msg {
 #define IPBM_HAS_MEM_EVENTS (1u << 8)
 #define IPBM_HAS_PIDS_EVENTS (1u << 9)
 
-/* Sends one record with up to 4 + IPBM_MAX_BINDS descriptors; 0 or -errno. */
-int ipbm_send(int fd, const struct ipbm_msg *m, const int *fds, unsigned nfds);
+/* Sends one record with up to 4 + IPBM_MAX_BINDS descriptors; 0 or -errno. flags go to
+ * sendmsg: the monitor always passes MSG_DONTWAIT (it never waits for a channel). */
+int ipbm_send(int fd, const struct ipbm_msg *m, const int *fds, unsigned nfds, int flags);
 /* Receives one record: 1, 0 on EOF, -errno (-EBADMSG: wrong size, magic or truncation). The
  * attached descriptors (close-on-exec) go to fds, up to max; *nfds says how many; any beyond
- * max are closed. */
-int ipbm_recv(int fd, struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds);
+ * max are closed. flags go to recvmsg (MSG_DONTWAIT: -EAGAIN when none waits). */
+int ipbm_recv(int fd, struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds, int flags);

@@ -52,6 +52,13 @@ struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ip
     return c;
 }
 
+void ipbm_chan_send(struct ipbm_chan *c, const struct ipbm_msg *m, const int *fds, unsigned nfds) {
+    /* A worker that does not read its channel loses it (and its sandboxes) rather than
+     * stopping the monitor. */
+    if (!c->broken && ipbm_send(c->fd, m, fds, nfds, MSG_DONTWAIT) < 0)
+        c->broken = true;
+}
+
 /* A channel closed or misbehaved: its sandboxes are killed (reaped later). */
 static void chan_close(struct ipbm *M, struct ipbm_chan *c) {
     for (struct ipbm_sandbox *s = M->sandboxes; s; s = s->next)
@@ -81,7 +88,11 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
     struct ipbm_msg m;
     int fds[IPBM_FD_BINDS + IPBM_MAX_BINDS];
     unsigned nfds = 0;
-    int r = ipbm_recv(c->fd, &m, fds, sizeof(fds) / sizeof(*fds), &nfds);
+    /* Never waits: a channel whose other end is also ours (adopted twice, say) or that sent
+     * nothing yet must not stop the monitor. */
+    int r = ipbm_recv(c->fd, &m, fds, sizeof(fds) / sizeof(*fds), &nfds, MSG_DONTWAIT);
+    if (r == -EAGAIN)
+        return 0;
     if (r <= 0)
         return -1;
     int ret = 0;
@@ -101,7 +112,7 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
             if (!c->frontend) {
                 struct ipbm_msg e = {.magic = IPBM_MAGIC, .type = IPBM_ERROR, .err = ESHUTDOWN};
                 snprintf(e.text, sizeof(e.text), "the service is stopping");
-                ipbm_send(c->fd, &e, NULL, 0);
+                ipbm_chan_send(c, &e, NULL, 0);
             }
             break;
         }
@@ -111,8 +122,7 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
         ipbm_spawn(M, c, &m, fds, nfds, &rep, rfds, &nr);
         if (rep.type == IPBM_ERROR)
             log_warn("user %s: a sandbox could not start: %s", c->user->name, rep.text);
-        if (ipbm_send(c->fd, &rep, rfds, nr) < 0)
-            ret = -1;
+        ipbm_chan_send(c, &rep, rfds, nr);
         for (unsigned i = 0; i < nr; i++)
             close(rfds[i]);
         break;
@@ -256,7 +266,16 @@ static int serve(struct ipbm *M) {
             } else {
                 struct ipbm_chan *c = p;
                 if (chan_request(M, c) < 0)
-                    chan_close(M, c);
+                    c->broken = true;
+            }
+        }
+        /* Closed after the batch: an event later in it may name the same channel. */
+        for (struct ipbm_chan *c = M->chans, *nx; c; c = nx) {
+            nx = c->next;
+            if (c->broken) {
+                if (!c->frontend)
+                    log_debug("user %s: a worker's channel closed", c->user->name);
+                chan_close(M, c);
             }
         }
     }

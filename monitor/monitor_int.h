@@ -29,6 +29,7 @@ struct ipbm_chan {
     bool frontend;          /* a frontend's channel (ADOPT), else a worker's (SPAWN, KILL) */
     struct ipbm_user *user; /* whose */
     uint32_t next_id;
+    bool broken;            /* hung up, misbehaved or not reading: closed after this batch */
     struct ipbm_chan *next;
 };
 
@@ -77,4 +78,6 @@ void ipbm_users_cleanup(struct ipbm *M);
 
 /* monitor.c */
 struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ipbm_user *u);
+/* Sends without waiting; a channel that cannot take the record is marked broken. */
+void ipbm_chan_send(struct ipbm_chan *c, const struct ipbm_msg *m, const int *fds, unsigned nfds);
 long ipbm_now_ms(void);

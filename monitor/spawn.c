@@ -379,7 +379,7 @@ void ipbm_sandbox_gone(struct ipbm *M, struct ipbm_sandbox *s, int status) {
     ipbm_cgroup_kill(&M->cg, s->slot);
     if (s->chan) {
         struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_EXITED, .id = s->id, .status = status};
-        ipbm_send(s->chan->fd, &m, NULL, 0);
+        ipbm_chan_send(s->chan, &m, NULL, 0);
     }
     ipbm_sandboxes_sweep(M);
 }

@@ -70,7 +70,10 @@ static int next(struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds, uint
             continue;
         if (r <= 0)
             return r < 0 ? -1 : 0;
-        if (ipbm_recv(chan, m, fds, max, nfds) <= 0)
+        r = ipbm_recv(chan, m, fds, max, nfds, MSG_DONTWAIT);
+        if (r == -EAGAIN)
+            continue;
+        if (r <= 0)
             return -1;
         if (m->type != IPBM_EXITED || m->id == want_id)
             return 1;
@@ -109,7 +112,7 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         fds[IPBM_FD_BINDS + n++] = fd;
     }
     m.nbinds = n;
-    int r = ipbm_send(chan, &m, fds, IPBM_FD_BINDS + n);
+    int r = ipbm_send(chan, &m, fds, IPBM_FD_BINDS + n, 0);
     if (r < 0) {
         ipb_error_set(err, -r, "asking the ipyboxd service for a sandbox");
         goto out;
@@ -155,7 +158,7 @@ int ipb_monitor_end(ipb_monitor_sandbox *s, bool kill_first, int timeout_ms) {
     if (s->id && chan >= 0) {
         if (kill_first) {
             struct ipbm_msg k = {.magic = IPBM_MAGIC, .type = IPBM_KILL, .id = s->id};
-            ipbm_send(chan, &k, NULL, 0);
+            ipbm_send(chan, &k, NULL, 0, 0);
         }
         struct ipbm_msg m;
         unsigned nr;

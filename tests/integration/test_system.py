@@ -5,9 +5,13 @@ responsive, many concurrent sessions, and SIGTERM / SIGKILL of the service leavi
 behind."""
 import glob
 import os
+import ctypes
 import pwd
+import select
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,6 +46,32 @@ def proc_uids():
 
 def pool_pids():
     return [p for p, u in proc_uids() if POOL_START <= u < POOL_END]
+
+
+# struct ipbm_msg (monitor/mon_proto.h): magic, type, id, err, status, nbinds, ro_binds,
+# pids_max, cpu_weight, limits, memory_max, uid_base, reserved, text[256].
+IPBM = struct.Struct("<IIIiiIIIIIQII256s")
+IPBM_MAGIC, IPBM_ADOPT, IPBM_SPAWN, IPBM_KILL = 0x69706d31, 1, 2, 3
+
+
+def ipbm(kind, **fields):
+    v = dict(id=0, err=0, status=0, nbinds=0, ro_binds=0, pids_max=0, cpu_weight=0, limits=0, memory_max=0)
+    v.update(fields)
+    return IPBM.pack(IPBM_MAGIC, kind, v["id"], v["err"], v["status"], v["nbinds"], v["ro_binds"],
+                     v["pids_max"], v["cpu_weight"], v["limits"], v["memory_max"], 0, 0, b"")
+
+
+def steal_fd(pid, fd):
+    """A copy of another process's descriptor (pidfd_getfd, as root)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = os.pidfd_open(pid)
+    try:
+        got = libc.syscall(438, pidfd, fd, 0)  # SYS_pidfd_getfd
+        if got < 0:
+            raise OSError(ctypes.get_errno(), "pidfd_getfd")
+        return got
+    finally:
+        os.close(pidfd)
 
 
 def sandbox_cgroups():
@@ -284,6 +314,59 @@ class SystemService(unittest.TestCase):
         for t in threads:
             t.join(300)
         self.assertEqual(results, {i: "session %d\n" % i for i in range(n)})
+
+    def frontend_pid(self, user):
+        uid = pwd.getpwnam(user).pw_uid
+        for pid, u in proc_uids():
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if u == uid and b"--frontend" in argv:
+                return pid
+        self.fail("no frontend for %s" % user)
+
+    def test_a_hostile_frontend_channel_stops_nothing(self):
+        # User A's frontend is theirs to control: act as it on its own monitor channel (fd 4).
+        chan = socket.socket(fileno=steal_fd(self.frontend_pid(USERS[0]), 4))
+        self.assertEqual(chan.type, socket.SOCK_SEQPACKET)
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The same socket adopted twice: one record readable on two of the monitor's channels.
+        for _ in range(2):
+            socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [mine.fileno()])
+        time.sleep(0.5)
+        theirs.send(ipbm(IPBM_KILL, id=999))
+        # A worker that asks and never reads the answers (limits out of bounds are refused
+        # with an error record, and the channel stays open until it stops taking records).
+        sent = 0
+        try:
+            while sent < 100000:
+                theirs.send(ipbm(IPBM_SPAWN, memory_max=1), socket.MSG_DONTWAIT)
+                sent += 1
+        except BlockingIOError:
+            pass
+        self.assertGreater(sent, 0)
+        # The monitor still serves everyone: new sessions for B and for A start and answer.
+        b = self.client(USERS[1])
+        self.assertEqual(b.execute("print('b fine')")[0], "b fine\n")
+        a = self.client(USERS[0])
+        self.assertEqual(a.execute("print('a fine')")[0], "a fine\n")
+        # The channels that stopped reading were closed by the monitor (each is once it has an
+        # answer it cannot send): the other end hangs up.
+        mine.close()
+        poller = select.poll()
+        poller.register(theirs, select.POLLHUP)
+
+        def hung_up():
+            try:
+                theirs.send(ipbm(IPBM_SPAWN, memory_max=1), socket.MSG_DONTWAIT)
+            except OSError:
+                pass
+            return any(ev & select.POLLHUP for _, ev in poller.poll(0))
+        self.assertTrue(wait_for(hung_up, 30), "the monitor kept a channel that does not read")
+        chan.close()
+        theirs.close()
 
     def test_zz_sigkill_leaves_no_sandbox_and_restart_cleans_up(self):
         a = self.client(USERS[0])

@@ -117,33 +117,33 @@ START_TEST(test_records_are_checked) {
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
     struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_KILL, .id = 7}, got;
     int fd = open("/dev/null", O_RDONLY);
-    ck_assert_int_eq(ipbm_send(sv[0], &m, &fd, 1), 0);
+    ck_assert_int_eq(ipbm_send(sv[0], &m, &fd, 1, 0), 0);
     int fds[4];
     unsigned n = 9;
-    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n), 1);
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n, 0), 1);
     ck_assert_uint_eq(got.id, 7);
     ck_assert_uint_eq(n, 1);
     close(fds[0]);
     /* The wrong magic, a short record, a long one: refused, and their fds closed. */
     m.magic = 0;
-    ck_assert_int_eq(ipbm_send(sv[0], &m, &fd, 1), 0);
-    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n), -EBADMSG);
+    ck_assert_int_eq(ipbm_send(sv[0], &m, &fd, 1, 0), 0);
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n, 0), -EBADMSG);
     ck_assert_uint_eq(n, 0);
     ck_assert_int_eq(send(sv[0], "short", 5, 0), 5);
-    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n), -EBADMSG);
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n, 0), -EBADMSG);
     char big[sizeof(struct ipbm_msg) + 8] = {0};
     ck_assert_int_eq(send(sv[0], big, sizeof(big), 0), (ssize_t)sizeof(big));
-    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n), -EBADMSG);
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n, 0), -EBADMSG);
     /* More fds than the receiver takes: the rest are closed, none leak. */
     m.magic = IPBM_MAGIC;
     int many[6] = {fd, fd, fd, fd, fd, fd};
-    ck_assert_int_eq(ipbm_send(sv[0], &m, many, 6), 0);
-    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 2, &n), 1);
+    ck_assert_int_eq(ipbm_send(sv[0], &m, many, 6, 0), 0);
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 2, &n, 0), 1);
     ck_assert_uint_eq(n, 2);
     close(fds[0]);
     close(fds[1]);
     close(sv[0]);
-    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n), 0);
+    ck_assert_int_eq(ipbm_recv(sv[1], &got, fds, 4, &n, 0), 0);
     close(sv[1]);
     close(fd);
 }
