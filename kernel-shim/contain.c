@@ -118,7 +118,7 @@ void shim_contain(int fd, shim_config *cfg) {
     }
     /* 6. The root filesystem: tmpfs, read-only system binds, minimal /etc and /dev, /app,
      *    size-limited /tmp and /dev/shm, fresh /proc with sensitive parts masked, pivot_root. */
-    if (shim_build_root(cfg->root, &cfg->plan, cfg->system != 0, &err) < 0)
+    if (shim_build_root(cfg->root, &cfg->plan, cfg->system != 0, cfg->mount_fds, &err) < 0)
         fail(fd, "root filesystem", err);
     shim_pid1(fd, cfg, &efds);
 }

@@ -6,8 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <linux/mount.h>
+#include <linux/openat2.h>
+#include <stdint.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/fsuid.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -34,53 +37,157 @@ static unsigned long locked_flags(const char *path) {
     return f;
 }
 
-static int remount(const char *path, unsigned long flags, ipb_error **err) {
+/* path: what to remount; name: what to call it in an error. */
+static int remount(const char *path, const char *name, unsigned long flags, ipb_error **err) {
     if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | flags | locked_flags(path), NULL) < 0)
-        return ipb_error_set(err, errno, "remounting %s", path);
+        return ipb_error_set(err, errno, "remounting %s", name);
     return 0;
 }
 
-static int parent_dirs(const char *path, ipb_error **err) {
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof(buf), "%s", path);
-    char *slash = strrchr(buf, '/');
-    if (!slash || slash == buf)
-        return 0;
-    *slash = '\0';
-    int r = ipb_mkdir_p(buf, 0755);
-    return r < 0 ? ipb_error_set(err, -r, "creating %s", buf) : 0;
+/* Every destination is resolved under the new root (openat2 RESOLVE_IN_ROOT), symlinks
+ * included, as it would be inside the sandbox: a symlink planted in a tree that is mounted
+ * there (the user's workspace, say) cannot point a step at the host. Objects are then named
+ * through /proc/self/fd, which is exactly the object found. */
+static int root_fd = -1;
+
+typedef struct place {
+    int fd;
+    char path[40];
+} place;
+
+static int open_in_root(const char *dst, int flags) {
+    struct open_how how = {.flags = (uint64_t)(O_PATH | O_CLOEXEC | flags),
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    int fd = (int)syscall(SYS_openat2, root_fd, dst, &how, sizeof(how));
+    return fd < 0 ? -errno : fd;
 }
 
-static int make_mountpoint(const char *dst, bool dir, ipb_error **err) {
-    if (parent_dirs(dst, err) < 0)
-        return -1;
-    if (dir) {
-        if (mkdir(dst, 0755) < 0 && errno != EEXIST)
-            return ipb_error_set(err, errno, "creating mount point %s", dst);
-        return 0;
+/* mkdirat, or openat creating a file when file; EEXIST is fine. A tree idmapped to the
+ * sandbox's user (system mode: the user's own workspace) has no id for the sandbox's root,
+ * so there the entry is made as the sandbox's user (the user, on disk). 0 or -errno. */
+static int make_entry(int dfd, const char *name, bool file) {
+    for (int as_user = 0; as_user < 2; as_user++) {
+        if (as_user) {
+            setfsgid(IPB_SANDBOX_UID);
+            setfsuid(IPB_SANDBOX_UID);
+        }
+        int r = 0;
+        if (file) {
+            int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+            if (fd < 0 && errno != EEXIST && errno != EISDIR)
+                r = -errno;
+            if (fd >= 0)
+                close(fd);
+        } else if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+            r = -errno;
+        if (as_user) {
+            setfsuid(0);
+            setfsgid(0);
+        }
+        if (r != -EOVERFLOW)
+            return r;
     }
-    int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0 && errno != EEXIST)
-        return ipb_error_set(err, errno, "creating mount point %s", dst);
-    if (fd >= 0)
-        close(fd);
+    return -EOVERFLOW;
+}
+
+/* dst (absolute in the sandbox) as a place; -errno when it does not resolve. */
+static int place_at(place *pl, const char *dst, int flags) {
+    pl->fd = open_in_root(dst, flags);
+    if (pl->fd < 0)
+        return pl->fd;
+    snprintf(pl->path, sizeof(pl->path), "/proc/self/fd/%d", pl->fd);
     return 0;
+}
+
+static void place_close(place *pl) {
+    if (pl->fd >= 0)
+        close(pl->fd);
+    pl->fd = -1;
+}
+
+/* The directory that holds dst, made where missing (mkdir -p, each step resolved in the
+ * root), as an O_PATH fd; *name gets dst's last component. Returns the fd or -1. */
+static int parent_of(const char *dst, const char **name, ipb_error **err) {
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof(buf), "%s", dst) >= (int)sizeof(buf))
+        return ipb_error_set(err, ENAMETOOLONG, "%s", dst);
+    const char *last = strrchr(dst, '/');
+    *name = last + 1;
+    buf[last - dst] = '\0';
+    int dfd = open_in_root("/", O_DIRECTORY);
+    for (char *p = buf; dfd >= 0 && *p;) {
+        while (*p == '/')
+            p++;
+        char *e = strchrnul(p, '/');
+        char save = *e;
+        *e = '\0';
+        int r = *p ? make_entry(dfd, p, false) : 0;
+        if (r < 0) {
+            close(dfd);
+            return ipb_error_set(err, -r, "creating %s", buf);
+        }
+        close(dfd);
+        dfd = open_in_root(buf[0] ? buf : "/", O_DIRECTORY);
+        *e = save;
+        p = e;
+    }
+    if (dfd < 0)
+        return ipb_error_set(err, -dfd, "creating the directories of %s", dst);
+    return dfd;
+}
+
+/* A mount point at dst (a directory, or an empty file), then dst as a place. */
+static int make_mountpoint(const char *dst, bool dir, place *pl, ipb_error **err) {
+    const char *name;
+    int dfd = parent_of(dst, &name, err);
+    if (dfd < 0)
+        return -1;
+    int r = -make_entry(dfd, name, !dir);
+    close(dfd);
+    if (r == 0 && (r = -place_at(pl, dst, 0)) == 0)
+        return 0;
+    return ipb_error_set(err, r, "creating mount point %s", dst);
+}
+
+/* dst after something was mounted on it: resolved again, so that the new mount is named. */
+static int remount_at(const char *dst, unsigned long flags, ipb_error **err) {
+    place pl;
+    int r = place_at(&pl, dst, 0);
+    if (r < 0)
+        return ipb_error_set(err, -r, "remounting %s", dst);
+    r = remount(pl.path, dst, flags, err);
+    place_close(&pl);
+    return r;
+}
+
+static int make_symlink(const char *target, const char *dst, ipb_error **err) {
+    const char *name;
+    int dfd = parent_of(dst, &name, err);
+    if (dfd < 0)
+        return -1;
+    int r = symlinkat(target, dfd, name) < 0 ? errno : 0;
+    close(dfd);
+    return r ? ipb_error_set(err, r, "creating symlink %s", dst) : 0;
 }
 
 /* A tree the monitor made an idmapped mount of (system mode): attached where it belongs. Its
  * flags (read-only, nosuid, nodev) were set by the monitor. */
-static int do_bind_fd(const ipb_mount *m, int mfd, const char *dst, ipb_error **err) {
+static int do_bind_fd(const ipb_mount *m, int mfd, ipb_error **err) {
     struct stat st;
     if (fstat(mfd, &st) < 0)
         return ipb_error_set(err, errno, "the mount for %s", m->dst);
-    if (make_mountpoint(dst, S_ISDIR(st.st_mode), err) < 0)
+    place pl;
+    if (make_mountpoint(m->dst, S_ISDIR(st.st_mode), &pl, err) < 0)
         return -1;
-    if (syscall(SYS_move_mount, mfd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-        return ipb_error_set(err, errno, "attaching %s at %s", m->src ? m->src : "a bind", m->dst);
+    int r = (int)syscall(SYS_move_mount, mfd, "", pl.fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+    int e = errno;
+    place_close(&pl);
+    if (r < 0)
+        return ipb_error_set(err, e, "attaching %s at %s", m->src ? m->src : "a bind", m->dst);
     return 0;
 }
 
-static int do_bind(const ipb_mount *m, const char *dst, bool system, ipb_error **err) {
+static int do_bind(const ipb_mount *m, bool system, ipb_error **err) {
     struct stat st;
     if (lstat(m->src, &st) < 0) {
         if (errno == ENOENT && (m->flags & IPB_MNT_OPTIONAL))
@@ -93,11 +200,7 @@ static int do_bind(const ipb_mount *m, const char *dst, bool system, ipb_error *
         if (n < 0)
             return ipb_error_set(err, errno, "reading symlink %s", m->src);
         target[n] = '\0';
-        if (parent_dirs(dst, err) < 0)
-            return -1;
-        if (symlink(target, dst) < 0)
-            return ipb_error_set(err, errno, "creating symlink %s", m->dst);
-        return 0;
+        return make_symlink(target, m->dst, err);
     }
     if (stat(m->src, &st) < 0) {
         if (errno == ENOENT && (m->flags & IPB_MNT_OPTIONAL))
@@ -106,10 +209,14 @@ static int do_bind(const ipb_mount *m, const char *dst, bool system, ipb_error *
     }
     if (m->kind == IPB_MNT_BIND_DEV && !S_ISCHR(st.st_mode))
         return ipb_error_set(err, 0, "%s is not a character device", m->src);
-    if (make_mountpoint(dst, S_ISDIR(st.st_mode), err) < 0)
+    place pl;
+    if (make_mountpoint(m->dst, S_ISDIR(st.st_mode), &pl, err) < 0)
         return -1;
-    if (mount(m->src, dst, NULL, MS_BIND, NULL) < 0)
-        return ipb_error_set(err, errno, "binding %s at %s", m->src, m->dst);
+    int r = mount(m->src, pl.path, NULL, MS_BIND, NULL);
+    int e = errno;
+    place_close(&pl);
+    if (r < 0)
+        return ipb_error_set(err, e, "binding %s at %s", m->src, m->dst);
     unsigned long flags = MS_NOSUID;
     /* In system mode only the monitor's idmapped mounts may be written through: a path bind
      * is read-only whatever the plan says. */
@@ -120,26 +227,30 @@ static int do_bind(const ipb_mount *m, const char *dst, bool system, ipb_error *
     else
         /* Device I/O still works on a read-only bind; chmod/utimes of the host's node do not. */
         flags |= MS_NOEXEC | MS_RDONLY;
-    return remount(dst, flags, err);
+    return remount_at(m->dst, flags, err);
 }
 
 static int do_tmpfs(const char *dst, const char *data, unsigned long extra, ipb_error **err) {
-    if (make_mountpoint(dst, true, err) < 0)
+    place pl;
+    if (make_mountpoint(dst, true, &pl, err) < 0)
         return -1;
-    if (mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV | extra, data) < 0)
-        return ipb_error_set(err, errno, "mounting tmpfs at %s (%s)", dst, data ? data : "");
+    int r = mount("tmpfs", pl.path, "tmpfs", MS_NOSUID | MS_NODEV | extra, data);
+    int e = errno;
+    place_close(&pl);
+    if (r < 0)
+        return ipb_error_set(err, e, "mounting tmpfs at %s (%s)", dst, data ? data : "");
     return 0;
 }
 
-static int do_step(const char *root, const ipb_mount *m, bool system, int *next_fd, ipb_error **err) {
-    char dst[PATH_MAX];
-    /* Every step stays below the new root: no relative path, no ".." component. */
+static int do_step(const ipb_mount *m, bool system, int *next_fd, int end_fd, ipb_error **err) {
+    /* Every step stays below the new root: no relative path, no ".." component (and every
+     * symlink met on the way is resolved in the root). */
     bool up = false;
     for (const char *dd = m->dst; dd && (dd = strstr(dd, "..")); dd += 2)
         up = up || (dd > m->dst && dd[-1] == '/' && (dd[2] == '/' || dd[2] == '\0'));
     if (!m->dst || m->dst[0] != '/' || up)
         return ipb_error_set(err, EINVAL, "mount step destination '%s' leaves the root", m->dst ? m->dst : "");
-    if (snprintf(dst, sizeof(dst), "%s%s", root, m->dst) >= (int)sizeof(dst))
+    if (strlen(m->dst) >= PATH_MAX)
         return ipb_error_set(err, ENAMETOOLONG, "%s", m->dst);
     switch (m->kind) {
     case IPB_MNT_BIND_RO:
@@ -148,78 +259,117 @@ static int do_step(const char *root, const ipb_mount *m, bool system, int *next_
         if (m->flags & IPB_MNT_FD) {
             if (!system || m->kind == IPB_MNT_BIND_DEV)
                 return ipb_error_set(err, EINVAL, "a mount fd for %s outside system mode", m->dst);
-            return do_bind_fd(m, (*next_fd)++, dst, err);
+            if (*next_fd >= end_fd)
+                return ipb_error_set(err, EINVAL, "more mount steps than the monitor's mounts (at %s)", m->dst);
+            return do_bind_fd(m, (*next_fd)++, err);
         }
-        return do_bind(m, dst, system, err);
+        return do_bind(m, system, err);
     case IPB_MNT_TMPFS:
-        return do_tmpfs(dst, m->data, 0, err);
-    case IPB_MNT_DIR:
-        return make_mountpoint(dst, true, err);
-    case IPB_MNT_FILE: {
-        if (parent_dirs(dst, err) < 0)
+        return do_tmpfs(m->dst, m->data, 0, err);
+    case IPB_MNT_DIR: {
+        place pl;
+        if (make_mountpoint(m->dst, true, &pl, err) < 0)
             return -1;
+        place_close(&pl);
+        return 0;
+    }
+    case IPB_MNT_FILE: {
+        const char *name;
+        int dfd = parent_of(m->dst, &name, err);
+        if (dfd < 0)
+            return -1;
+        int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        int e = errno;
+        close(dfd);
+        if (fd < 0)
+            return ipb_error_set(err, e, "writing %s", m->dst);
         const char *d = m->data ? m->data : "";
-        int r = ipb_write_file(dst, d, strlen(d), 0644);
+        int r = ipb_write_all(fd, d, strlen(d));
+        close(fd);
         return r < 0 ? ipb_error_set(err, -r, "writing %s", m->dst) : 0;
     }
     case IPB_MNT_SYMLINK:
-        if (parent_dirs(dst, err) < 0)
+        return make_symlink(m->src, m->dst, err);
+    case IPB_MNT_PROC: {
+        place pl;
+        if (make_mountpoint(m->dst, true, &pl, err) < 0)
             return -1;
-        if (symlink(m->src, dst) < 0)
-            return ipb_error_set(err, errno, "creating symlink %s", m->dst);
-        return 0;
-    case IPB_MNT_PROC:
-        if (make_mountpoint(dst, true, err) < 0)
-            return -1;
-        if (mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        int r = mount("proc", pl.path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+        place_close(&pl);
+        if (r < 0)
             return ipb_error_set(err, errno, "mounting a fresh /proc (the host's /proc may be partly hidden, "
                                              "as inside some containers)");
         return 0;
-    case IPB_MNT_DEVPTS:
-        if (make_mountpoint(dst, true, err) < 0)
+    }
+    case IPB_MNT_DEVPTS: {
+        place pl;
+        if (make_mountpoint(m->dst, true, &pl, err) < 0)
             return -1;
         /* A new instance: the sandbox's ptys are its own, the host's are not visible. */
-        if (mount("devpts", dst, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") < 0)
-            return ipb_error_set(err, errno, "mounting devpts at %s", m->dst);
-        return 0;
-    case IPB_MNT_MASK: {
-        struct stat st;
-        if (lstat(dst, &st) < 0)
-            return (errno == ENOENT && (m->flags & IPB_MNT_OPTIONAL)) ? 0 : ipb_error_set(err, errno, "masking %s", m->dst);
-        if (S_ISDIR(st.st_mode))
-            return do_tmpfs(dst, "size=4k,nr_inodes=1,mode=0555", MS_RDONLY | MS_NOEXEC, err);
-        char null[PATH_MAX];
-        snprintf(null, sizeof(null), "%s/dev/null", root);
-        if (mount(null, dst, NULL, MS_BIND, NULL) < 0)
-            return ipb_error_set(err, errno, "masking %s", m->dst);
-        return remount(dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC, err);
+        int r = mount("devpts", pl.path, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
+        int e = errno;
+        place_close(&pl);
+        return r < 0 ? ipb_error_set(err, e, "mounting devpts at %s", m->dst) : 0;
     }
+    case IPB_MNT_MASK:
     case IPB_MNT_READONLY: {
+        place pl;
         struct stat st;
-        if (lstat(dst, &st) < 0)
-            return (errno == ENOENT && (m->flags & IPB_MNT_OPTIONAL)) ? 0 : ipb_error_set(err, errno, "%s", m->dst);
-        if (mount(dst, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-            return ipb_error_set(err, errno, "making %s read-only", m->dst);
-        return remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, err);
+        int r = place_at(&pl, m->dst, 0);
+        if (r == -ENOENT && (m->flags & IPB_MNT_OPTIONAL))
+            return 0;
+        if (r < 0 || fstat(pl.fd, &st) < 0) {
+            r = r < 0 ? -r : errno;
+            place_close(&pl);
+            return ipb_error_set(err, r, "%s %s", m->kind == IPB_MNT_MASK ? "masking" : "making read-only", m->dst);
+        }
+        if (m->kind == IPB_MNT_MASK && S_ISDIR(st.st_mode)) {
+            place_close(&pl);
+            return do_tmpfs(m->dst, "size=4k,nr_inodes=1,mode=0555", MS_RDONLY | MS_NOEXEC, err);
+        }
+        place null = {.fd = -1};
+        if (m->kind == IPB_MNT_MASK && (r = place_at(&null, "/dev/null", 0)) < 0) {
+            place_close(&pl);
+            return ipb_error_set(err, -r, "masking %s: no /dev/null yet", m->dst);
+        }
+        r = m->kind == IPB_MNT_MASK ? mount(null.path, pl.path, NULL, MS_BIND, NULL)
+                                    : mount(pl.path, pl.path, NULL, MS_BIND | MS_REC, NULL);
+        int e = errno;
+        place_close(&null);
+        place_close(&pl);
+        if (r < 0)
+            return ipb_error_set(err, e, "%s %s", m->kind == IPB_MNT_MASK ? "masking" : "making read-only", m->dst);
+        return remount_at(m->dst, m->kind == IPB_MNT_MASK ? MS_RDONLY | MS_NOSUID | MS_NOEXEC
+                                                          : MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          err);
     }
     }
     return ipb_error_set(err, EINVAL, "unknown mount step %u", m->kind);
 }
 
-int shim_build_root(const char *root, const ipb_mount_plan *plan, bool system, ipb_error **err) {
-    int next_fd = SHIM_MOUNT_FD0;
+int shim_build_root(const char *root, const ipb_mount_plan *plan, bool system, unsigned mount_fds,
+                    ipb_error **err) {
+    int next_fd = SHIM_MOUNT_FD0, end_fd = SHIM_MOUNT_FD0 + (int)mount_fds;
     /* Nothing we mount may propagate back to the host. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return ipb_error_set(err, errno, "making mounts private");
     if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,nr_inodes=4096,mode=0755") < 0)
         return ipb_error_set(err, errno, "mounting the root tmpfs at %s", root);
+    root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0)
+        return ipb_error_set(err, errno, "opening the new root");
     for (size_t i = 0; i < plan->n; i++)
-        if (do_step(root, &plan->m[i], system, &next_fd, err) < 0)
+        if (do_step(&plan->m[i], system, &next_fd, end_fd, err) < 0)
             return -1;
-    for (int fd = SHIM_MOUNT_FD0; fd < next_fd; fd++)
+    if (next_fd != end_fd)
+        return ipb_error_set(err, EINVAL, "the monitor passed %u mounts for %d mount steps", mount_fds,
+                             next_fd - SHIM_MOUNT_FD0);
+    for (int fd = SHIM_MOUNT_FD0; fd < end_fd; fd++)
         close(fd);
+    close(root_fd);
+    root_fd = -1;
     /* The root tmpfs itself read-only: the sandbox writes only to /app, /tmp, /dev/shm, $HOME. */
-    if (remount(root, MS_RDONLY | MS_NOSUID | MS_NODEV, err) < 0)
+    if (remount(root, root, MS_RDONLY | MS_NOSUID | MS_NODEV, err) < 0)
         return -1;
     if (chdir(root) < 0)
         return ipb_error_set(err, errno, "entering the new root");

@@ -8,4 +8,5 @@
 /* In a fresh mount namespace: a tmpfs at `root`, the plan's steps below it, the root made
  * read-only, pivot_root into it and the host's tree detached. system: IPB_MNT_FD steps take
  * the monitor's mounts (SHIM_MOUNT_FD0 on, closed afterwards) and path binds are read-only. */
-int shim_build_root(const char *root, const ipb_mount_plan *plan, bool system, ipb_error **err);
+int shim_build_root(const char *root, const ipb_mount_plan *plan, bool system, unsigned mount_fds,
+                    ipb_error **err);

@@ -55,6 +55,7 @@ typedef struct shim_config {
     ipb_strv argv, env;
     uint8_t *bpf;            /* seccomp program, struct sock_filter[] */
     size_t bpf_len;
+    unsigned mount_fds;      /* not encoded: how many mounts the monitor passed (its argv) */
 } shim_config;
 
 int shim_config_encode(const shim_config *c, ipb_buf *out);

@@ -76,7 +76,7 @@ static void chan_close(struct ipbm *M, struct ipbm_chan *c) {
     free(c);
 }
 
-static bool is_seqpacket(int fd) {
+bool ipbm_is_seqpacket(int fd) {
     int type = 0, domain = 0;
     socklen_t l = sizeof(type), l2 = sizeof(domain);
     return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) == 0 && type == SOCK_SEQPACKET &&
@@ -99,7 +99,7 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
     switch (m.type) {
     case IPBM_ADOPT:
         /* Only a frontend adopts, one socketpair end, and the channel is its user's. */
-        if (!c->frontend || nfds != 1 || !is_seqpacket(fds[0])) {
+        if (!c->frontend || nfds != 1 || !ipbm_is_seqpacket(fds[0])) {
             ret = -1;
             break;
         }

@@ -81,3 +81,5 @@ struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ip
 /* Sends without waiting; a channel that cannot take the record is marked broken. */
 void ipbm_chan_send(struct ipbm_chan *c, const struct ipbm_msg *m, const int *fds, unsigned nfds);
 long ipbm_now_ms(void);
+/* Whether fd is an AF_UNIX SOCK_SEQPACKET socket. */
+bool ipbm_is_seqpacket(int fd);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/mount.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -121,13 +123,15 @@ static pid_t userns_child(int *go_w, int *ready_r, int cgfd) {
 
 /* The user's tree behind fd as a detached idmapped mount. Returns the mount fd or -errno. */
 static int idmapped(int fd, int userns, bool ro) {
-    int m = (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    /* With whatever is mounted below it, as the user sees the tree: a copy without them would
+     * show what those mounts cover. */
+    int m = (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
     if (m < 0)
         return -errno;
     struct mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                                        (ro ? MOUNT_ATTR_RDONLY : 0),
                            .userns_fd = (uint64_t)userns};
-    if (syscall(SYS_mount_setattr, m, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {
+    if (syscall(SYS_mount_setattr, m, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0) {
         int e = errno;
         close(m);
         return -e;
@@ -138,7 +142,6 @@ static int idmapped(int fd, int userns, bool ro) {
 struct child_plan {
     const struct ipbm *M;
     int slot;
-    uint32_t base;
     const ipbm_limits_req *lim;
     int go_r, ready_w;
     int fds[4 + IPBM_MAX_BINDS]; /* stdin, stdout, stderr, sync, mounts */
@@ -146,24 +149,46 @@ struct child_plan {
     pid_t monitor;
 };
 
-static void say(int errfd, const char *what, int e) {
-    dprintf(errfd, "ipybox-monitor: cannot start the sandbox: %s: %s\n", what, strerror(e));
+/* What the child tells the monitor on its pipe: stage 0 once its user namespace exists; a
+ * failure (stage, errno) at any point; nothing more once ipybox-shim runs (the pipe closes on
+ * exec). The child never writes to the user's descriptors: a full pipe there would stall it,
+ * and the monitor with it. */
+struct child_report {
+    int32_t stage;
+    int32_t err;
+};
+enum { ST_READY, ST_CGROUP, ST_GROUPS, ST_USERNS, ST_IDS, ST_PDEATH, ST_FDS, ST_EXEC, ST_N };
+static const char *const stage_text[ST_N] = {
+    [ST_READY] = "", [ST_CGROUP] = "joining its cgroup", [ST_GROUPS] = "dropping supplementary groups",
+    [ST_USERNS] = "creating its user namespace", [ST_IDS] = "switching to the sandbox's uid range",
+    [ST_PDEATH] = "setting its parent-death signal", [ST_FDS] = "placing its descriptors",
+    [ST_EXEC] = "executing ipybox-shim",
+};
+
+__attribute__((noreturn)) static void child_fail(const struct child_plan *p, int stage, int e) {
+    struct child_report r = {stage, e};
+    ssize_t n = write(p->ready_w, &r, sizeof(r));
+    (void)n;
+    _exit(126);
 }
 
-/* The child, between fork and the shim's exec. */
+/* The child, between fork and the shim's exec. It makes the sandbox's user namespace while
+ * still root, so that root owns it: no host process with a pool uid ever has rights over a
+ * sandbox. Only then, inside, it becomes uid 0 there (the pool base on the host). */
 __attribute__((noreturn)) static void child(struct child_plan *p) {
-    int errfd = p->fds[IPBM_FD_STDERR];
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     for (int s = 1; s < NSIG; s++)
         signal(s, SIG_DFL);
     setsid();
-    int r = ipbm_cgroup_enter_v1(&p->M->cg, p->slot);
-    if (r < 0) {
-        say(errfd, "joining its cgroup", -r);
+    /* Out of the way of the descriptors' targets (0 to 3 + IPBM_MAX_BINDS). */
+    if ((p->ready_w = fcntl(p->ready_w, F_DUPFD_CLOEXEC, 64 + IPBM_MAX_BINDS)) < 0 ||
+        (p->go_r = fcntl(p->go_r, F_DUPFD_CLOEXEC, 64 + IPBM_MAX_BINDS)) < 0)
         _exit(126);
-    }
+    int r = ipbm_cgroup_enter_v1(&p->M->cg, p->slot);
+    if (r < 0)
+        child_fail(p, ST_CGROUP, -r);
     /* Processes per uid: a backstop with cgroups, the limit without them (each sandbox has
      * uids of its own, so the count is the sandbox's). */
     rlim_t np = p->lim->pids_max + (p->M->cg.kind == IPBM_LIMITS_RLIMIT ? 0 : 16); /* the cgroup first */
@@ -173,35 +198,55 @@ __attribute__((noreturn)) static void child(struct child_plan *p) {
         struct rlimit as = {p->lim->memory_max, p->lim->memory_max};
         setrlimit(RLIMIT_AS, &as);
     }
-    if (setgroups(0, NULL) < 0 || setresgid(p->base, p->base, p->base) < 0 ||
-        setresuid(p->base, p->base, p->base) < 0) {
-        say(errfd, "switching to the sandbox's uid range", errno);
-        _exit(126);
-    }
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != p->monitor)
-        _exit(126);
-    if (unshare(CLONE_NEWUSER) < 0) {
-        say(errfd, "creating its user namespace", errno);
-        _exit(126);
-    }
+    if (setgroups(0, NULL) < 0)
+        child_fail(p, ST_GROUPS, errno);
+    if (unshare(CLONE_NEWUSER) < 0)
+        child_fail(p, ST_USERNS, errno);
+    struct child_report ready = {ST_READY, 0};
     char b;
-    if (write(p->ready_w, "u", 1) != 1 || read(p->go_r, &b, 1) != 1)
+    if (write(p->ready_w, &ready, sizeof(ready)) != (ssize_t)sizeof(ready) || read(p->go_r, &b, 1) != 1)
+        _exit(126);
+    /* The maps exist now: 0 here is the pool base on the host. */
+    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+        child_fail(p, ST_IDS, errno);
+    /* After the last change of credentials (which clears it). */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        child_fail(p, ST_PDEATH, errno);
+    if (getppid() != p->monitor)
         _exit(126);
     /* Lift every fd above its target, then put each in place (dup2 clears close-on-exec). */
     for (unsigned i = 0; i < p->nfds; i++)
         if ((p->fds[i] = fcntl(p->fds[i], F_DUPFD_CLOEXEC, 64 + IPBM_MAX_BINDS)) < 0)
-            _exit(126);
+            child_fail(p, ST_FDS, errno);
     for (unsigned i = 0; i < p->nfds; i++) {
         int target = i < IPBM_FD_BINDS ? (int)i : SHIM_MOUNT_FD0 + (int)(i - IPBM_FD_BINDS);
         if (dup2(p->fds[i], target) < 0)
-            _exit(126);
+            child_fail(p, ST_FDS, errno);
     }
     ipb_cloexec_from(SHIM_MOUNT_FD0 + (int)(p->nfds - IPBM_FD_BINDS));
-    char *argv[] = {(char *)"ipybox-shim", (char *)"--system", NULL};
+    char nmounts[16];
+    snprintf(nmounts, sizeof(nmounts), "%u", p->nfds - IPBM_FD_BINDS);
+    char *argv[] = {(char *)"ipybox-shim", (char *)"--system", nmounts, NULL};
     char *envp[] = {NULL};
     execve(p->M->shim, argv, envp);
-    say(2, "executing ipybox-shim", errno);
-    _exit(127);
+    child_fail(p, ST_EXEC, errno);
+}
+
+/* The child's next report: 1 with *rep, 0 when its pipe closed (it exec'd or died), -1 when it
+ * said nothing for 10 s. */
+static int child_report(int fd, struct child_report *rep) {
+    struct pollfd pf = {fd, POLLIN, 0};
+    int r;
+    while ((r = poll(&pf, 1, 10000)) < 0 && errno == EINTR)
+        ;
+    if (r <= 0)
+        return -1;
+    ssize_t n;
+    while ((n = read(fd, rep, sizeof(*rep))) < 0 && errno == EINTR)
+        ;
+    if (n == (ssize_t)sizeof(*rep) && rep->stage >= 0 && rep->stage < ST_N)
+        return 1;
+    return 0;
 }
 
 static int limits(const ipbm_sysconf *c, const struct ipbm_msg *req, ipbm_limits_req *l, struct ipbm_msg *rep) {
@@ -235,6 +280,19 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
     if (req->nbinds > IPBM_MAX_BINDS || nfds != IPBM_FD_BINDS + req->nbinds ||
         (req->nbinds < 32 && (req->ro_binds >> req->nbinds))) {
         fail(rep, EINVAL, "a malformed spawn request");
+        return;
+    }
+    /* stdin, stdout and stderr are pipes, sockets or character devices; the sync channel is
+     * what the shim expects. Nothing else reaches a sandbox. */
+    for (unsigned i = IPBM_FD_STDIN; i <= IPBM_FD_STDERR; i++) {
+        struct stat st;
+        if (fstat(fds[i], &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode))) {
+            fail(rep, EINVAL, "a spawn request whose descriptor %u is not a pipe, socket or device", i);
+            return;
+        }
+    }
+    if (!ipbm_is_seqpacket(fds[IPBM_FD_SYNC])) {
+        fail(rep, EINVAL, "a spawn request whose sync descriptor is not a seqpacket socket");
         return;
     }
     if (limits(&M->conf, req, &lim, rep) < 0)
@@ -271,15 +329,21 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
         }
         mounts[nm] = m;
     }
-    struct child_plan p = {.M = M, .slot = slot, .base = base, .lim = &lim, .monitor = getpid()};
+    struct child_plan p = {.M = M, .slot = slot, .lim = &lim, .monitor = getpid()};
     for (unsigned i = 0; i < IPBM_FD_BINDS; i++)
         p.fds[i] = fds[i];
     for (unsigned i = 0; i < nm; i++)
         p.fds[IPBM_FD_BINDS + i] = mounts[i];
     p.nfds = IPBM_FD_BINDS + nm;
     int go[2], ready[2];
-    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
+    if (pipe2(go, O_CLOEXEC) < 0) {
         fail(rep, errno, "pipe: %s", strerror(errno));
+        goto undo;
+    }
+    if (pipe2(ready, O_CLOEXEC) < 0) {
+        fail(rep, errno, "pipe: %s", strerror(errno));
+        close(go[0]);
+        close(go[1]);
         goto undo;
     }
     p.go_r = go[0];
@@ -296,19 +360,32 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
         fail(rep, fe, "cannot fork the sandbox: %s", strerror(fe));
         goto undo;
     }
-    char b, map[64];
-    if (read(ready_r, &b, 1) != 1) {
-        fail(rep, EIO, "the sandbox's first process ended before its user namespace was made (see the log)");
+    struct child_report cr;
+    int r = child_report(ready_r, &cr);
+    if (r <= 0 || cr.stage != ST_READY) {
+        if (r > 0)
+            fail(rep, cr.err, "cannot start the sandbox: %s: %s", stage_text[cr.stage], strerror(cr.err));
+        else
+            fail(rep, EIO, "the sandbox's first process %s before its user namespace was made",
+                 r < 0 ? "stalled" : "ended");
         goto undo;
     }
+    char map[64];
     snprintf(map, sizeof(map), "0 %u %u\n", base, IPBM_RANGE);
-    int r;
     if ((r = write_map(pid, "uid_map", map)) < 0 || (r = write_map(pid, "gid_map", map)) < 0) {
         fail(rep, -r, "cannot write the sandbox's id maps: %s", strerror(-r));
         goto undo;
     }
     if (write(go_w, "g", 1) != 1) {
         fail(rep, EIO, "the sandbox's first process ended early");
+        goto undo;
+    }
+    /* Its pipe closes when ipybox-shim runs; a report says why it could not. */
+    if ((r = child_report(ready_r, &cr)) != 0) {
+        if (r > 0)
+            fail(rep, cr.err, "cannot start the sandbox: %s: %s", stage_text[cr.stage], strerror(cr.err));
+        else
+            fail(rep, ETIMEDOUT, "the sandbox's first process stalled before running ipybox-shim");
         goto undo;
     }
     struct ipbm_sandbox *s = calloc(1, sizeof(*s));

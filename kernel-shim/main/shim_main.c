@@ -14,9 +14,14 @@
 
 int main(int argc, char **argv) {
     struct stat st;
-    /* Only the system service's monitor starts the shim with --system (a worker cannot choose
-     * the monitor's argv); the configuration, written by a worker, must agree. */
-    bool system = argc == 2 && !strcmp(argv[1], "--system");
+    /* Only the system service's monitor starts the shim with `--system N` (N: the mounts it
+     * passed from SHIM_MOUNT_FD0 on; a worker cannot choose the monitor's argv); the
+     * configuration, written by a worker, must agree. */
+    bool system = argc == 3 && !strcmp(argv[1], "--system");
+    char *end = NULL;
+    unsigned long mount_fds = system ? strtoul(argv[2], &end, 10) : 0;
+    if (system && (!*argv[2] || *end || mount_fds > 64))
+        system = false;
     if ((argc != 1 && !system) || fstat(SHIM_SYNC_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
         fprintf(stderr, "ipybox-shim: this program is started by ipybox; it is not meant to be run by hand\n");
         return 2;
@@ -45,5 +50,6 @@ int main(int argc, char **argv) {
                   "the configuration's system mode does not match how the shim was started");
         return 1;
     }
+    cfg.mount_fds = (unsigned)mount_fds;
     shim_contain(SHIM_SYNC_FD, &cfg);
 }

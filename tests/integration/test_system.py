@@ -6,6 +6,7 @@ behind."""
 import glob
 import os
 import ctypes
+import fcntl
 import pwd
 import select
 import shutil
@@ -212,6 +213,17 @@ class SystemService(unittest.TestCase):
         self.assertTrue(scratch)
         owner = os.stat("/proc/%d/root/tmp/scratch" % scratch[0]).st_uid
         self.assertTrue(POOL_START <= owner < POOL_END and owner not in real, owner)
+        # Each sandbox's outermost user namespace belongs to root, not to its pool base uid:
+        # no host process with a pool uid has rights over a sandbox.
+        shims = [p for p, u in proc_uids() if POOL_START <= u < POOL_END and (u - POOL_START) % 65536 == 0]
+        self.assertTrue(shims)
+        for p in shims:
+            fd = os.open("/proc/%d/ns/user" % p, os.O_RDONLY)
+            try:
+                owner = struct.unpack("I", fcntl.ioctl(fd, 0xb704, b"\0" * 4))[0]  # NS_GET_OWNER_UID
+            finally:
+                os.close(fd)
+            self.assertEqual(owner, 0, "pid %d" % p)
         # The workspace is the user's own on disk (idmapped): usable by its owner, not by B.
         ua = pwd.getpwnam(USERS[0])
         made = glob.glob(os.path.join(ua.pw_dir, ".local/state/ipybox/workspaces/*/made-by-a.txt"))
@@ -314,6 +326,74 @@ class SystemService(unittest.TestCase):
         for t in threads:
             t.join(300)
         self.assertEqual(results, {i: "session %d\n" % i for i in range(n)})
+
+    def test_symlinks_in_a_workspace_lead_nowhere_on_the_host(self):
+        # A's workspace holds a symlink to a host directory anyone may write to; a bind whose
+        # destination passes through it is placed inside the sandbox, never on the host.
+        ua = pwd.getpwnam(USERS[0])
+        target = tempfile.mkdtemp(prefix="ipbt-target-")
+        os.chmod(target, 0o1777)
+        ws = os.path.join(ua.pw_dir, "ws-link")
+        src = os.path.join(ua.pw_dir, "src-dir")
+        for d in (ws, src):
+            os.makedirs(d, exist_ok=True)
+            os.chown(d, ua.pw_uid, ua.pw_gid)
+        link = os.path.join(ws, "link")
+        os.symlink(target, link)
+        os.lchown(link, ua.pw_uid, ua.pw_gid)
+        try:
+            try:
+                c = self.client(USERS[0], "--workspace", ws, "--container-bind", "%s:link/x" % src)
+                c.execute("print(1)")
+            except EOFError:
+                pass  # refusing the session is as good
+            self.assertEqual(os.listdir(target), [])
+        finally:
+            shutil.rmtree(target)
+            shutil.rmtree(ws)
+            shutil.rmtree(src)
+
+    def test_a_bind_shows_what_is_mounted_below_it_not_what_that_covers(self):
+        ua = pwd.getpwnam(USERS[0])
+        parent = os.path.join(ua.pw_dir, "parent")
+        cover = os.path.join(parent, "cover")
+        os.makedirs(cover, exist_ok=True)
+        with open(os.path.join(cover, "hidden.txt"), "w") as f:
+            f.write("under the mount")
+        for d in (parent, cover, os.path.join(cover, "hidden.txt")):
+            os.chown(d, ua.pw_uid, ua.pw_gid)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "cover", cover], check=True)
+        try:
+            with open(os.path.join(cover, "on-top.txt"), "w") as f:
+                f.write("on top")
+            c = self.client(USERS[0], "--container-bind", "%s:p" % parent)
+            out, res = c.execute("import os; print(sorted(os.listdir('/app/p/cover')))")
+            self.assertFalse(res["isError"], out)
+            self.assertEqual(out, "['on-top.txt']\n")
+        finally:
+            subprocess.run(["umount", cover])
+            shutil.rmtree(parent)
+
+    def test_spawn_takes_only_the_descriptors_it_expects(self):
+        chan = socket.socket(fileno=steal_fd(self.frontend_pid(USERS[0]), 4))
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [mine.fileno()])
+        mine.close()
+        sync, sync_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        r, w = os.pipe()
+        stream, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with tempfile.TemporaryFile() as f:
+            for fds, why in (([r, f.fileno(), w, sync.fileno()], "descriptor 1 is not a pipe"),
+                             ([r, w, w, stream.fileno()], "sync descriptor is not a seqpacket")):
+                socket.send_fds(theirs, [ipbm(IPBM_SPAWN)], fds)
+                theirs.settimeout(10)
+                reply = IPBM.unpack(theirs.recv(IPBM.size))
+                self.assertEqual(reply[1], 101)  # IPBM_ERROR
+                self.assertIn(why, reply[-1].split(b"\0")[0].decode())
+        for x in (chan, theirs, sync, sync_peer, stream):
+            x.close()
+        os.close(r)
+        os.close(w)
 
     def frontend_pid(self, user):
         uid = pwd.getpwnam(user).pw_uid
