@@ -11,6 +11,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "procs.h"
 #include "fdio.h"
 #include "log.h"
 
@@ -304,8 +305,11 @@ static int each_pid(const char *base, int slot, bool do_kill) {
             break;
         if (pid > 1) {
             n++;
-            if (do_kill)
-                kill((pid_t)pid, SIGKILL);
+            if (do_kill) {
+                char leaf[32];
+                snprintf(leaf, sizeof(leaf), "sb-%d", slot);
+                ipbm_kill_in_cgroup((pid_t)pid, leaf);
+            }
         }
         s = end;
         while (*s == '\n')

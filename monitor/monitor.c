@@ -24,6 +24,7 @@
 #include "log.h"
 #include "monitor_int.h"
 #include "options.h"
+#include "procs.h"
 #include "shim_proto.h"
 
 long ipbm_now_ms(void) {
@@ -49,6 +50,8 @@ struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ip
     }
     c->next = M->chans;
     M->chans = c;
+    if (!frontend)
+        u->nchans++;
     return c;
 }
 
@@ -68,6 +71,8 @@ static void chan_close(struct ipbm *M, struct ipbm_chan *c) {
         }
     epoll_ctl(M->ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
+    if (!c->frontend)
+        c->user->nchans--;
     for (struct ipbm_chan **pp = &M->chans; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
@@ -81,6 +86,14 @@ bool ipbm_is_seqpacket(int fd) {
     socklen_t l = sizeof(type), l2 = sizeof(domain);
     return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) == 0 && type == SOCK_SEQPACKET &&
            getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l2) == 0 && domain == AF_UNIX;
+}
+
+/* A channel's requests are the user's to make: at most a few warnings each, so that none
+ * can flood the log. */
+static bool chan_may_log(struct ipbm_chan *c) {
+    if (c->warnings == 5)
+        log_warn("user %s: further failures on this channel are not logged", c->user->name);
+    return ++c->warnings <= 5;
 }
 
 /* One request. Returns -1 when the channel must be closed. */
@@ -103,6 +116,16 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
             ret = -1;
             break;
         }
+        if (c->user->nchans >= IPBM_USER_CHANS(&M->conf)) {
+            /* Told on the new channel (whose worker is waiting for an answer), then closed. */
+            struct ipbm_msg e = {.magic = IPBM_MAGIC, .type = IPBM_ERROR, .err = EUSERS};
+            snprintf(e.text, sizeof(e.text), "user %s has %u sessions open, the most the service allows "
+                     "(max_sessions_per_user)", c->user->name, M->conf.max_sessions_per_user);
+            ipbm_send(fds[0], &e, NULL, 0, MSG_DONTWAIT);
+            if (chan_may_log(c))
+                log_warn("user %s: a session refused: %u sessions open", c->user->name, c->user->nchans);
+            break;
+        }
         if (ipbm_chan_add(M, fds[0], false, c->user))
             fds[0] = -1;
         break;
@@ -120,7 +143,7 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
         int rfds[2];
         unsigned nr = 0;
         ipbm_spawn(M, c, &m, fds, nfds, &rep, rfds, &nr);
-        if (rep.type == IPBM_ERROR)
+        if (rep.type == IPBM_ERROR && chan_may_log(c))
             log_warn("user %s: a sandbox could not start: %s", c->user->name, rep.text);
         ipbm_chan_send(c, &rep, rfds, nr);
         for (unsigned i = 0; i < nr; i++)
@@ -390,6 +413,10 @@ int ipbm_main(int argc, char **argv) {
     free(shim);
     if (ipbm_pool_init(&M->pool, M->conf.pool_start, M->conf.pool_size) < 0)
         return 1;
+    /* Whatever an earlier run left in the pool's uids (with or without cgroups) goes now. */
+    int left = ipbm_range_procs(M->conf.pool_start, M->conf.pool_size * IPBM_RANGE, true);
+    if (left)
+        log_warn("killed %d process%s left in the sandbox uids by an earlier run", left, left == 1 ? "" : "es");
     char desc[4096];
     ipbm_cgroups_init(&M->cg, desc, sizeof(desc));
     log_info("limits: %s", desc);

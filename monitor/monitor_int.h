@@ -21,6 +21,8 @@ struct ipbm_user {
     pid_t frontend; /* 0 while none runs */
     long restart_ms;/* when to start it again after it ended */
     unsigned restarts;
+    unsigned nchans;        /* worker channels (ADOPTed) open now */
+    unsigned nsandboxes;    /* sandboxes holding a slot now */
     struct ipbm_user *next;
 };
 
@@ -30,6 +32,7 @@ struct ipbm_chan {
     struct ipbm_user *user; /* whose */
     uint32_t next_id;
     bool broken;            /* hung up, misbehaved or not reading: closed after this batch */
+    unsigned warnings;      /* logged for it so far */
     struct ipbm_chan *next;
 };
 
@@ -38,6 +41,7 @@ struct ipbm_sandbox {
     int slot;
     pid_t pid;              /* the outer shim; 0 once reaped */
     struct ipbm_chan *chan; /* NULL once its channel closed */
+    struct ipbm_user *user; /* whose (counted in user->nsandboxes) */
     long gone_ms;           /* reaped at; its cgroup is removed before the slot is free */
     struct ipbm_sandbox *next;
 };
@@ -57,6 +61,12 @@ struct ipbm {
     bool stopping;
     int verbose;
 };
+
+/* The most worker channels and sandboxes one user may hold: the frontend is the user's own
+ * process, so the monitor enforces max_sessions_per_user itself (with room for a session's
+ * old sandbox to be torn down while its new one starts after a reset). */
+#define IPBM_USER_CHANS(c) ((c)->max_sessions_per_user + 4)
+#define IPBM_USER_SANDBOXES(c) ((c)->max_sessions_per_user * 2)
 
 /* spawn.c: carries out a SPAWN from chan (fds: as mon_proto.h says, owned by the caller).
  * Fills rep (SPAWNED or ERROR) and the fds to send back with it. */

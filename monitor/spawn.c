@@ -23,6 +23,7 @@
 #include "log.h"
 #include "mountplan.h"
 #include "monitor_int.h"
+#include "procs.h"
 #include "shim_proto.h"
 
 static void fail(struct ipbm_msg *rep, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -297,6 +298,11 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
     }
     if (limits(&M->conf, req, &lim, rep) < 0)
         return;
+    if (chan->user->nsandboxes >= IPBM_USER_SANDBOXES(&M->conf)) {
+        fail(rep, EUSERS, "user %s has %u sandboxes running, the most the service allows (twice "
+             "max_sessions_per_user)", chan->user->name, chan->user->nsandboxes);
+        return;
+    }
     int slot = ipbm_pool_take(&M->pool);
     if (slot < 0) {
         fail(rep, EAGAIN, "all %u sandbox uid ranges are in use (uid_pool_size in the configuration)",
@@ -397,6 +403,8 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
     s->slot = slot;
     s->pid = pid;
     s->chan = chan;
+    s->user = chan->user;
+    s->user->nsandboxes++;
     s->next = M->sandboxes;
     M->sandboxes = s;
     M->nsandboxes++;
@@ -431,8 +439,21 @@ undo:
     }
     if (slot >= 0) {
         ipbm_cgroup_kill(&M->cg, slot);
-        ipbm_cgroup_remove(&M->cg, slot);
-        ipbm_pool_put(&M->pool, slot);
+        ipbm_range_procs(base, IPBM_RANGE, true);
+        /* The slot is free only once nothing of it is left; else the sweep sees to it. */
+        struct ipbm_sandbox *z;
+        if (!ipbm_range_procs(base, IPBM_RANGE, false) && ipbm_cgroup_remove(&M->cg, slot))
+            ipbm_pool_put(&M->pool, slot);
+        else if ((z = calloc(1, sizeof(*z)))) {
+            z->slot = slot;
+            z->user = chan->user;
+            z->user->nsandboxes++;
+            z->gone_ms = ipbm_now_ms();
+            z->next = M->sandboxes;
+            M->sandboxes = z;
+            M->nsandboxes++;
+        } else
+            log_error("sandbox uids %u-%u stay in use until the service restarts", base, base + IPBM_RANGE - 1);
     }
     for (unsigned i = 0; i < nm; i++)
         close(mounts[i]);
@@ -444,16 +465,17 @@ undo:
 
 void ipbm_sandbox_kill(struct ipbm *M, struct ipbm_sandbox *s) {
     if (s->pid > 0)
-        kill(s->pid, SIGKILL);
+        kill(s->pid, SIGKILL); /* our child, not reaped yet: the pid is still its own */
     ipbm_cgroup_kill(&M->cg, s->slot);
+    ipbm_range_procs(ipbm_pool_uid(&M->pool, s->slot), IPBM_RANGE, true);
 }
 
 void ipbm_sandbox_gone(struct ipbm *M, struct ipbm_sandbox *s, int status) {
     s->pid = 0;
     s->gone_ms = ipbm_now_ms();
-    /* PID 1 dies with the shim and takes its pid namespace along; anything else left in the
-     * cgroup (none should be) is killed before the range is handed out again. */
-    ipbm_cgroup_kill(&M->cg, s->slot);
+    /* PID 1 dies with the shim and takes its pid namespace along; anything else left (none
+     * should be) is killed before the range is handed out again. */
+    ipbm_sandbox_kill(M, s);
     if (s->chan) {
         struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_EXITED, .id = s->id, .status = status};
         ipbm_chan_send(s->chan, &m, NULL, 0);
@@ -464,10 +486,17 @@ void ipbm_sandbox_gone(struct ipbm *M, struct ipbm_sandbox *s, int status) {
 void ipbm_sandboxes_sweep(struct ipbm *M) {
     for (struct ipbm_sandbox **pp = &M->sandboxes; *pp;) {
         struct ipbm_sandbox *s = *pp;
-        if (s->pid == 0 && !ipbm_cgroup_busy(&M->cg, s->slot) && ipbm_cgroup_remove(&M->cg, s->slot)) {
+        /* Free once its cgroup is empty and removed and no process has a uid of its range
+         * (the only sign there is with rlimits alone); until then killed again each time. */
+        bool left = s->pid == 0 && (ipbm_cgroup_busy(&M->cg, s->slot) ||
+                                    ipbm_range_procs(ipbm_pool_uid(&M->pool, s->slot), IPBM_RANGE, false));
+        if (left)
+            ipbm_sandbox_kill(M, s);
+        if (s->pid == 0 && !left && ipbm_cgroup_remove(&M->cg, s->slot)) {
             ipbm_pool_put(&M->pool, s->slot);
             *pp = s->next;
             M->nsandboxes--;
+            s->user->nsandboxes--;
             free(s);
             continue;
         }

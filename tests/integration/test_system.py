@@ -395,6 +395,60 @@ class SystemService(unittest.TestCase):
         os.close(r)
         os.close(w)
 
+    def test_the_monitor_holds_each_user_to_a_quota(self):
+        # The frontend is the user's: acting as it, A cannot take more than their share.
+        chan = socket.socket(fileno=steal_fd(self.frontend_pid(USERS[0]), 4))
+        worker, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [worker.fileno()])
+        worker.close()
+        theirs.settimeout(20)
+        r, w = os.pipe()
+        keep = []
+        replies = []
+        for _ in range(40):  # max_sessions_per_user is 16: at most 32 sandboxes
+            sync, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            keep += [sync, peer]
+            socket.send_fds(theirs, [ipbm(IPBM_SPAWN)], [r, w, w, sync.fileno()])
+            while True:
+                msg, fds, _, _ = socket.recv_fds(theirs, IPBM.size, 4)
+                for fd in fds:
+                    os.close(fd)
+                reply = IPBM.unpack(msg)
+                if reply[1] != 102:  # not an EXITED
+                    break
+            replies.append(reply)
+            if reply[1] == 101:
+                break
+        self.assertEqual(replies[-1][1], 101, "40 sandboxes for one user")
+        self.assertIn(b"the most the service allows", replies[-1][-1])
+        self.assertLessEqual(len(replies) - 1, 32)
+        # B is not held back by A's quota; nor by A's channels, also limited (16 + 4).
+        extra = []
+        for _ in range(24):
+            a_, b_ = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [a_.fileno()])
+            a_.close()
+            extra.append(b_)
+        b = self.client(USERS[1])
+        self.assertEqual(b.execute("print('b fine')")[0], "b fine\n")
+        refused = 0
+        for x in extra:  # answered at once, before B's session started
+            x.setblocking(False)
+            try:
+                refused += b"sessions open" in x.recv(IPBM.size)
+            except BlockingIOError:
+                pass
+        self.assertGreater(refused, 0)
+        # Closing A's channels frees all of it: the sandboxes are killed, and A starts again.
+        shims = {int(x[4]) for x in replies if x[1] == 100}
+        for x in extra + keep + [theirs, chan]:
+            x.close()
+        os.close(r)
+        os.close(w)
+        self.assertTrue(wait_for(lambda: not shims & set(pool_pids())))
+        a = self.client(USERS[0])
+        self.assertEqual(a.execute("print('a fine')")[0], "a fine\n")
+
     def frontend_pid(self, user):
         uid = pwd.getpwnam(user).pw_uid
         for pid, u in proc_uids():

@@ -1,15 +1,19 @@
-/* Unit tests for the monitor's pure parts: the configuration file (monitor/sysconf.c), the
- * uid pool (monitor/pool.c) and the channel's record framing (monitor/mon_proto.c). */
+/* Unit tests for the monitor's parts: the configuration file (monitor/sysconf.c), the uid
+ * pool (monitor/pool.c), the channel's record framing (monitor/mon_proto.c) and finding and
+ * killing a uid range's processes (monitor/procs.c, as root only). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mon_proto.h"
 #include "pool.h"
+#include "procs.h"
 #include "run_suite.h"
 #include "sysconf.h"
 
@@ -21,6 +25,49 @@ static int parse(ipbm_sysconf *c, const char *text, char *msg, size_t msglen) {
     ipb_error_free(err);
     return r;
 }
+
+/* A child in uid u, sitting until killed. */
+static pid_t child_as(uid_t u) {
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        if (setresuid(u, u, u) < 0)
+            _exit(1);
+        if (write(p[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(p[1]);
+    char b;
+    ck_assert_int_eq(read(p[0], &b, 1), 1);
+    close(p[0]);
+    return pid;
+}
+
+START_TEST(test_range_procs_found_and_killed) {
+    if (geteuid() != 0)
+        return; /* needs to switch uids */
+    const uint32_t base = 0x7e000000u;
+    pid_t a = child_as(base + 1000), b = child_as(base + 65536);
+    ck_assert_int_eq(ipbm_range_procs(base, 65536, false), 1);
+    ck_assert_int_eq(ipbm_range_procs(base + 65536, 1, false), 1);
+    ck_assert_int_eq(ipbm_range_procs(base + 1001, 65536 - 1001, false), 0);
+    ck_assert_int_eq(ipbm_range_procs(base, 65536, true), 1);
+    int st;
+    ck_assert_int_eq(waitpid(a, &st, 0), a);
+    ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    /* b is in no cgroup called sb-999999: untouched; then killed by its range. */
+    ipbm_kill_in_cgroup(b, "sb-999999");
+    ck_assert_int_eq(waitpid(b, &st, WNOHANG), 0);
+    ck_assert_int_eq(ipbm_range_procs(base + 65536, 1, true), 1);
+    ck_assert_int_eq(waitpid(b, &st, 0), b);
+    ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+END_TEST
 
 START_TEST(test_sysconf_defaults_and_values) {
     ipbm_sysconf c;
@@ -156,6 +203,7 @@ int main(void) {
     tcase_add_test(tc, test_sysconf_errors_name_the_line);
     tcase_add_test(tc, test_pool_hands_out_each_range_once);
     tcase_add_test(tc, test_records_are_checked);
+    tcase_add_test(tc, test_range_procs_found_and_killed);
     suite_add_tcase(s, tc);
     return ipb_run_suite(s);
 }
