@@ -413,6 +413,10 @@ int ipbm_main(int argc, char **argv) {
     free(shim);
     if (ipbm_pool_init(&M->pool, M->conf.pool_start, M->conf.pool_size) < 0)
         return 1;
+    if (ipbm_pool_check_host(M, &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        return 2;
+    }
     /* Whatever an earlier run left in the pool's uids (with or without cgroups) goes now. */
     int left = ipbm_range_procs(M->conf.pool_start, M->conf.pool_size * IPBM_RANGE, true);
     if (left)

@@ -81,6 +81,9 @@ void ipbm_sandbox_kill(struct ipbm *M, struct ipbm_sandbox *s);
 void ipbm_sandboxes_sweep(struct ipbm *M);
 
 /* users.c */
+/* Refuses a pool that holds a user's or group's id or meets an /etc/subuid or /etc/subgid
+ * range. */
+int ipbm_pool_check_host(const struct ipbm *M, ipb_error **err);
 int ipbm_users_load(struct ipbm *M, ipb_error **err);
 /* Starts (or restarts when due) each user's frontend. */
 void ipbm_frontends_start(struct ipbm *M);

@@ -1,6 +1,7 @@
 #include "pool.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "mon_proto.h"
 
@@ -41,4 +42,26 @@ int ipbm_pool_slot_of(const ipbm_pool *p, uint32_t uid) {
         return -1;
     uint64_t i = (uint64_t)(uid - p->start) / IPBM_RANGE;
     return i < p->size ? (int)i : -1;
+}
+
+unsigned ipbm_pool_subid_clash(const ipbm_pool *p, const char *text) {
+    uint64_t lo = p->start, hi = (uint64_t)p->start + (uint64_t)p->size * IPBM_RANGE; /* [lo, hi) */
+    unsigned line = 0;
+    for (const char *s = text; *s;) {
+        line++;
+        const char *eol = strchrnul(s, '\n');
+        const char *c1 = memchr(s, ':', (size_t)(eol - s));
+        if (c1) {
+            char *end;
+            unsigned long long start = strtoull(c1 + 1, &end, 10);
+            if (end > c1 + 1 && *end == ':') {
+                char *end2;
+                unsigned long long count = strtoull(end + 1, &end2, 10);
+                if (end2 > end + 1 && end2 <= eol && count && start < hi && start + count > lo)
+                    return line;
+            }
+        }
+        s = *eol ? eol + 1 : eol;
+    }
+    return 0;
 }

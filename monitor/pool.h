@@ -19,3 +19,6 @@ void ipbm_pool_put(ipbm_pool *p, int slot);
 uint32_t ipbm_pool_uid(const ipbm_pool *p, int slot);
 /* The slot whose range holds uid, or -1. */
 int ipbm_pool_slot_of(const ipbm_pool *p, uint32_t uid);
+/* The first line of an /etc/subuid or /etc/subgid text ("name:start:count") whose range meets
+ * the pool, or 0 when none does. Lines that do not parse are skipped (they grant nothing). */
+unsigned ipbm_pool_subid_clash(const ipbm_pool *p, const char *text);

@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "log.h"
 #include "monitor_int.h"
 
@@ -57,13 +58,45 @@ static int make_socket(struct ipbm_user *u) {
     mode_t old = umask(0177);
     int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
-    if (r < 0 || chown(u->sock, u->uid, u->gid) < 0 || chmod(u->sock, 0600) < 0 || listen(fd, 128) < 0) {
+    if (r < 0 || lchown(u->sock, u->uid, u->gid) < 0 || chmod(u->sock, 0600) < 0 || listen(fd, 128) < 0) {
         int e = errno;
         close(fd);
         unlink(u->sock);
         return -e;
     }
     return fd;
+}
+
+int ipbm_pool_check_host(const struct ipbm *M, ipb_error **err) {
+    /* Never a real user's or group's id: the pool's uids double as its gids. */
+    const char *clash = NULL;
+    unsigned id = 0;
+    setpwent();
+    for (struct passwd *pw; !clash && (pw = getpwent());)
+        if (ipbm_pool_slot_of(&M->pool, pw->pw_uid) >= 0 || ipbm_pool_slot_of(&M->pool, pw->pw_gid) >= 0)
+            clash = "user", id = pw->pw_uid;
+    endpwent();
+    setgrent();
+    for (struct group *g; !clash && (g = getgrent());)
+        if (ipbm_pool_slot_of(&M->pool, g->gr_gid) >= 0)
+            clash = "group", id = g->gr_gid;
+    endgrent();
+    if (clash)
+        return ipb_error_set(err, EEXIST, "the sandbox uid pool (uid_pool_start, uid_pool_size) holds the id %u of a "
+                             "%s; move the pool", id, clash);
+    static const char *const subids[] = {"/etc/subuid", "/etc/subgid"};
+    for (size_t i = 0; i < 2; i++) {
+        char *text = NULL;
+        size_t len;
+        if (ipb_read_file(subids[i], 16 << 20, &text, &len) < 0)
+            continue; /* none: nothing is delegated */
+        unsigned line = ipbm_pool_subid_clash(&M->pool, text);
+        free(text);
+        if (line)
+            return ipb_error_set(err, EEXIST, "the sandbox uid pool (uid_pool_start, uid_pool_size) meets the range "
+                                 "on line %u of %s; move the pool", line, subids[i]);
+    }
+    return 0;
 }
 
 int ipbm_users_load(struct ipbm *M, ipb_error **err) {
@@ -129,8 +162,12 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != monitor)
             _exit(1);
-        if (dup2(u->listen_fd, 3) < 0 || dup2(sv[1], 4) < 0)
+        /* Lifted first, so that neither is its own or the other's target (dup2 onto itself
+         * would keep close-on-exec). */
+        int lfd = fcntl(u->listen_fd, F_DUPFD_CLOEXEC, 10), cfd = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+        if (lfd < 0 || cfd < 0 || dup2(lfd, 3) < 0 || dup2(cfd, 4) < 0)
             _exit(126);
+        ipb_cloexec_from(5);
         char home[300], user[100], logname[100], idle[32], maxs[32], tmp[40], shm[40];
         snprintf(home, sizeof(home), "HOME=%s", u->home);
         snprintf(user, sizeof(user), "USER=%s", u->name);

@@ -449,6 +449,22 @@ class SystemService(unittest.TestCase):
         a = self.client(USERS[0])
         self.assertEqual(a.execute("print('a fine')")[0], "a fine\n")
 
+    def test_a_pool_that_meets_delegated_subordinate_ids_is_refused(self):
+        lines = open("/etc/subuid").read().splitlines() if os.path.exists("/etc/subuid") else []
+        mine = [(n + 1, ln) for n, ln in enumerate(lines) if ln.startswith(USERS[0] + ":")]
+        if not mine:
+            self.skipTest("useradd gave %s no /etc/subuid range" % USERS[0])
+        line, text = mine[0]
+        start = int(text.split(":")[1])
+        with tempfile.NamedTemporaryFile("w", suffix=".conf") as conf:
+            # A group that does not exist: nothing of the running service is touched either way.
+            conf.write("users = group no-such-group-ipbt\nuid_pool_start = %d\nuid_pool_size = 1\n"
+                       "uid_min = 1000\nuid_max = %d\n" % (start, min(start - 1, 59999)))
+            conf.flush()
+            r = subprocess.run([IPYBOXD, "--config", conf.name], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("meets the range on line %d of /etc/subuid" % line, r.stderr)
+
     def frontend_pid(self, user):
         uid = pwd.getpwnam(user).pw_uid
         for pid, u in proc_uids():

@@ -69,6 +69,19 @@ START_TEST(test_range_procs_found_and_killed) {
 }
 END_TEST
 
+START_TEST(test_pool_meets_subordinate_ids) {
+    ipbm_pool p;
+    ck_assert_int_eq(ipbm_pool_init(&p, 0x70000000u, 2), 0); /* [0x70000000, 0x70020000) */
+    ck_assert_uint_eq(ipbm_pool_subid_clash(&p, ""), 0);
+    ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "a:100000:65536\nb:165536:65536\n"), 0);
+    ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "a:100000:65536\nb:1879048191:2\n"), 2); /* ends inside */
+    ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "b:1879179263:1"), 1);                 /* last uid */
+    ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "b:1879179264:100\nc:1879048190:2"), 0); /* touch only */
+    ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "# comment\nbroken\nx:y:z\nd:1879048192:0\ne:1879048192:1"), 5);
+    ipbm_pool_free(&p);
+}
+END_TEST
+
 START_TEST(test_sysconf_defaults_and_values) {
     ipbm_sysconf c;
     char msg[300];
@@ -204,6 +217,7 @@ int main(void) {
     tcase_add_test(tc, test_pool_hands_out_each_range_once);
     tcase_add_test(tc, test_records_are_checked);
     tcase_add_test(tc, test_range_procs_found_and_killed);
+    tcase_add_test(tc, test_pool_meets_subordinate_ids);
     suite_add_tcase(s, tc);
     return ipb_run_suite(s);
 }
