@@ -78,7 +78,7 @@ HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRCS))
 FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 
-.PHONY: all check unit integration sanitize bench bench-egress bench-daemon install uninstall clean fuzz format-check
+.PHONY: all check unit integration sanitize bench bench-egress bench-daemon bench-system install uninstall clean fuzz format-check
 all: $(IPYBOX) $(IPYBOXD) $(SHIM)
 
 $(BUILD)/obj/%.o: %.c
@@ -142,6 +142,9 @@ bench-egress: all
 # The daemon benchmark alone (sessions per second, memory per session, the most sessions).
 bench-daemon: all
 	@BUILD=$(BUILD) $(PYTHON) bench/daemon.py --out bench/daemon.md
+
+bench-system: all
+	@BUILD=$(BUILD) $(PYTHON) bench/system.py --out bench/system.md
 
 format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')

@@ -292,6 +292,10 @@ static int serve(struct ipbm *M) {
                     c->broken = true;
             }
         }
+        if (M->sweep_due) {
+            M->sweep_due = false;
+            ipbm_sandboxes_sweep(M);
+        }
         /* Closed after the batch: an event later in it may name the same channel. */
         for (struct ipbm_chan *c = M->chans, *nx; c; c = nx) {
             nx = c->next;

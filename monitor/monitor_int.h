@@ -59,6 +59,7 @@ struct ipbm {
     struct ipbm_sandbox *sandboxes;
     unsigned nsandboxes;
     bool stopping;
+    bool sweep_due;         /* a sandbox ended: sweep after this batch of events */
     int verbose;
 };
 

@@ -17,28 +17,62 @@ static void pidfd_kill(int pidfd) {
     syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 }
 
-/* Whether /proc/<pid>/status shows a uid (real, effective, saved or fs) in the range. */
-static bool uid_in(pid_t pid, uint32_t base, uint32_t n) {
+/* The first uid (real, effective, saved, fs) of pid in [base, base + n), or -1. */
+static long uid_in(pid_t pid, uint32_t base, uint64_t n) {
     char p[64], *text = NULL;
     size_t len;
     snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
     if (ipb_read_file(p, 1 << 16, &text, &len) < 0)
-        return false;
-    bool in = false;
+        return -1;
+    long in = -1;
     char *u = strstr(text, "\nUid:");
     if (u) {
         u += 5;
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 4 && in < 0; i++) {
             char *end;
             unsigned long v = strtoul(u, &end, 10);
             if (end == u)
                 break;
-            in = in || (v >= base && v - base < n);
+            if (v >= base && v - base < n)
+                in = (long)v;
             u = end;
         }
     }
     free(text);
     return in;
+}
+
+/* Checked, opened as a pidfd, checked again, killed through the pidfd: between the pidfd and
+ * the second check the pid cannot be another process's, since the one it names is alive. */
+static void kill_checked(pid_t pid, uint32_t base, uint64_t n) {
+    int pidfd = pidfd_of(pid);
+    if (pidfd < 0)
+        return;
+    if (uid_in(pid, base, n) >= 0)
+        pidfd_kill(pidfd);
+    close(pidfd);
+}
+
+void ipbm_pool_scan(uint32_t start, uint32_t nslots, uint32_t range, const uint8_t *kill, uint8_t *busy) {
+    memset(busy, 0, nslots);
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 1)
+            continue;
+        long uid = uid_in((pid_t)pid, start, (uint64_t)nslots * range);
+        if (uid < 0)
+            continue;
+        uint32_t slot = (uint32_t)((uint64_t)(uid - start) / range);
+        busy[slot] = 1;
+        if (kill && kill[slot])
+            kill_checked((pid_t)pid, start + slot * range, range);
+    }
+    closedir(d);
 }
 
 int ipbm_range_procs(uint32_t base, uint32_t n, bool kill) {
@@ -52,16 +86,11 @@ int ipbm_range_procs(uint32_t base, uint32_t n, bool kill) {
         long pid = strtol(e->d_name, &end, 10);
         if (*end || pid <= 1)
             continue;
-        int pidfd = kill ? pidfd_of((pid_t)pid) : -1;
-        if (kill && pidfd < 0)
-            continue;
-        if (uid_in((pid_t)pid, base, n)) {
+        if (uid_in((pid_t)pid, base, n) >= 0) {
             found++;
             if (kill)
-                pidfd_kill(pidfd);
+                kill_checked((pid_t)pid, base, n);
         }
-        if (pidfd >= 0)
-            close(pidfd);
     }
     closedir(d);
     return found;

@@ -467,7 +467,7 @@ void ipbm_sandbox_kill(struct ipbm *M, struct ipbm_sandbox *s) {
     if (s->pid > 0)
         kill(s->pid, SIGKILL); /* our child, not reaped yet: the pid is still its own */
     ipbm_cgroup_kill(&M->cg, s->slot);
-    ipbm_range_procs(ipbm_pool_uid(&M->pool, s->slot), IPBM_RANGE, true);
+    /* Anything else with a uid of its range goes in the next sweep, once the shim is reaped. */
 }
 
 void ipbm_sandbox_gone(struct ipbm *M, struct ipbm_sandbox *s, int status) {
@@ -480,18 +480,34 @@ void ipbm_sandbox_gone(struct ipbm *M, struct ipbm_sandbox *s, int status) {
         struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_EXITED, .id = s->id, .status = status};
         ipbm_chan_send(s->chan, &m, NULL, 0);
     }
-    ipbm_sandboxes_sweep(M);
+    M->sweep_due = true; /* once for all that ended together */
 }
 
 void ipbm_sandboxes_sweep(struct ipbm *M) {
+    bool any = false;
+    for (struct ipbm_sandbox *s = M->sandboxes; s && !any; s = s->next)
+        any = s->pid == 0;
+    if (!any)
+        return;
+    /* One pass over /proc for every slot: the gone sandboxes' processes are killed, and a
+     * slot any process still has a uid of stays taken. */
+    uint8_t *dying = calloc(M->pool.size, 1), *busy = calloc(M->pool.size, 1);
+    if (!dying || !busy) {
+        free(dying);
+        free(busy);
+        return;
+    }
+    for (struct ipbm_sandbox *s = M->sandboxes; s; s = s->next)
+        if (s->pid == 0)
+            dying[s->slot] = 1;
+    ipbm_pool_scan(M->pool.start, M->pool.size, IPBM_RANGE, dying, busy);
     for (struct ipbm_sandbox **pp = &M->sandboxes; *pp;) {
         struct ipbm_sandbox *s = *pp;
         /* Free once its cgroup is empty and removed and no process has a uid of its range
          * (the only sign there is with rlimits alone); until then killed again each time. */
-        bool left = s->pid == 0 && (ipbm_cgroup_busy(&M->cg, s->slot) ||
-                                    ipbm_range_procs(ipbm_pool_uid(&M->pool, s->slot), IPBM_RANGE, false));
+        bool left = s->pid == 0 && (busy[s->slot] || ipbm_cgroup_busy(&M->cg, s->slot));
         if (left)
-            ipbm_sandbox_kill(M, s);
+            ipbm_cgroup_kill(&M->cg, s->slot);
         if (s->pid == 0 && !left && ipbm_cgroup_remove(&M->cg, s->slot)) {
             ipbm_pool_put(&M->pool, s->slot);
             *pp = s->next;
@@ -502,4 +518,6 @@ void ipbm_sandboxes_sweep(struct ipbm *M) {
         }
         pp = &s->next;
     }
+    free(dying);
+    free(busy);
 }

@@ -60,10 +60,17 @@ START_TEST(test_range_procs_found_and_killed) {
     int st;
     ck_assert_int_eq(waitpid(a, &st, 0), a);
     ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    /* b is in no cgroup called sb-999999: untouched; then killed by its range. */
+    /* b is in no cgroup called sb-999999: untouched. */
     ipbm_kill_in_cgroup(b, "sb-999999");
     ck_assert_int_eq(waitpid(b, &st, WNOHANG), 0);
-    ck_assert_int_eq(ipbm_range_procs(base + 65536, 1, true), 1);
+    /* A scan of three slots: b's (the second) is busy; killing the third leaves it alone,
+     * killing the second does not. */
+    uint8_t kill[3] = {0, 0, 1}, busy[3];
+    ipbm_pool_scan(base, 3, 65536, kill, busy);
+    ck_assert(!busy[0] && busy[1] && !busy[2]);
+    ck_assert_int_eq(waitpid(b, &st, WNOHANG), 0);
+    kill[1] = 1;
+    ipbm_pool_scan(base, 3, 65536, kill, busy);
     ck_assert_int_eq(waitpid(b, &st, 0), b);
     ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 }

@@ -1,0 +1,223 @@
+"""System service benchmark: `ipyboxd` as root (the monitor, a frontend per user, sandboxes in
+pool uids with cgroup limits), driven over MCP on one user's socket, in one run:
+
+  creation rate     --sessions K named sessions created one after another from one connection:
+                    K over the time from the first request to the last answer, and the median
+  first result      K more sessions, each created and then sent `1+1`: the median time from
+                    the createSession request to the cell's result
+  memory            PSS (and RSS) of the whole service tree (monitor, frontend, workers, shims,
+                    kernels) with the first K sessions idle, less the tree before any session,
+                    per session; and the monitor (root's only process) alone
+  most sessions     more sessions until createSession fails or --max-concurrent is reached; then
+                    each is attached in turn and must answer `1+1`
+  shutdown          SIGTERM with every session open: the time until the service has exited,
+                    and whether any process in a pool uid is left
+
+Needs root: it creates a user and a group (ipbb-bench) and removes them afterwards. The
+client runs as that user (the socket is theirs alone), in a child process of this one.
+
+Usage: bench/system.py [--out FILE] [--sessions K] [--max-concurrent N]
+"""
+import argparse
+import json
+import os
+import pwd
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon import IPYBOXD, Conn, RpcError, descendants, median, mib, tree_mem  # noqa: E402
+
+USER, GROUP = "ipbb-bench", "ipbb-benchers"
+SOCK = "/run/ipybox/%s/ipybox.sock" % USER
+POOL_START, POOL_SLOTS = 0x70000000, 256
+
+
+def pool_procs():
+    n = 0
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/status" % d) as f:
+                    st = dict(line.split(":", 1) for line in f if ":" in line)
+            except OSError:
+                continue
+            uid = int(st["Uid"].split()[0])
+            n += POOL_START <= uid < POOL_START + POOL_SLOTS * 65536 and not st["State"].strip().startswith("Z")
+    return n
+
+
+def client(k, limit, to_parent, from_parent):
+    """The user's side: every measurement that speaks MCP. Results go to the parent as JSON;
+    it is told when the idle sessions are there (for memory) and waits for a go."""
+    pw = pwd.getpwnam(USER)
+    os.setgroups([])
+    os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+    os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
+    res = {}
+    c = Conn(SOCK)
+    c.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "bench-system", "version": "1"}})
+    one = []
+    t_first = time.perf_counter()
+    for i in range(k):
+        t0 = time.perf_counter()
+        c.call("ipybox/createSession", {"name": "idle-%d" % i})
+        one.append(time.perf_counter() - t0)
+    res["rate_total"] = time.perf_counter() - t_first
+    res["one"] = one
+    os.write(to_parent, b"idle\n")
+    os.read(from_parent, 1)
+    first = []
+    for i in range(k):
+        t0 = time.perf_counter()
+        c.call("ipybox/createSession", {"name": "first-%d" % i})
+        out = c.cell("1+1")
+        first.append(time.perf_counter() - t0)
+        assert out.strip() == "2", out
+    res["first"] = first
+    created = 2 * k
+    res["why"] = "--max-concurrent %d reached" % limit
+    while created < limit:
+        try:
+            c.call("ipybox/createSession", {"name": "more-%d" % created})
+        except RpcError as e:
+            res["why"] = "createSession failed: %s" % e
+            break
+        created += 1
+    names = [s["name"] for s in c.call("ipybox/listSessions")["sessions"]]
+    ok, rtt = 0, []
+    for name in names:
+        c.call("ipybox/attachSession", {"name": name})
+        t0 = time.perf_counter()
+        try:
+            ok += c.cell("1+1").strip() == "2"
+        except RpcError:
+            continue
+        rtt.append(time.perf_counter() - t0)
+    res.update(created=created, listed=len(names), answered=ok, rtt=rtt)
+    os.write(to_parent, (json.dumps(res) + "\n").encode())
+    os.read(from_parent, 1)  # sessions stay open until the service is stopped
+    os._exit(0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out")
+    ap.add_argument("--sessions", type=int, default=10)
+    ap.add_argument("--max-concurrent", type=int, default=40)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("bench/system.py: the system service needs root", file=sys.stderr)
+        return 1
+    k, limit = a.sessions, max(a.max_concurrent, 2 * a.sessions)
+    subprocess.run(["groupadd", "-f", GROUP], check=True)
+    subprocess.run(["useradd", "-m", "-G", GROUP, "-s", "/bin/sh", USER], check=True, capture_output=True)
+    work = tempfile.mkdtemp(prefix="ipybox-bench-system-")
+    conf = os.path.join(work, "ipyboxd.conf")
+    with open(conf, "w") as f:
+        f.write("users = group %s\nmax_sessions_per_user = %d\nmemory_max = 1G\n" % (GROUP, limit + 8))
+    log_path = os.path.join(work, "ipyboxd.log")
+    log = open(log_path, "w")
+    proc = subprocess.Popen([IPYBOXD, "--config", conf], stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT)
+    load = open("/proc/loadavg").read().split()[:3]
+    rows, notes = [], []
+    pid = 0
+    try:
+        deadline = time.time() + 20
+        while not (os.path.exists(SOCK) and "serving uid" in open(log_path).read()):
+            if time.time() > deadline or proc.poll() is not None:
+                print("bench/system.py: the service did not start:\n" + open(log_path).read(), file=sys.stderr)
+                return 1
+            time.sleep(0.05)
+        time.sleep(1)
+        base_pss, base_rss = tree_mem([proc.pid] + descendants(proc.pid))
+        up_r, up_w = os.pipe()
+        down_r, down_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                client(k, limit, up_w, down_r)
+            finally:
+                os._exit(1)
+        up = os.fdopen(up_r)
+        if up.readline().strip() != "idle":
+            raise RuntimeError("the client failed: " + open(log_path).read()[-2000:])
+        time.sleep(2)
+        tree = [proc.pid] + descendants(proc.pid)
+        all_pss, all_rss = tree_mem(tree)
+        mon_pss, mon_rss = tree_mem([proc.pid])
+        os.write(down_w, b"g")
+        line = up.readline()
+        if not line:
+            raise RuntimeError("the client failed: " + open(log_path).read()[-2000:])
+        res = json.loads(line)
+        one, first = res["one"], res["first"]
+        rows.append(("sessions created per second (%d named, one after another from one connection)" % k,
+                     "%.2f /s" % (k / res["rate_total"]), "%d sessions in %.2f s" % (k, res["rate_total"])))
+        rows.append(("one createSession, request to answer (kernel up; median of %d)" % k,
+                     "%.0f ms" % (1000 * median(one)), "range %.0f–%.0f ms" % (1000 * min(one), 1000 * max(one))))
+        rows.append(("createSession request to the first `1+1` result on it (median of %d)" % k,
+                     "%.0f ms" % (1000 * median(first)),
+                     "range %.0f–%.0f ms" % (1000 * min(first), 1000 * max(first))))
+        rows.append(("memory per idle session, all its processes (worker + shims + kernel): PSS (RSS); the "
+                     "service tree with %d sessions less the tree before, over %d" % (k, k),
+                     "%s (%s)" % (mib((all_pss - base_pss) / k), mib((all_rss - base_rss) / k)),
+                     "%d processes in the tree; before any session: %s PSS (%s RSS), monitor + frontend" % (
+                         len(tree), mib(base_pss), mib(base_rss))))
+        rows.append(("the monitor (root's only process) with %d sessions: PSS (RSS)" % k,
+                     "%s (%s)" % (mib(mon_pss), mib(mon_rss)), ""))
+        rows.append(("most concurrent sessions reached (one user; max_sessions_per_user %d)" % (limit + 8),
+                     str(res["created"]), "stopped: %s; listSessions: %d" % (res["why"], res["listed"])))
+        rtt = res["rtt"] or [0]
+        rows.append(("sessions answering `1+1` at the end (each attached in turn)",
+                     "%d of %d" % (res["answered"], res["listed"]),
+                     "`1+1` round trip after the attach: median %.1f ms, max %.1f ms" % (
+                         1000 * median(rtt), 1000 * max(rtt))))
+        procs_before = pool_procs()
+        t0 = time.perf_counter()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+        stop = time.perf_counter() - t0
+        rows.append(("SIGTERM to the service's exit, %d sessions open" % res["created"], "%.2f s" % stop,
+                     "exit status %d; processes in pool uids: %d before, %d after; /run/ipybox left: %s" % (
+                         proc.returncode, procs_before, pool_procs(), "yes" if os.path.exists("/run/ipybox") else "no")))
+    finally:
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        subprocess.run(["pkill", "-KILL", "-u", USER], capture_output=True)
+        subprocess.run(["userdel", "-r", USER], capture_output=True)
+        subprocess.run(["groupdel", GROUP], capture_output=True)
+    text = ["| measure | result | detail |", "|---|---|---|"] + ["| %s | %s | %s |" % r for r in rows]
+    print("\n".join(text))
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write("# System service benchmark\n\n`make bench-system` (bench/system.py, as root), one run on "
+                    "one `ipyboxd` system service with one user (ipbb-bench, created for the run), driven over MCP on "
+                    "that user's socket by a minimal client running as the user. Host: %d CPUs, load average "
+                    "%s at the start. Each session is a worker (the user's), an outer shim started by the "
+                    "monitor in a pool uid range and cgroup (memory 1 GiB, no swap), the sandbox's PID 1 and "
+                    "the kernel. Compare bench/daemon.md (`ipyboxd --user`, same client).\n\n"
+                    % (os.cpu_count(), " ".join(load)))
+            f.write("\n".join(text) + "\n")
+            if notes:
+                f.write("\n" + "".join("- %s\n" % n for n in notes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
