@@ -73,7 +73,7 @@ static int make_entry(int dfd, const char *name, bool file) {
         }
         int r = 0;
         if (file) {
-            int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+            int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
             if (fd < 0 && errno != EEXIST && errno != EISDIR)
                 r = -errno;
             if (fd >= 0)
@@ -149,15 +149,24 @@ static int make_mountpoint(const char *dst, bool dir, place *pl, ipb_error **err
     return ipb_error_set(err, r, "creating mount point %s", dst);
 }
 
-/* dst after something was mounted on it: resolved again, so that the new mount is named. */
-static int remount_at(const char *dst, unsigned long flags, ipb_error **err) {
-    place pl;
-    int r = place_at(&pl, dst, 0);
-    if (r < 0)
-        return ipb_error_set(err, -r, "remounting %s", dst);
-    r = remount(pl.path, dst, flags, err);
-    place_close(&pl);
-    return r;
+/* The tree at src_fd/src (a host path, or a place's fd with src ""), cloned (with whatever is
+ * mounted below it when recursive), its top given attrs (the mounts below keep theirs: /dev's
+ * device binds, /dev/shm), and attached at the place: the destination is looked up once, and
+ * the new mount's flags are set before anyone can reach it. */
+static int attach_clone(int src_fd, const char *src, bool recursive, uint64_t attrs, const place *pl,
+                        const char *what, const char *dst, ipb_error **err) {
+    unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (src[0] ? 0 : AT_EMPTY_PATH) |
+                     (recursive ? AT_RECURSIVE : 0);
+    int t = (int)syscall(SYS_open_tree, src_fd, src, flags);
+    if (t < 0)
+        return ipb_error_set(err, errno, "%s %s", what, dst);
+    struct mount_attr a = {.attr_set = attrs};
+    int r = (int)syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &a, sizeof(a));
+    if (r == 0)
+        r = (int)syscall(SYS_move_mount, t, "", pl->fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+    int e = errno;
+    close(t);
+    return r < 0 ? ipb_error_set(err, e, "%s %s", what, dst) : 0;
 }
 
 static int make_symlink(const char *target, const char *dst, ipb_error **err) {
@@ -209,25 +218,22 @@ static int do_bind(const ipb_mount *m, bool system, ipb_error **err) {
     }
     if (m->kind == IPB_MNT_BIND_DEV && !S_ISCHR(st.st_mode))
         return ipb_error_set(err, 0, "%s is not a character device", m->src);
-    place pl;
-    if (make_mountpoint(m->dst, S_ISDIR(st.st_mode), &pl, err) < 0)
-        return -1;
-    int r = mount(m->src, pl.path, NULL, MS_BIND, NULL);
-    int e = errno;
-    place_close(&pl);
-    if (r < 0)
-        return ipb_error_set(err, e, "binding %s at %s", m->src, m->dst);
-    unsigned long flags = MS_NOSUID;
+    uint64_t attrs = MOUNT_ATTR_NOSUID;
     /* In system mode only the monitor's idmapped mounts may be written through: a path bind
      * is read-only whatever the plan says. */
     if (m->kind == IPB_MNT_BIND_RO || (system && m->kind == IPB_MNT_BIND_RW))
-        flags |= MS_RDONLY | MS_NODEV;
+        attrs |= MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV;
     else if (m->kind == IPB_MNT_BIND_RW)
-        flags |= MS_NODEV;
+        attrs |= MOUNT_ATTR_NODEV;
     else
         /* Device I/O still works on a read-only bind; chmod/utimes of the host's node do not. */
-        flags |= MS_NOEXEC | MS_RDONLY;
-    return remount_at(m->dst, flags, err);
+        attrs |= MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY;
+    place pl;
+    if (make_mountpoint(m->dst, S_ISDIR(st.st_mode), &pl, err) < 0)
+        return -1;
+    int r = attach_clone(AT_FDCWD, m->src, false, attrs, &pl, "binding", m->dst, err);
+    place_close(&pl);
+    return r;
 }
 
 static int do_tmpfs(const char *dst, const char *data, unsigned long extra, ipb_error **err) {
@@ -278,7 +284,7 @@ static int do_step(const ipb_mount *m, bool system, int *next_fd, int end_fd, ip
         int dfd = parent_of(m->dst, &name, err);
         if (dfd < 0)
             return -1;
-        int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
         int e = errno;
         close(dfd);
         if (fd < 0)
@@ -324,24 +330,27 @@ static int do_step(const ipb_mount *m, bool system, int *next_fd, int end_fd, ip
             return ipb_error_set(err, r, "%s %s", m->kind == IPB_MNT_MASK ? "masking" : "making read-only", m->dst);
         }
         if (m->kind == IPB_MNT_MASK && S_ISDIR(st.st_mode)) {
+            r = mount("tmpfs", pl.path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY | MS_NOEXEC,
+                      "size=4k,nr_inodes=1,mode=0555");
+            int e = errno;
             place_close(&pl);
-            return do_tmpfs(m->dst, "size=4k,nr_inodes=1,mode=0555", MS_RDONLY | MS_NOEXEC, err);
+            return r < 0 ? ipb_error_set(err, e, "masking %s", m->dst) : 0;
         }
-        place null = {.fd = -1};
-        if (m->kind == IPB_MNT_MASK && (r = place_at(&null, "/dev/null", 0)) < 0) {
-            place_close(&pl);
-            return ipb_error_set(err, -r, "masking %s: no /dev/null yet", m->dst);
-        }
-        r = m->kind == IPB_MNT_MASK ? mount(null.path, pl.path, NULL, MS_BIND, NULL)
-                                    : mount(pl.path, pl.path, NULL, MS_BIND | MS_REC, NULL);
-        int e = errno;
-        place_close(&null);
+        if (m->kind == IPB_MNT_MASK) {
+            place null = {.fd = -1};
+            r = place_at(&null, "/dev/null", 0);
+            if (r == 0)
+                r = attach_clone(null.fd, "", false, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, &pl,
+                                 "masking", m->dst, err);
+            else
+                ipb_error_set(err, -r, "masking %s: no /dev/null yet", m->dst);
+            place_close(&null);
+        } else
+            r = attach_clone(pl.fd, "", true,
+                             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, &pl,
+                             "making read-only", m->dst, err);
         place_close(&pl);
-        if (r < 0)
-            return ipb_error_set(err, e, "%s %s", m->kind == IPB_MNT_MASK ? "masking" : "making read-only", m->dst);
-        return remount_at(m->dst, m->kind == IPB_MNT_MASK ? MS_RDONLY | MS_NOSUID | MS_NOEXEC
-                                                          : MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                          err);
+        return r < 0 ? -1 : 0;
     }
     }
     return ipb_error_set(err, EINVAL, "unknown mount step %u", m->kind);

@@ -208,8 +208,7 @@ static int v1_limits(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, 
         slot_dir(c->cpu, slot, d, sizeof(d));
         if (mkdir(d, 0755) < 0 && errno != EEXIST)
             goto fail;
-        snprintf(v, sizeof(v), "%u", (unsigned)((uint64_t)l->cpu_weight * 1024 / 100));
-        put(d, "cpu.shares", v);
+        put(d, "cpu.shares", "1024"); /* the default until ipbm_cgroup_set_cpu */
     }
     return 0;
 fail:
@@ -228,8 +227,7 @@ static int v2_limits(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, 
     snprintf(v, sizeof(v), "%u", l->pids_max);
     if (put(d, "pids.max", v) < 0)
         goto fail;
-    snprintf(v, sizeof(v), "%u", l->cpu_weight);
-    put(d, "cpu.weight", v); /* absent without the cpu controller */
+    put(d, "cpu.weight", "100"); /* the default until ipbm_cgroup_set_cpu; absent without cpu */
     return 0;
 fail:
     snprintf(why, whylen, "cannot set up the sandbox's cgroup %s: %s", d, strerror(errno));
@@ -278,6 +276,19 @@ static int join(const char *base, int slot) {
     int e = errno;
     close(fd);
     return n == 1 ? 0 : -e;
+}
+
+void ipbm_cgroup_set_cpu(const ipbm_cgroups *c, int slot, uint32_t weight) {
+    char d[1024], v[32];
+    if (c->kind == IPBM_LIMITS_CGROUP2) {
+        slot_dir(c->v2, slot, d, sizeof(d));
+        snprintf(v, sizeof(v), "%u", weight);
+        put(d, "cpu.weight", v);
+    } else if (c->kind == IPBM_LIMITS_CGROUP1 && c->cpu[0]) {
+        slot_dir(c->cpu, slot, d, sizeof(d));
+        snprintf(v, sizeof(v), "%u", (unsigned)((uint64_t)weight * 1024 / 100));
+        put(d, "cpu.shares", v);
+    }
 }
 
 int ipbm_cgroup_enter_v1(const ipbm_cgroups *c, int slot) {

@@ -28,6 +28,9 @@ void ipbm_cgroups_init(ipbm_cgroups *c, char *desc, size_t desclen);
  * CLONE_INTO_CGROUP), else -1; *mem_ev and *pids_ev the event files (read-only), else -1. */
 int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, int *dirfd, int *mem_ev,
                        int *pids_ev, char *why, size_t whylen);
+/* The slot's CPU share (created with the default one, so that the monitor never waits on a
+ * child a user's low weight starves). */
+void ipbm_cgroup_set_cpu(const ipbm_cgroups *c, int slot, uint32_t weight);
 /* In the child before exec: joins the slot's v1 cgroups (v2 was joined by clone3). Returns
  * 0 or -errno. Async-signal-safe. */
 int ipbm_cgroup_enter_v1(const ipbm_cgroups *c, int slot);

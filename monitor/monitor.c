@@ -73,6 +73,8 @@ static void chan_close(struct ipbm *M, struct ipbm_chan *c) {
     close(c->fd);
     if (!c->frontend)
         c->user->nchans--;
+    else if (c->user->fchan == c)
+        c->user->fchan = NULL;
     for (struct ipbm_chan **pp = &M->chans; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
@@ -88,12 +90,18 @@ bool ipbm_is_seqpacket(int fd) {
            getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l2) == 0 && domain == AF_UNIX;
 }
 
-/* A channel's requests are the user's to make: at most a few warnings each, so that none
- * can flood the log. */
+/* A channel's requests are the user's to make: at most ten warnings a minute for each user,
+ * so that none can flood the log. */
 static bool chan_may_log(struct ipbm_chan *c) {
-    if (c->warnings == 5)
-        log_warn("user %s: further failures on this channel are not logged", c->user->name);
-    return ++c->warnings <= 5;
+    struct ipbm_user *u = c->user;
+    long now = ipbm_now_ms();
+    if (now - u->warn_since > 60000) {
+        u->warn_since = now;
+        u->warnings = 0;
+    }
+    if (u->warnings == 10)
+        log_warn("user %s: further failures are not logged for a minute", u->name);
+    return ++u->warnings <= 10;
 }
 
 /* One request. Returns -1 when the channel must be closed. */
@@ -126,8 +134,8 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
                 log_warn("user %s: a session refused: %u sessions open", c->user->name, c->user->nchans);
             break;
         }
-        if (ipbm_chan_add(M, fds[0], false, c->user))
-            fds[0] = -1;
+        ipbm_chan_add(M, fds[0], false, c->user); /* closes it when it fails */
+        fds[0] = -1;
         break;
     case IPBM_SPAWN: {
         if (c->frontend || M->stopping) {
@@ -165,7 +173,7 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
     for (unsigned i = 0; i < nfds; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    if (ret < 0)
+    if (ret < 0 && chan_may_log(c))
         log_warn("user %s: a malformed request on a %s channel; closing it", c->user->name,
                  c->frontend ? "frontend" : "worker");
     return ret;
@@ -186,6 +194,11 @@ static void reap(struct ipbm *M) {
             if (u->frontend == pid) {
                 found = true;
                 u->frontend = 0;
+                /* Its channel goes with it, even if another of the user's processes holds
+                 * the other end: one channel per frontend. */
+                if (u->fchan)
+                    u->fchan->broken = true;
+                u->fchan = NULL;
                 if (!M->stopping) {
                     /* Restarted, after a pause that grows if it keeps failing. */
                     u->restarts++;

@@ -22,6 +22,9 @@ struct ipbm_user {
     long restart_ms;/* when to start it again after it ended */
     unsigned restarts;
     unsigned nchans;        /* worker channels (ADOPTed) open now */
+    struct ipbm_chan *fchan;/* the running frontend's channel */
+    long warn_since;        /* warnings logged for the user since then (at most 10 a minute) */
+    unsigned warnings;
     unsigned nsandboxes;    /* sandboxes holding a slot now */
     struct ipbm_user *next;
 };
@@ -32,7 +35,6 @@ struct ipbm_chan {
     struct ipbm_user *user; /* whose */
     uint32_t next_id;
     bool broken;            /* hung up, misbehaved or not reading: closed after this batch */
-    unsigned warnings;      /* logged for it so far */
     struct ipbm_chan *next;
 };
 

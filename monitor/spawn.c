@@ -84,10 +84,9 @@ static pid_t fork_into(int cgfd) {
         uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
             cgroup;
     } args = {.flags = 0x200000000ULL /* CLONE_INTO_CGROUP */, .exit_signal = SIGCHLD, .cgroup = (uint64_t)cgfd};
-    long r = syscall(SYS_clone3, &args, sizeof(args));
-    if (r < 0 && errno == ENOSYS)
-        return fork();
-    return (pid_t)r;
+    /* No fallback to fork(): the child would run outside its cgroup (v2 has no join in
+     * ipbm_cgroup_enter_v1), without limits. */
+    return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 }
 
 static pid_t userns_child(int *go_w, int *ready_r, int cgfd) {
@@ -286,8 +285,10 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
     /* stdin, stdout and stderr are pipes, sockets or character devices; the sync channel is
      * what the shim expects. Nothing else reaches a sandbox. */
     for (unsigned i = IPBM_FD_STDIN; i <= IPBM_FD_STDERR; i++) {
-        struct stat st;
-        if (fstat(fds[i], &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode))) {
+        /* The type from the inode as cached: no request to a filesystem the user serves. */
+        struct statx st;
+        if (statx(fds[i], "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &st) < 0 ||
+            !(S_ISFIFO(st.stx_mode) || S_ISSOCK(st.stx_mode) || S_ISCHR(st.stx_mode))) {
             fail(rep, EINVAL, "a spawn request whose descriptor %u is not a pipe, socket or device", i);
             return;
         }
@@ -313,7 +314,7 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
     int cgfd = -1, mem_ev = -1, pids_ev = -1, userns = -1, go_w = -1, ready_r = -1;
     int mounts[IPBM_MAX_BINDS];
     unsigned nm = 0;
-    pid_t pid = -1;
+    pid_t pid = -1, undo_pid = 0;
     char why[300];
     if (ipbm_cgroup_create(&M->cg, slot, &lim, &cgfd, &mem_ev, &pids_ev, why, sizeof(why)) < 0) {
         fail(rep, EIO, "%s", why);
@@ -394,6 +395,7 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
             fail(rep, ETIMEDOUT, "the sandbox's first process stalled before running ipybox-shim");
         goto undo;
     }
+    ipbm_cgroup_set_cpu(&M->cg, slot, lim.cpu_weight);
     struct ipbm_sandbox *s = calloc(1, sizeof(*s));
     if (!s) {
         fail(rep, ENOMEM, "out of memory");
@@ -433,19 +435,25 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
     slot = -1;
 undo:
     if (pid > 0) {
+        /* Reaped now if it is gone already, else by the loop's reap (a child that cannot die
+         * yet must not stop the monitor); its slot waits for the sweep either way. */
         kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
+        if (waitpid(pid, NULL, WNOHANG) != pid)
+            undo_pid = pid;
     }
     if (slot >= 0) {
-        ipbm_cgroup_kill(&M->cg, slot);
-        ipbm_range_procs(base, IPBM_RANGE, true);
-        /* The slot is free only once nothing of it is left; else the sweep sees to it. */
+        /* The slot is free only once nothing of it is left; else the sweep sees to it. Only
+         * a child that ran can have left anything with a uid of the range. */
+        bool ran = pid > 0;
         struct ipbm_sandbox *z;
-        if (!ipbm_range_procs(base, IPBM_RANGE, false) && ipbm_cgroup_remove(&M->cg, slot))
+        ipbm_cgroup_kill(&M->cg, slot);
+        if (ran && !undo_pid)
+            ipbm_range_procs(base, IPBM_RANGE, true);
+        if (!undo_pid && !(ran && ipbm_range_procs(base, IPBM_RANGE, false)) && ipbm_cgroup_remove(&M->cg, slot))
             ipbm_pool_put(&M->pool, slot);
         else if ((z = calloc(1, sizeof(*z)))) {
             z->slot = slot;
+            z->pid = undo_pid; /* 0, or reaped (and then swept) by the loop */
             z->user = chan->user;
             z->user->nsandboxes++;
             z->gone_ms = ipbm_now_ms();

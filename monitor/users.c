@@ -209,7 +209,7 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
         close(sv[0]);
         return -1;
     }
-    ipbm_chan_add(M, sv[0], true, u);
+    u->fchan = ipbm_chan_add(M, sv[0], true, u);
     return pid;
 }
 

@@ -1,0 +1,146 @@
+/* Unit tests for the shim's root filesystem builder (kernel-shim/rootfs.c), run for real in a
+ * child with a user and mount namespace of its own: a plan (which a worker writes, so a user
+ * under the system service) must not get a writable bind or place anything on the host by
+ * way of symlinks. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fdio.h"
+#include "mountplan.h"
+#include "rootfs.h"
+#include "run_suite.h"
+
+static char tmp[64];
+
+/* In a child: own user and mount namespaces, the plan built at tmp/root (pivoted into), then
+ * probe(); the child's exit status is what probe returns, 100 when the build failed. */
+static int in_new_root(const ipb_mount_plan *plan, int (*probe)(void)) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        uid_t uid = geteuid();
+        gid_t gid = getegid();
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+            _exit(101);
+        char map[64];
+        snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)uid);
+        if (ipb_write_file("/proc/self/uid_map", map, strlen(map), 0) < 0 ||
+            ipb_write_file("/proc/self/setgroups", "deny", 4, 0) < 0)
+            _exit(102);
+        snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)gid);
+        if (ipb_write_file("/proc/self/gid_map", map, strlen(map), 0) < 0)
+            _exit(103);
+        char root[128];
+        snprintf(root, sizeof(root), "%s/root", tmp);
+        ipb_error *err = NULL;
+        if (shim_build_root(root, plan, false, 0, &err) < 0) {
+            fprintf(stderr, "build: %s\n", ipb_error_msg(err));
+            _exit(100);
+        }
+        _exit(probe());
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static void setup(void) {
+    snprintf(tmp, sizeof(tmp), "/tmp/ipybox-rootfs-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    char p[128];
+    snprintf(p, sizeof(p), "%s/root", tmp);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/pub", tmp);
+    ck_assert_int_eq(mkdir(p, 0777), 0);
+}
+
+static void teardown(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static int write_t_x(void) {
+    int fd = open("/t/x", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        close(fd);
+        return 1; /* written: the bind was left writable */
+    }
+    return errno == EROFS ? 0 : 2;
+}
+
+/* The plan makes /t/v a symlink to /t and binds a tree read-only at /t/v; the tree holds its
+ * own v -> "/". A second lookup of /t/v after the mount would land on the root and leave the
+ * bind writable. */
+START_TEST(test_a_read_only_bind_stays_read_only_through_symlinks) {
+    char pub[128], v[160];
+    snprintf(pub, sizeof(pub), "%s/pub", tmp);
+    snprintf(v, sizeof(v), "%s/v", pub);
+    ck_assert_int_eq(symlink("/", v), 0);
+    ipb_mount_plan plan = {0};
+    ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_SYMLINK, 0, "/t", "/t/v", NULL), 0);
+    ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_BIND_RO, 0, pub, "/t/v", NULL), 0);
+    ck_assert_int_eq(in_new_root(&plan, write_t_x), 0);
+    char x[160];
+    snprintf(x, sizeof(x), "%s/x", pub);
+    ck_assert_int_eq(access(x, F_OK), -1);
+    ipb_mount_plan_free(&plan);
+}
+END_TEST
+
+static int nothing(void) { return 0; }
+
+static int file_inside(void) {
+    char buf[16] = {0};
+    int fd = open("/real/file", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, buf, sizeof(buf) - 1) != 6)
+        return 1;
+    close(fd);
+    return strcmp(buf, "inside") ? 1 : 0;
+}
+
+/* A destination through a symlink to an absolute host path is looked for inside the new
+ * root (where that path does not exist: the step fails), never on the host. */
+START_TEST(test_destinations_resolve_inside_the_root) {
+    char host[128], made[160];
+    snprintf(host, sizeof(host), "%s/host", tmp);
+    ck_assert_int_eq(mkdir(host, 0777), 0);
+    static const uint32_t kinds[] = {IPB_MNT_DIR, IPB_MNT_FILE, IPB_MNT_TMPFS, IPB_MNT_SYMLINK};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+        ipb_mount_plan plan = {0};
+        ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_SYMLINK, 0, host, "/a", NULL), 0);
+        ck_assert_int_eq(ipb_mount_plan_add(&plan, kinds[i], 0, kinds[i] == IPB_MNT_SYMLINK ? "/x" : NULL,
+                                            "/a/made", kinds[i] == IPB_MNT_TMPFS ? "size=1m" : "x"), 0);
+        ck_assert_int_eq(in_new_root(&plan, nothing), 100);
+        ipb_mount_plan_free(&plan);
+        snprintf(made, sizeof(made), "%s/made", host);
+        ck_assert_msg(access(made, F_OK) < 0, "step kind %u made %s on the host", kinds[i], made);
+    }
+    /* A relative symlink that stays inside works. */
+    ipb_mount_plan plan = {0};
+    ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_DIR, 0, NULL, "/real", NULL), 0);
+    ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_SYMLINK, 0, "real", "/b", NULL), 0);
+    ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_FILE, 0, NULL, "/b/file", "inside"), 0);
+    ck_assert_int_eq(in_new_root(&plan, file_inside), 0);
+    ipb_mount_plan_free(&plan);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("rootfs");
+    TCase *tc = tcase_create("rootfs");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_a_read_only_bind_stays_read_only_through_symlinks);
+    tcase_add_test(tc, test_destinations_resolve_inside_the_root);
+    suite_add_tcase(s, tc);
+    return ipb_run_suite(s);
+}
