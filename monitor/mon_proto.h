@@ -16,9 +16,10 @@
  *          nbinds bind sources opened by the worker)
  *          starts ipybox-shim in a fresh uid range of the pool (never root, never a real
  *          user), in a new cgroup with limits no higher than the administrator's bounds, as
- *          the owner of a new user namespace mapping only that range. Bind sources become
- *          idmapped mounts that map the sandbox's user to the channel's user: the sandbox gets
- *          exactly the channel user's own access to trees that user already opened.
+ *          uid 0 of a new user namespace, owned by root, mapping only that range. Bind
+ *          sources become idmapped mounts that map the sandbox's user to the channel's user:
+ *          the sandbox gets exactly the channel user's own access to trees that user already
+ *          opened.
  *   KILL   (worker channel; id) SIGKILL to a sandbox this channel spawned, by its own id.
  * Events from the monitor: SPAWNED (id, pid; fds: the cgroup's memory and pids event files,
  * read-only, where they exist), ERROR (err, text), EXITED (id, wait status). */

@@ -53,11 +53,12 @@ static void kill_checked(pid_t pid, uint32_t base, uint64_t n) {
     close(pidfd);
 }
 
-void ipbm_pool_scan(uint32_t start, uint32_t nslots, uint32_t range, const uint8_t *kill, uint8_t *busy) {
+int ipbm_pool_scan(uint32_t start, uint32_t nslots, uint32_t range, const uint8_t *kill, uint8_t *busy) {
     memset(busy, 0, nslots);
     DIR *d = opendir("/proc");
     if (!d)
-        return;
+        return 0;
+    int found = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         char *end;
@@ -69,31 +70,17 @@ void ipbm_pool_scan(uint32_t start, uint32_t nslots, uint32_t range, const uint8
             continue;
         uint32_t slot = (uint32_t)((uint64_t)(uid - start) / range);
         busy[slot] = 1;
+        found++;
         if (kill && kill[slot])
             kill_checked((pid_t)pid, start + slot * range, range);
     }
     closedir(d);
+    return found;
 }
 
 int ipbm_range_procs(uint32_t base, uint32_t n, bool kill) {
-    DIR *d = opendir("/proc");
-    if (!d)
-        return 0;
-    int found = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char *end;
-        long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 1)
-            continue;
-        if (uid_in((pid_t)pid, base, n) >= 0) {
-            found++;
-            if (kill)
-                kill_checked((pid_t)pid, base, n);
-        }
-    }
-    closedir(d);
-    return found;
+    uint8_t k = kill, busy;
+    return ipbm_pool_scan(base, 1, n, &k, &busy);
 }
 
 void ipbm_kill_in_cgroup(pid_t pid, const char *leaf) {

@@ -1,6 +1,6 @@
 /* SPAWN: a sandbox's shim started by the monitor in a uid range of the pool, in a cgroup of
- * its own, as the owner of a new user namespace that maps only that range; the user's trees
- * handed to it as idmapped mounts. */
+ * its own, as uid 0 of a new user namespace (owned by root) that maps only that range; the
+ * user's trees handed to it as idmapped mounts. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
