@@ -40,42 +40,38 @@ int ipb_record_send(int fd, const void *rec, size_t len, const int *fds, size_t 
 
 int ipb_record_recv(int fd, void *rec, size_t len, int *fds, size_t max, size_t *nfds, int flags) {
     *nfds = 0;
+    if (max > IPB_RECORD_MAX_FDS)
+        max = IPB_RECORD_MAX_FDS;
     for (;;) {
         struct iovec iov = {rec, len};
         union fdbuf u;
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+        /* Room for exactly max descriptors: any more are dropped by the kernel (MSG_CTRUNC). */
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = max ? u.buf : NULL,
+                            .msg_controllen = max ? CMSG_LEN(sizeof(int) * max) : 0};
         ssize_t n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC | flags);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return -errno;
-        /* Take every descriptor that came, so none leaks; keep at most max of them. */
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
             if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
                 continue;
             size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < k; i++) {
-                int got;
-                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                if (*nfds < max)
-                    fds[(*nfds)++] = got;
-                else
-                    close(got);
-            }
+            for (size_t i = 0; i < k && *nfds < max; i++)
+                memcpy(&fds[(*nfds)++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
         }
         bool bad = (mh.msg_flags & MSG_CTRUNC) || n != (ssize_t)len;
-        if (n == 0) {
+        if (n == 0 && !*nfds) {
             /* recv() says 0 both for EOF and for an empty record; only EOF hangs up. */
             struct pollfd p = {fd, POLLRDHUP, 0};
             if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP)))
                 return 0;
         }
-        if (bad) {
-            for (size_t i = 0; i < *nfds; i++)
-                close(fds[i]);
-            *nfds = 0;
-            return -EBADMSG;
-        }
-        return 1;
+        return bad ? -EBADMSG : 1;
     }
+}
+
+void ipb_record_close_fds(const int *fds, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
 }

@@ -223,6 +223,10 @@ int shim_send(int fd, uint32_t type, int32_t arg, int32_t err, uint32_t gen, con
 
 int shim_recv_fds(int fd, struct shim_msg *m, int *fds, size_t max, size_t *nfds) {
     int r = ipb_record_recv(fd, m, sizeof(*m), fds, max, nfds, 0);
+    if (r != 1) {
+        ipb_record_close_fds(fds, *nfds);
+        *nfds = 0;
+    }
     if (r == 1) {
         m->step[sizeof(m->step) - 1] = '\0';
         m->text[sizeof(m->text) - 1] = '\0';

@@ -1,7 +1,6 @@
 #include "mon_proto.h"
 
 #include <errno.h>
-#include <unistd.h>
 
 #include "record.h"
 
@@ -13,12 +12,8 @@ int ipbm_recv(int fd, struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds
     size_t n = 0;
     int r = ipb_record_recv(fd, m, sizeof(*m), fds, max, &n, flags);
     *nfds = (unsigned)n;
-    if (r == 1 && m->magic != IPBM_MAGIC) {
-        for (size_t i = 0; i < n; i++)
-            close(fds[i]);
-        *nfds = 0;
+    if (r == 1 && m->magic != IPBM_MAGIC)
         return -EBADMSG;
-    }
     if (r == 1)
         m->text[IPBM_TEXT - 1] = '\0';
     return r;

@@ -76,7 +76,9 @@ struct ipbm_msg {
 /* Sends one record with up to 4 + IPBM_MAX_BINDS descriptors; 0 or -errno. flags go to
  * sendmsg: the monitor always passes MSG_DONTWAIT (it never waits for a channel). */
 int ipbm_send(int fd, const struct ipbm_msg *m, const int *fds, unsigned nfds, int flags);
-/* Receives one record: 1, 0 on EOF, -errno (-EBADMSG: wrong size, magic or truncation). The
- * attached descriptors (close-on-exec) go to fds, up to max; *nfds says how many; any beyond
- * max are closed. flags go to recvmsg (MSG_DONTWAIT: -EAGAIN when none waits). */
+/* Receives one record: 1, 0 on EOF, -errno (-EBADMSG: wrong size, magic or too many
+ * descriptors). The attached descriptors (close-on-exec) go to fds, up to max, whatever the
+ * result; *nfds says how many, and the caller owns them. The monitor passes
+ * IPB_RECORD_MAX_FDS, so that the kernel never drops one in it (see fds.h). flags go to
+ * recvmsg (MSG_DONTWAIT: -EAGAIN when none waits). */
 int ipbm_recv(int fd, struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds, int flags);

@@ -25,6 +25,7 @@
 #include "monitor_int.h"
 #include "options.h"
 #include "procs.h"
+#include "record.h"
 #include "shim_proto.h"
 
 long ipbm_now_ms(void) {
@@ -36,15 +37,15 @@ long ipbm_now_ms(void) {
 struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ipbm_user *u) {
     struct ipbm_chan *c = calloc(1, sizeof(*c));
     if (!c) {
-        close(fd);
+        ipbm_release_user_fd(u, fd);
         return NULL;
     }
     c->fd = fd;
     c->frontend = frontend;
     c->user = u;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    struct epoll_event ev = {.events = u->paused ? 0 : EPOLLIN, .data.ptr = c};
     if (epoll_ctl(M->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        close(fd);
+        ipbm_release_user_fd(u, fd);
         free(c);
         return NULL;
     }
@@ -70,7 +71,8 @@ static void chan_close(struct ipbm *M, struct ipbm_chan *c) {
             ipbm_sandbox_kill(M, s);
         }
     epoll_ctl(M->ep, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
+    /* Its queue may hold descriptors a user sent: released by a closer, not here. */
+    ipbm_release_user_fd(c->user, c->fd);
     if (!c->frontend)
         c->user->nchans--;
     else if (c->user->fchan == c)
@@ -104,20 +106,11 @@ static bool chan_may_log(struct ipbm_chan *c) {
     return ++u->warnings <= 10;
 }
 
-/* One request. Returns -1 when the channel must be closed. */
-static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
-    struct ipbm_msg m;
-    int fds[IPBM_FD_BINDS + IPBM_MAX_BINDS];
-    unsigned nfds = 0;
-    /* Never waits: a channel whose other end is also ours (adopted twice, say) or that sent
-     * nothing yet must not stop the monitor. */
-    int r = ipbm_recv(c->fd, &m, fds, sizeof(fds) / sizeof(*fds), &nfds, MSG_DONTWAIT);
-    if (r == -EAGAIN)
-        return 0;
-    if (r <= 0)
-        return -1;
+/* One request (fds: as many as came; a descriptor taken over is set to -1). Returns -1 when
+ * the channel must be closed. */
+static int chan_dispatch(struct ipbm *M, struct ipbm_chan *c, const struct ipbm_msg *m, int *fds, unsigned nfds) {
     int ret = 0;
-    switch (m.type) {
+    switch (m->type) {
     case IPBM_ADOPT:
         /* Only a frontend adopts, one socketpair end, and the channel is its user's. */
         if (!c->frontend || nfds != 1 || !ipbm_is_seqpacket(fds[0])) {
@@ -150,7 +143,7 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
         struct ipbm_msg rep;
         int rfds[2];
         unsigned nr = 0;
-        ipbm_spawn(M, c, &m, fds, nfds, &rep, rfds, &nr);
+        ipbm_spawn(M, c, m, fds, nfds, &rep, rfds, &nr);
         if (rep.type == IPBM_ERROR && chan_may_log(c))
             log_warn("user %s: a sandbox could not start: %s", c->user->name, rep.text);
         ipbm_chan_send(c, &rep, rfds, nr);
@@ -164,16 +157,29 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
             break;
         }
         for (struct ipbm_sandbox *s = M->sandboxes; s; s = s->next)
-            if (s->chan == c && s->id == m.id && s->pid > 0)
+            if (s->chan == c && s->id == m->id && s->pid > 0)
                 ipbm_sandbox_kill(M, s);
         break;
     default:
         ret = -1;
     }
+    return ret;
+}
+
+/* The next request on a channel. Returns -1 when the channel must be closed. */
+static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
+    struct ipbm_msg m;
+    /* Room for all a record can carry: the kernel drops none here (fds.h). */
+    int fds[IPB_RECORD_MAX_FDS];
+    unsigned nfds = 0;
+    /* Never waits: a channel whose other end is also ours (adopted twice, say) or that sent
+     * nothing yet must not stop the monitor. */
+    int r = ipbm_recv(c->fd, &m, fds, IPB_RECORD_MAX_FDS, &nfds, MSG_DONTWAIT);
+    int ret = r == 1 ? chan_dispatch(M, c, &m, fds, nfds) : r == -EAGAIN ? 0 : -1;
+    /* Whatever came is the user's: closed where closing cannot stop the monitor. */
     for (unsigned i = 0; i < nfds; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    if (ret < 0 && chan_may_log(c))
+        ipbm_release_user_fd(c->user, fds[i]);
+    if (ret < 0 && r == 1 && chan_may_log(c))
         log_warn("user %s: a malformed request on a %s channel; closing it", c->user->name,
                  c->frontend ? "frontend" : "worker");
     return ret;
@@ -190,6 +196,8 @@ static void reap(struct ipbm *M) {
                 ipbm_sandbox_gone(M, s, status); /* may free s */
                 break;
             }
+        for (struct ipbm_user *u = M->users; u && !found; u = u->next)
+            found = ipbm_held_reaped(&u->held, pid);
         for (struct ipbm_user *u = M->users; u && !found; u = u->next)
             if (u->frontend == pid) {
                 found = true;
@@ -226,6 +234,27 @@ static void notify(const char *state) {
     sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
            (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path)));
     close(fd);
+}
+
+/* After each batch: each user's held descriptors go to their closer, and a user with too
+ * many waiting (their closer stalled) is not read until it is done. */
+static void release_held(struct ipbm *M) {
+    for (struct ipbm_user *u = M->users; u; u = u->next) {
+        ipbm_held_run(&u->held);
+        bool paused = ipbm_held_paused(&u->held);
+        if (paused == u->paused)
+            continue;
+        u->paused = paused;
+        if (paused)
+            log_warn("user %s: %u descriptors the user sent wait to be closed (a closer is stalled, "
+                     "on the user's own filesystem, say); the user's requests wait until they are closed",
+                     u->name, u->held.n);
+        for (struct ipbm_chan *c = M->chans; c; c = c->next)
+            if (c->user == u) {
+                struct epoll_event ev = {.events = paused ? 0 : EPOLLIN, .data.ptr = c};
+                epoll_ctl(M->ep, EPOLL_CTL_MOD, c->fd, &ev);
+            }
+    }
 }
 
 static bool anything_left(struct ipbm *M) {
@@ -318,6 +347,7 @@ static int serve(struct ipbm *M) {
                 chan_close(M, c);
             }
         }
+        release_held(M);
     }
     return 0;
 }
@@ -407,6 +437,11 @@ int ipbm_main(int argc, char **argv) {
         log_error("the system service runs as root; for your own sessions run `ipyboxd --user`");
         return 2;
     }
+    int fr = ipbm_fds_reserve();
+    if (fr < 0) {
+        log_error("cannot reserve descriptors for children: %s", strerror(-fr));
+        return 1;
+    }
     if (load_config(&M->conf, config, given) < 0)
         return 2;
     /* The sandbox options every session gets must be valid now. */
@@ -456,6 +491,12 @@ int ipbm_main(int argc, char **argv) {
              M->conf.pool_size, (unsigned long long)(M->conf.memory_max >> 20), M->conf.pids_max, M->conf.cpu_weight);
     int r = serve(M);
     ipbm_sandboxes_sweep(M);
+    for (struct ipbm_user *u = M->users; u; u = u->next) {
+        if (u->held.closer > 0)
+            log_warn("user %s: a closer still waits on a descriptor the user sent (on their own filesystem, "
+                     "say); it ends when that filesystem answers", u->name);
+        ipbm_held_final(&u->held);
+    }
     ipbm_users_cleanup(M);
     log_info("stopped");
     return r < 0 ? 1 : 0;

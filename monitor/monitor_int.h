@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include "cgroup.h"
+#include "fds.h"
 #include "mon_proto.h"
 #include "pool.h"
 #include "sysconf.h"
@@ -26,6 +27,8 @@ struct ipbm_user {
     long warn_since;        /* warnings logged for the user since then (at most 10 a minute) */
     unsigned warnings;
     unsigned nsandboxes;    /* sandboxes holding a slot now */
+    ipbm_held held;         /* descriptors from the user, waiting for a closer (fds.h) */
+    bool paused;            /* too many held: the user's channels are not read */
     struct ipbm_user *next;
 };
 
@@ -93,6 +96,10 @@ void ipbm_frontends_start(struct ipbm *M);
 void ipbm_users_cleanup(struct ipbm *M);
 
 /* monitor.c */
+/* fd came from a channel (or is one): the monitor is done with it. */
+static inline void ipbm_release_user_fd(struct ipbm_user *u, int fd) {
+    ipbm_release(&u->held, fd);
+}
 struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ipbm_user *u);
 /* Sends without waiting; a channel that cannot take the record is marked broken. */
 void ipbm_chan_send(struct ipbm_chan *c, const struct ipbm_msg *m, const int *fds, unsigned nfds);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "fdio.h"
+#include "fds.h"
 #include "log.h"
 #include "mountplan.h"
 #include "monitor_int.h"
@@ -48,13 +49,13 @@ static int write_map(pid_t pid, const char *file, const char *map) {
 }
 
 /* A child that sits in a new user namespace until told, so that its maps can be written. */
-static pid_t userns_child(int *go_w, int *ready_r, int cgfd);
+static pid_t userns_child(int *go_w, int *ready_r);
 
 /* A user namespace to idmap the user's trees: their uid and gid seen as the sandbox's user.
  * Returns its fd or -errno. */
 static int idmap_userns(uid_t uid, gid_t gid, uint32_t sandbox_uid) {
     int go_w = -1, ready_r = -1;
-    pid_t pid = userns_child(&go_w, &ready_r, -1);
+    pid_t pid = userns_child(&go_w, &ready_r);
     if (pid < 0)
         return pid;
     char b;
@@ -77,19 +78,7 @@ static int idmap_userns(uid_t uid, gid_t gid, uint32_t sandbox_uid) {
     return fd;
 }
 
-static pid_t fork_into(int cgfd) {
-    if (cgfd < 0)
-        return fork();
-    struct {
-        uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
-            cgroup;
-    } args = {.flags = 0x200000000ULL /* CLONE_INTO_CGROUP */, .exit_signal = SIGCHLD, .cgroup = (uint64_t)cgfd};
-    /* No fallback to fork(): the child would run outside its cgroup (v2 has no join in
-     * ipbm_cgroup_enter_v1), without limits. */
-    return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-}
-
-static pid_t userns_child(int *go_w, int *ready_r, int cgfd) {
+static pid_t userns_child(int *go_w, int *ready_r) {
     int go[2], ready[2];
     if (pipe2(go, O_CLOEXEC) < 0)
         return -errno;
@@ -99,16 +88,15 @@ static pid_t userns_child(int *go_w, int *ready_r, int cgfd) {
         close(go[1]);
         return -e;
     }
-    pid_t pid = fork_into(cgfd);
+    int keep[2] = {go[0], ready[1]};
+    pid_t pid = ipbm_fork_clean(-1, keep, 2);
     if (pid == 0) {
-        close(go[1]);
-        close(ready[0]);
-        if (unshare(CLONE_NEWUSER) < 0 || write(ready[1], "u", 1) != 1)
+        if (unshare(CLONE_NEWUSER) < 0 || write(IPBM_LOW_FD + 1, "u", 1) != 1)
             _exit(1);
         char b;
-        _exit(read(go[0], &b, 1) == 1 ? 0 : 1);
+        _exit(read(IPBM_LOW_FD, &b, 1) == 1 ? 0 : 1);
     }
-    int e = errno;
+    int e = -pid;
     close(go[0]);
     close(ready[1]);
     if (pid < 0) {
@@ -282,14 +270,23 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
         fail(rep, EINVAL, "a malformed spawn request");
         return;
     }
-    /* stdin, stdout and stderr are pipes, sockets or character devices; the sync channel is
-     * what the shim expects. Nothing else reaches a sandbox. */
+    /* stdin, stdout and stderr are pipes, sockets or /dev/null; the sync channel is what the
+     * shim expects; the binds are O_PATH. Nothing else reaches a sandbox, and none of these
+     * runs the sender's code when the monitor closes a copy (fds.h). */
     for (unsigned i = IPBM_FD_STDIN; i <= IPBM_FD_STDERR; i++) {
         /* The type from the inode as cached: no request to a filesystem the user serves. */
         struct statx st;
         if (statx(fds[i], "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &st) < 0 ||
-            !(S_ISFIFO(st.stx_mode) || S_ISSOCK(st.stx_mode) || S_ISCHR(st.stx_mode))) {
-            fail(rep, EINVAL, "a spawn request whose descriptor %u is not a pipe, socket or device", i);
+            !(S_ISFIFO(st.stx_mode) || S_ISSOCK(st.stx_mode) ||
+              (S_ISCHR(st.stx_mode) && st.stx_rdev_major == 1 && st.stx_rdev_minor == 3))) {
+            fail(rep, EINVAL, "a spawn request whose descriptor %u is not a pipe, socket or /dev/null", i);
+            return;
+        }
+    }
+    for (unsigned i = 0; i < req->nbinds; i++) {
+        int fl = fcntl(fds[IPBM_FD_BINDS + i], F_GETFL);
+        if (fl < 0 || !(fl & O_PATH)) {
+            fail(rep, EINVAL, "a spawn request whose bind %u is not an O_PATH descriptor", i);
             return;
         }
     }
@@ -353,12 +350,19 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
         close(go[1]);
         goto undo;
     }
-    p.go_r = go[0];
-    p.ready_w = ready[1];
-    pid = fork_into(cgfd);
-    if (pid == 0)
+    int keep[2 + 4 + IPBM_MAX_BINDS] = {ready[1], go[0]};
+    for (unsigned i = 0; i < p.nfds; i++)
+        keep[2 + i] = p.fds[i];
+    pid = ipbm_fork_clean(cgfd, keep, 2 + p.nfds);
+    if (pid == 0) {
+        /* Its table holds only these, in this order. */
+        p.ready_w = IPBM_LOW_FD;
+        p.go_r = IPBM_LOW_FD + 1;
+        for (unsigned i = 0; i < p.nfds; i++)
+            p.fds[i] = IPBM_LOW_FD + 2 + (int)i;
         child(&p);
-    int fe = errno;
+    }
+    int fe = -pid;
     close(go[0]);
     close(ready[1]);
     go_w = go[1];

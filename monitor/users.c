@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fdio.h"
+#include "fds.h"
 #include "log.h"
 #include "monitor_int.h"
 
@@ -147,14 +148,22 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return -1;
     pid_t monitor = getpid();
-    pid_t pid = fork();
+    /* The user's groups, read here: the child is a bare clone and must not use NSS. */
+    gid_t groups[256];
+    int ng = 256;
+    if (getgrouplist(u->name, u->gid, groups, &ng) < 0) {
+        log_warn("user %s: in more than 256 groups; the frontend gets the first 256", u->name);
+        ng = 256;
+    }
+    int keep[2] = {u->listen_fd, sv[1]};
+    pid_t pid = ipbm_fork_clean(-1, keep, 2);
     if (pid == 0) {
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         for (int s = 1; s < NSIG; s++)
             signal(s, SIG_DFL);
-        if (initgroups(u->name, u->gid) < 0 || setresgid(u->gid, u->gid, u->gid) < 0 ||
+        if (setgroups((size_t)ng, groups) < 0 || setresgid(u->gid, u->gid, u->gid) < 0 ||
             setresuid(u->uid, u->uid, u->uid) < 0 || getuid() != u->uid || geteuid() != u->uid) {
             dprintf(2, "ipyboxd: user %s: cannot switch to the user: %s\n", u->name, strerror(errno));
             _exit(126);
@@ -162,10 +171,8 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != monitor)
             _exit(1);
-        /* Lifted first, so that neither is its own or the other's target (dup2 onto itself
-         * would keep close-on-exec). */
-        int lfd = fcntl(u->listen_fd, F_DUPFD_CLOEXEC, 10), cfd = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
-        if (lfd < 0 || cfd < 0 || dup2(lfd, 3) < 0 || dup2(cfd, 4) < 0)
+        /* Its table holds 0 to 2, the socket at 3 and the channel at 4 (IPBM_LOW_FD on). */
+        if (fcntl(IPBM_LOW_FD, F_SETFD, 0) < 0 || fcntl(IPBM_LOW_FD + 1, F_SETFD, 0) < 0)
             _exit(126);
         ipb_cloexec_from(5);
         char home[300], user[100], logname[100], idle[32], maxs[32], tmp[40], shm[40];
@@ -207,6 +214,7 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
     close(sv[1]);
     if (pid < 0) {
         close(sv[0]);
+        errno = -pid;
         return -1;
     }
     u->fchan = ipbm_chan_add(M, sv[0], true, u);

@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "mon_proto.h"
+#include "record.h"
 #include "mountplan.h"
 
 static int chan = -2;
@@ -73,10 +74,15 @@ static int next(struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds, uint
         r = ipbm_recv(chan, m, fds, max, nfds, MSG_DONTWAIT);
         if (r == -EAGAIN)
             continue;
-        if (r <= 0)
+        if (r <= 0) {
+            ipb_record_close_fds(fds, *nfds);
+            *nfds = 0;
             return -1;
+        }
         if (m->type != IPBM_EXITED || m->id == want_id)
             return 1;
+        ipb_record_close_fds(fds, *nfds);
+        *nfds = 0;
         if (nexited < sizeof(exited) / sizeof(*exited)) {
             exited[nexited].id = m->id;
             exited[nexited++].status = m->status;

@@ -22,6 +22,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from ipybox_test import IPYBOX, McpClient, McpError, require_sandbox, wait_for  # noqa: E402
+import stallfs  # noqa: E402
 
 IPYBOXD = os.path.join(os.path.dirname(IPYBOX), "ipyboxd")
 GROUP = "ipyboxtest"
@@ -517,6 +518,80 @@ class SystemService(unittest.TestCase):
         self.assertTrue(wait_for(hung_up, 30), "the monitor kept a channel that does not read")
         chan.close()
         theirs.close()
+
+    def closers(self):
+        """The monitor's children that run its own program (closers: fds.h), and where each
+        waits."""
+        me = self.svc.proc.pid
+        with open("/proc/%d/cmdline" % me, "rb") as f:
+            argv = f.read()
+        out = {}
+        for pid, _ in proc_uids():
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    same = f.read() == argv
+                with open("/proc/%d/wchan" % pid) as f:
+                    wchan = f.read()
+            except OSError:
+                continue
+            if ppid == me and same:
+                out[pid] = wchan
+        return out
+
+    def test_descriptors_a_user_sends_never_stop_the_monitor(self):
+        # A file on a FUSE filesystem whose server does not answer FLUSH: close() waits for it,
+        # uninterruptibly once the server has read the request. A user hands such files to the
+        # monitor (their own FUSE mount would do; this one is root's, with allow_other, so that
+        # the test can open it).
+        try:
+            fs = stallfs.StallFS()
+        except OSError as e:
+            self.skipTest("no FUSE here: %s" % e)
+        with fs:
+            chan = socket.socket(fileno=steal_fd(self.frontend_pid(USERS[0]), 4))
+            worker, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [worker.fileno()])
+            worker.close()
+            theirs.settimeout(20)
+            sync, sync_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            r, w = os.pipe()
+            # While the test holds the file, it starts no process: a child would close it too.
+            f = os.open(fs.file, os.O_RDONLY)
+            socket.send_fds(theirs, [ipbm(IPBM_SPAWN)], [r, f, w, sync.fileno()])
+            self.assertEqual(IPBM.unpack(theirs.recv(IPBM.size))[1], 101)  # refused
+            self.assertTrue(fs.wait_flushes(1), "the monitor never closed the file")
+            # Hundreds more while that close waits: held, and A is not read while so many wait
+            # (the third record is left unread until the first close is done).
+            for i in range(3):
+                socket.send_fds(theirs, [ipbm(IPBM_SPAWN)], [f] * 150)
+                if i < 2:
+                    self.assertEqual(IPBM.unpack(theirs.recv(IPBM.size))[1], 101)
+            threading.Thread(target=os.close, args=(f,), daemon=True).start()
+            self.assertTrue(fs.wait_flushes(2))
+            # The close waits in one of the monitor's children, never in the monitor.
+            self.assertTrue(wait_for(lambda: "request_wait_answer" in self.closers().values(), 10),
+                            "no child waits on the close: %s" % self.closers())
+            with open("/proc/%d/wchan" % self.svc.proc.pid) as st:
+                self.assertNotEqual(st.read(), "request_wait_answer")
+            self.assertTrue(wait_for(lambda: "wait to be closed" in self.svc.log_text(), 10))
+            b = self.client(USERS[1])
+            self.assertEqual(b.execute("print('b fine')")[0], "b fine\n")
+            theirs.setblocking(False)
+            self.assertRaises(BlockingIOError, theirs.recv, IPBM.size)
+            theirs.settimeout(20)
+            # Once the filesystem answers, everything held is closed and A is served again.
+            fs.answer()
+            self.assertEqual(IPBM.unpack(theirs.recv(IPBM.size))[1], 101)
+            self.assertTrue(wait_for(lambda: fs.flushes >= 2 + 450, 20), "held descriptors not closed: %d" % fs.flushes)
+            self.assertTrue(wait_for(lambda: not self.closers(), 10), self.closers())
+            a = self.client(USERS[0])
+            self.assertEqual(a.execute("print('a fine')")[0], "a fine\n")
+            for x in (chan, theirs, sync, sync_peer):
+                x.close()
+            for fd in (r, w):
+                os.close(fd)
 
     def test_zz_sigkill_leaves_no_sandbox_and_restart_cleans_up(self):
         a = self.client(USERS[0])
