@@ -12,6 +12,9 @@ pool uids with cgroup limits), driven over MCP on one user's socket, in one run:
                     each is attached in turn and must answer `1+1`
   shutdown          SIGTERM with every session open: the time until the service has exited,
                     and whether any process in a pool uid is left
+  warm              a second service with warm_sessions = 1: K sessions, each created once the
+                    frontend's warm sandbox is ready, then sent `1+1`: the median time from the
+                    createSession request to the cell's result
 
 Needs root: it creates a user and a group (ipbb-bench) and removes them afterwards. The
 client runs as that user (the socket is theirs alone), in a child process of this one.
@@ -104,6 +107,82 @@ def client(k, limit, to_parent, from_parent):
     os._exit(0)
 
 
+def start_service(work, name, conf_text):
+    conf = os.path.join(work, name + ".conf")
+    with open(conf, "w") as f:
+        f.write(conf_text)
+    log_path = os.path.join(work, name + ".log")
+    proc = subprocess.Popen([IPYBOXD, "--config", conf], stdin=subprocess.DEVNULL, stdout=open(log_path, "w"),
+                            stderr=subprocess.STDOUT)
+    deadline = time.time() + 20
+    while not (os.path.exists(SOCK) and "serving uid" in open(log_path).read()):
+        if time.time() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("the service did not start:\n" + open(log_path).read())
+        time.sleep(0.05)
+    return proc, log_path
+
+
+def warm_client(k, to_parent, from_parent):
+    """The user's side of the warm phase: a session created each time the parent says a warm
+    sandbox is ready, and `1+1` sent on it."""
+    pw = pwd.getpwnam(USER)
+    os.setgroups([])
+    os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+    os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
+    c = Conn(SOCK)
+    c.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "bench-system", "version": "1"}})
+    first = []
+    for i in range(k):
+        os.read(from_parent, 1)
+        t0 = time.perf_counter()
+        c.call("ipybox/createSession", {"name": "warm-%d" % i})
+        out = c.cell("1+1")
+        first.append(time.perf_counter() - t0)
+        assert out.strip() == "2", out
+    os.write(to_parent, (json.dumps({"first": first}) + "\n").encode())
+    os._exit(0)
+
+
+def warm_phase(work, k):
+    proc, log_path = start_service(work, "warm", "users = group %s\nmax_sessions_per_user = %d\nmemory_max = 1G\n"
+                                   "warm_sessions = 1\n" % (GROUP, k + 2))
+    up_r, up_w = os.pipe()
+    down_r, down_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            warm_client(k, up_w, down_r)
+        finally:
+            os._exit(1)
+    try:
+        for i in range(k):
+            deadline = time.time() + 60
+            while open(log_path).read().count("): ready in") < i + 1:  # "session (warm PID): ready in"
+                if time.time() > deadline:
+                    raise RuntimeError("no warm sandbox ready:\n" + open(log_path).read()[-2000:])
+                time.sleep(0.02)
+            os.write(down_w, b"g")
+        line = os.fdopen(up_r).readline()
+        if not line:
+            raise RuntimeError("the warm client failed: " + open(log_path).read()[-2000:])
+        first = json.loads(line)["first"]
+        used = open(log_path).read().count("started (warm worker")
+        return first, used
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out")
@@ -117,23 +196,13 @@ def main():
     subprocess.run(["groupadd", "-f", GROUP], check=True)
     subprocess.run(["useradd", "-m", "-G", GROUP, "-s", "/bin/sh", USER], check=True, capture_output=True)
     work = tempfile.mkdtemp(prefix="ipybox-bench-system-")
-    conf = os.path.join(work, "ipyboxd.conf")
-    with open(conf, "w") as f:
-        f.write("users = group %s\nmax_sessions_per_user = %d\nmemory_max = 1G\n" % (GROUP, limit + 8))
-    log_path = os.path.join(work, "ipyboxd.log")
-    log = open(log_path, "w")
-    proc = subprocess.Popen([IPYBOXD, "--config", conf], stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT)
     load = open("/proc/loadavg").read().split()[:3]
     rows, notes = [], []
     pid = 0
+    proc = None
     try:
-        deadline = time.time() + 20
-        while not (os.path.exists(SOCK) and "serving uid" in open(log_path).read()):
-            if time.time() > deadline or proc.poll() is not None:
-                print("bench/system.py: the service did not start:\n" + open(log_path).read(), file=sys.stderr)
-                return 1
-            time.sleep(0.05)
+        proc, log_path = start_service(work, "ipyboxd", "users = group %s\nmax_sessions_per_user = %d\n"
+                                       "memory_max = 1G\n" % (GROUP, limit + 8))
         time.sleep(1)
         base_pss, base_rss = tree_mem([proc.pid] + descendants(proc.pid))
         up_r, up_w = os.pipe()
@@ -186,6 +255,11 @@ def main():
         rows.append(("SIGTERM to the service's exit, %d sessions open" % res["created"], "%.2f s" % stop,
                      "exit status %d; processes in pool uids: %d before, %d after; /run/ipybox left: %s" % (
                          proc.returncode, procs_before, pool_procs(), "yes" if os.path.exists("/run/ipybox") else "no")))
+        warm, used = warm_phase(work, k)
+        rows.append(("with warm_sessions = 1: createSession request to the first `1+1` result, each made once a "
+                     "warm sandbox is ready (median of %d)" % k, "%.1f ms" % (1000 * median(warm)),
+                     "range %.1f–%.1f ms; %d of %d sessions took a warm sandbox" % (
+                         1000 * min(warm), 1000 * max(warm), used, k)))
     finally:
         if pid:
             try:
@@ -193,7 +267,7 @@ def main():
                 os.waitpid(pid, 0)
             except OSError:
                 pass
-        if proc.poll() is None:
+        if proc and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(60)

@@ -23,6 +23,7 @@ typedef struct ipbd_config {
     char **session_args;      /* sandbox options every session starts with (NULL-terminated) */
     long idle_timeout_ms;     /* a named session with no client and no call is closed after this */
     unsigned max_sessions;
+    unsigned warm;            /* sessions kept started ahead, with session_args only */
     unsigned max_clients;
     int monitor_fd;           /* system service frontend: the channel to the monitor, else -1 */
 } ipbd_config;

@@ -46,7 +46,7 @@ struct ipbd_client {
     struct ipbd_client *next;
 };
 
-enum ipbd_pending_kind { P_CALL, P_CREATE };
+enum ipbd_pending_kind { P_CALL, P_CREATE, P_WARM };
 
 /* A request sent on to a worker under our own id: how to route the answer back. */
 struct ipbd_pending {
@@ -75,6 +75,9 @@ struct ipbd_session {
     uint64_t next_wid;
     unsigned clients;         /* attached clients */
     bool ready;               /* the worker answered its first ping */
+    bool warm;                /* started ahead, no client's yet: not listed, not found by
+                               * name, never idle; taken by the next session made with the
+                               * daemon's options alone */
     bool closing;             /* asked to stop; gone once reaped and its link is closed */
     long created_ms, idle_since_ms;
     struct ipbd_session *next;
@@ -87,6 +90,8 @@ struct ipbd {
     struct ipbd_client *clients;
     struct ipbd_session *sessions;
     unsigned nclients, nsessions, anon_seq;
+    long warm_after_ms;       /* no warm worker is started before then (after failures) */
+    unsigned warm_failures;   /* warm workers in a row that ended before they were ready */
     uint64_t next_client_id;
     bool stopping;
 };
@@ -136,6 +141,9 @@ void ipbd_session_close(struct ipbd *d, struct ipbd_session *s, const char *why)
 void ipbd_session_event(struct ipbd *d, struct ipbd_watch *w, uint32_t events);
 void ipbd_sessions_reap(struct ipbd *d);  /* after SIGCHLD */
 void ipbd_sessions_sweep(struct ipbd *d); /* idle sessions */
+/* Starts warm workers until --warm of them run (within --max-sessions), unless they keep
+ * failing (then after a pause that grows to a minute). */
+void ipbd_warm_fill(struct ipbd *d);
 json_t *ipbd_sessions_list(struct ipbd *d, const struct ipbd_client *c);
 
 long ipbd_now_ms(void);

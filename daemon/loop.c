@@ -150,6 +150,7 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err) {
         return -1;
     }
     long stop_deadline = 0;
+    ipbd_warm_fill(&d);
     for (;;) {
         if (d.stopping) {
             if (!d.sessions)
@@ -202,6 +203,8 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err) {
         /* Freed only here, so that no event of this round points at freed memory. */
         ipbd_sessions_reap(&d);
         ipbd_clients_reap(&d);
+        /* Warm workers taken, ended or due again are replaced. */
+        ipbd_warm_fill(&d);
     }
     while (d.clients) {
         ipbd_client_drop(&d, d.clients);

@@ -45,6 +45,10 @@ static void usage(FILE *f) {
             "  --socket PATH          listen here (default: $XDG_RUNTIME_DIR/ipybox/ipybox.sock)\n"
             "  --idle-timeout SECONDS close named sessions no client has used for this long (default %ld)\n"
             "  --max-sessions N       sessions at once (default %u)\n"
+            "  --warm N               keep N sessions started ahead with the options below alone, so\n"
+            "                         that a createSession without args, or a connection's first call,\n"
+            "                         gets a running kernel at once (default 0; each holds a sandbox and\n"
+            "                         its kernel, about 45 MiB, and counts against --max-sessions)\n"
             "  --max-clients N        connections at once (default %u)\n"
             "  -v, --verbose          also log every client and debugging detail\n"
             "  -h, --help             this text\n\n"
@@ -161,6 +165,7 @@ int ipbd_main(int argc, char **argv) {
     int verbose = 0;
     const char *sock_opt = NULL;
     long idle = DEFAULT_IDLE_TIMEOUT_S, max_sessions = DEFAULT_MAX_SESSIONS, max_clients = DEFAULT_MAX_CLIENTS;
+    long warm = 0;
     /* Daemon options are taken out; everything else is a sandbox option, checked here. */
     char **sargs = calloc((size_t)argc + 1, sizeof(char *));
     int ns = 0;
@@ -170,7 +175,7 @@ int ipbd_main(int argc, char **argv) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool takes = !strcmp(a, "--socket") || !strcmp(a, "--idle-timeout") || !strcmp(a, "--max-sessions") ||
-                     !strcmp(a, "--max-clients");
+                     !strcmp(a, "--max-clients") || !strcmp(a, "--warm");
         if (takes && !v) {
             log_error("%s needs a value (see ipyboxd --help)", a);
             free(sargs);
@@ -195,6 +200,8 @@ int ipbd_main(int argc, char **argv) {
             bad = parse_count(a, v, 1, 10000, &max_sessions);
         else if (!strcmp(a, "--max-clients"))
             bad = parse_count(a, v, 1, 100000, &max_clients);
+        else if (!strcmp(a, "--warm"))
+            bad = parse_count(a, v, 0, 10000, &warm);
         else
             sargs[ns++] = argv[i];
         if (bad) {
@@ -207,6 +214,11 @@ int ipbd_main(int argc, char **argv) {
     if (!user) {
         free(sargs);
         return ipbm_main(argc, argv);
+    }
+    if (warm > max_sessions) {
+        log_error("--warm %ld is more than --max-sessions %ld", warm, max_sessions);
+        free(sargs);
+        return 2;
     }
     ipb_log_init(frontend ? "ipyboxd-frontend" : "ipyboxd", verbose ? IPB_LOG_DEBUG : IPB_LOG_INFO);
     struct stat fst;
@@ -276,12 +288,12 @@ int ipbd_main(int argc, char **argv) {
     stat(sock, &mine);
     ipbd_config cfg = {.listen_fd = lfd, .socket_path = sock, .uid = geteuid(), .self_exe = worker_exe,
                        .session_args = sargs, .idle_timeout_ms = idle * 1000, .max_sessions = (unsigned)max_sessions,
-                       .max_clients = (unsigned)max_clients, .monitor_fd = frontend ? 4 : -1};
+                       .warm = (unsigned)warm, .max_clients = (unsigned)max_clients, .monitor_fd = frontend ? 4 : -1};
     if (frontend)
         log_info("serving uid %d at %s", (int)cfg.uid, sock);
     else
-        fprintf(stderr, "ipyboxd: listening at %s (user mode, uid %d): up to %ld sessions, idle named sessions closed after %ld s\n",
-            sock, (int)cfg.uid, max_sessions, idle);
+        fprintf(stderr, "ipyboxd: listening at %s (user mode, uid %d): up to %ld sessions (%ld kept warm), idle "
+                "named sessions closed after %ld s\n", sock, (int)cfg.uid, max_sessions, warm, idle);
     int r = ipbd_serve(&cfg, &err);
     if (r < 0) {
         log_error("%s", ipb_error_msg(err));

@@ -3,6 +3,7 @@
  * ours, so that answers and progress find the client that asked, whatever ids clients chose. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +19,11 @@
 #include "log.h"
 #include "mon_proto.h"
 #include "monclient.h"
+#include "record.h"
 
 struct ipbd_session *ipbd_session_find(struct ipbd *d, const char *name) {
     for (struct ipbd_session *s = d->sessions; s; s = s->next)
-        if (!s->closing && !strcmp(s->name, name))
+        if (!s->closing && !s->warm && !strcmp(s->name, name))
             return s;
     return NULL;
 }
@@ -41,12 +43,13 @@ static struct ipbd_pending *add_pending(struct ipbd_session *s, enum ipbd_pendin
         return NULL;
     p->wid = ++s->next_wid;
     p->kind = kind;
-    p->client_id = c->id;
+    p->client_id = c ? c->id : 0;
     p->id = json_incref(id);
     p->token = json_incref(token);
     p->next = s->pending;
     s->pending = p;
-    c->pending++;
+    if (c)
+        c->pending++;
     return p;
 }
 
@@ -227,20 +230,41 @@ static char **worker_argv(struct ipbd *d, json_t *args, ipb_error **err) {
     return argv;
 }
 
-/* System service: a channel of its own to the monitor for the worker, adopted by the monitor
- * for our user. Returns the worker's end, or -1. */
+/* System service: a channel of its own to the monitor for the worker (ADOPT: the monitor
+ * makes it and sends us its other end). Returns that end, or -1. */
 static int monitor_channel(struct ipbd *d, ipb_error **err) {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-        return ipb_error_set(err, errno, "creating the worker's channel to the service");
-    struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_ADOPT};
-    int r = ipbm_send(d->cfg->monitor_fd, &m, &sv[0], 1, 0);
-    close(sv[0]);
-    if (r < 0) {
-        close(sv[1]);
+    static uint32_t seq;
+    struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_ADOPT, .id = ++seq};
+    int r = ipbm_send(d->cfg->monitor_fd, &m, NULL, 0, 0);
+    if (r < 0)
         return ipb_error_set(err, -r, "the ipyboxd service's monitor is gone");
+    long deadline = ipbd_now_ms() + 10000;
+    for (;;) {
+        long left = deadline - ipbd_now_ms();
+        struct pollfd p = {d->cfg->monitor_fd, POLLIN, 0};
+        int n = poll(&p, 1, left > 0 ? (int)left : 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0)
+            return ipb_error_set(err, ETIMEDOUT, "the ipyboxd service's monitor did not answer for a channel");
+        struct ipbm_msg rep;
+        int fd[2];
+        unsigned nfds = 0;
+        r = n < 0 ? -errno : ipbm_recv(d->cfg->monitor_fd, &rep, fd, 2, &nfds, MSG_DONTWAIT);
+        if (r == -EAGAIN)
+            continue;
+        bool mine = r == 1 && rep.id == m.id;
+        if (mine && rep.type == IPBM_ADOPTED && nfds == 1 && ipbm_is_seqpacket(fd[0]))
+            return fd[0];
+        ipb_record_close_fds(fd, nfds);
+        if (r <= 0)
+            return ipb_error_set(err, r < 0 ? -r : EPIPE, "the ipyboxd service's monitor is gone");
+        if (mine && rep.type == IPBM_ERROR)
+            return ipb_error_set(err, rep.err, "%s", rep.text);
+        if (mine)
+            return ipb_error_set(err, EPROTO, "the ipyboxd service's monitor answered something unexpected");
+        /* An answer to an earlier request that timed out: skipped. */
     }
-    return sv[1];
 }
 
 static pid_t spawn_worker(struct ipbd *d, char **argv, const char *cwd, int in_fd, int out_fd, int err_fd,
@@ -283,25 +307,8 @@ static pid_t spawn_worker(struct ipbd *d, char **argv, const char *cwd, int in_f
     _exit(127);
 }
 
-struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64_t anon_owner, json_t *args,
-                                        const char *cwd, ipb_error **err) {
-    if (d->stopping) {
-        ipb_error_set(err, 0, "the daemon is stopping");
-        return NULL;
-    }
-    /* Sessions being closed are on their way out (their workers exit within seconds) and do
-     * not count: a client that closes one may make another at once. */
-    unsigned open = 0;
-    for (struct ipbd_session *o = d->sessions; o; o = o->next)
-        open += !o->closing;
-    if (open >= d->cfg->max_sessions) {
-        ipb_error_set(err, 0, "the daemon already runs %u sessions, the most it may (ipyboxd --max-sessions)", open);
-        return NULL;
-    }
-    if (cwd && cwd[0] != '/') {
-        ipb_error_set(err, 0, "'cwd' must be an absolute path");
-        return NULL;
-    }
+/* A session object with its worker started (named by the caller). */
+static struct ipbd_session *start_worker(struct ipbd *d, json_t *args, const char *cwd, ipb_error **err) {
     char **argv = worker_argv(d, args, err);
     if (!argv)
         return NULL;
@@ -320,13 +327,6 @@ struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64
     if (pid < 0)
         goto fail;
     free(argv);
-    argv = NULL;
-    if (name)
-        snprintf(s->name, sizeof(s->name), "%s", name);
-    else
-        snprintf(s->name, sizeof(s->name), "#%u", ++d->anon_seq);
-    s->anonymous = !name;
-    s->owner = anon_owner;
     s->pid = pid;
     s->rd.max = IPBD_WORKER_LINE_MAX;
     s->created_ms = s->idle_since_ms = ipbd_now_ms();
@@ -342,7 +342,6 @@ struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64
     s->next = d->sessions;
     d->sessions = s;
     d->nsessions++;
-    log_info("session %s: started (worker %d)", s->name, (int)pid);
     return s;
 fail:
     for (int i = 0; i < 2; i++) {
@@ -356,6 +355,91 @@ fail:
     free(argv);
     free(s);
     return NULL;
+}
+
+static unsigned count_sessions(struct ipbd *d, bool warm) {
+    /* Sessions being closed are on their way out (their workers exit within seconds) and do
+     * not count: a client that closes one may make another at once. */
+    unsigned n = 0;
+    for (struct ipbd_session *o = d->sessions; o; o = o->next)
+        n += !o->closing && o->warm == warm;
+    return n;
+}
+
+/* A warm worker for a session made with the daemon's options alone: a ready one first. */
+static struct ipbd_session *take_warm(struct ipbd *d) {
+    struct ipbd_session *best = NULL;
+    for (struct ipbd_session *s = d->sessions; s; s = s->next)
+        if (s->warm && !s->closing && s->pid > 0 && (!best || (s->ready && !best->ready)))
+            best = s;
+    if (best)
+        best->warm = false;
+    return best;
+}
+
+struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64_t anon_owner, json_t *args,
+                                        const char *cwd, ipb_error **err) {
+    if (d->stopping) {
+        ipb_error_set(err, 0, "the daemon is stopping");
+        return NULL;
+    }
+    unsigned open = count_sessions(d, false);
+    if (open >= d->cfg->max_sessions) {
+        ipb_error_set(err, 0, "the daemon already runs %u sessions, the most it may (ipyboxd --max-sessions)", open);
+        return NULL;
+    }
+    if (cwd && cwd[0] != '/') {
+        ipb_error_set(err, 0, "'cwd' must be an absolute path");
+        return NULL;
+    }
+    /* Without options of its own (cwd then means nothing), a session is what a warm worker
+     * already is. */
+    bool defaults = !json_array_size(args);
+    struct ipbd_session *s = defaults ? take_warm(d) : NULL;
+    bool was_warm = s != NULL;
+    if (!s && !(s = start_worker(d, args, defaults ? NULL : cwd, err)))
+        return NULL;
+    if (name)
+        snprintf(s->name, sizeof(s->name), "%s", name);
+    else
+        snprintf(s->name, sizeof(s->name), "#%u", ++d->anon_seq);
+    s->anonymous = !name;
+    s->owner = anon_owner;
+    s->created_ms = s->idle_since_ms = ipbd_now_ms();
+    if (was_warm) {
+        log_info("session %s: started (warm worker %d, %s)", s->name, (int)s->pid, s->ready ? "ready" : "starting");
+        ipbd_warm_fill(d);
+    } else
+        log_info("session %s: started (worker %d)", s->name, (int)s->pid);
+    return s;
+}
+
+void ipbd_warm_fill(struct ipbd *d) {
+    if (!d->cfg->warm || d->stopping || ipbd_now_ms() < d->warm_after_ms)
+        return;
+    unsigned warm = count_sessions(d, true);
+    while (warm < d->cfg->warm && count_sessions(d, false) + warm < d->cfg->max_sessions) {
+        ipb_error *err = NULL;
+        struct ipbd_session *s = start_worker(d, NULL, NULL, &err);
+        if (!s) {
+            log_warn("cannot start a warm worker: %s", ipb_error_msg(err));
+            ipb_error_free(err);
+            d->warm_after_ms = ipbd_now_ms() + 5000;
+            return;
+        }
+        s->warm = true;
+        snprintf(s->name, sizeof(s->name), "(warm %d)", (int)s->pid);
+        log_debug("warm worker %d: starting", (int)s->pid);
+        /* Answered once its sandbox is up. */
+        struct ipbd_pending *p = add_pending(s, P_WARM, NULL, NULL, NULL);
+        bool ok = false;
+        if (p)
+            send_worker(d, s, json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)p->wid, "method", "ping"),
+                        &ok);
+        if (p && !ok)
+            fail_new(d, s, p);
+        warm++;
+    }
 }
 
 /* An answer or a notification from a worker, routed to the client that asked. */
@@ -375,6 +459,10 @@ static void worker_line(struct ipbd *d, struct ipbd_session *s, const char *line
             return;
         }
         s->ready = true;
+        if (p->kind == P_WARM) {
+            d->warm_failures = 0;
+            log_debug("warm worker %d: ready", (int)s->pid);
+        }
         struct ipbd_client *c = ipbd_client_find(d, p->client_id);
         if (c && p->kind == P_CALL) {
             json_object_set(m, "id", p->id);
@@ -489,7 +577,14 @@ static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
     else
         snprintf(why, sizeof(why), "The session '%s' ended unexpectedly%s%s", s->name, s->last_err[0] ? ": " : "",
                  s->last_err);
-    if (!s->closing) {
+    if (s->warm && !s->closing && !s->ready) {
+        /* Warm workers that cannot start are not started again and again. */
+        d->warm_failures++;
+        long pause = d->warm_failures > 6 ? 60000 : 1000L << (d->warm_failures - 1);
+        d->warm_after_ms = ipbd_now_ms() + pause;
+        log_warn("a warm worker could not start%s%s; the next in %ld s", s->last_err[0] ? ": " : "", s->last_err,
+                 pause / 1000);
+    } else if (!s->closing) {
         if (WIFSIGNALED(status))
             log_warn("session %s: the worker was killed by signal %d", s->name, WTERMSIG(status));
         else
@@ -536,7 +631,7 @@ void ipbd_sessions_reap(struct ipbd *d) {
 void ipbd_sessions_sweep(struct ipbd *d) {
     long now = ipbd_now_ms();
     for (struct ipbd_session *s = d->sessions; s; s = s->next)
-        if (!s->anonymous && !s->closing && !s->clients && !s->pending &&
+        if (!s->anonymous && !s->warm && !s->closing && !s->clients && !s->pending &&
             now - s->idle_since_ms >= d->cfg->idle_timeout_ms) {
             char why[96];
             snprintf(why, sizeof(why), "no client for %ld s (ipyboxd --idle-timeout)", d->cfg->idle_timeout_ms / 1000);
@@ -548,7 +643,7 @@ json_t *ipbd_sessions_list(struct ipbd *d, const struct ipbd_client *c) {
     json_t *a = json_array();
     long now = ipbd_now_ms();
     for (struct ipbd_session *s = d->sessions; s; s = s->next) {
-        if (s->closing || (s->anonymous && s->owner != c->id))
+        if (s->closing || s->warm || (s->anonymous && s->owner != c->id))
             continue;
         json_array_append_new(
             a, json_pack("{s:s, s:b, s:b, s:i, s:b, s:b, s:I, s:I}", "name", s->name, "anonymous", s->anonymous,

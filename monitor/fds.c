@@ -29,6 +29,18 @@ int ipbm_fds_reserve(void) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+    /* 0 to 2 are open (if one were closed, a user's descriptor could land there, and every
+     * child would get it). */
+    for (int i = 0; i < IPBM_LOW_FD; i++)
+        if (fcntl(i, F_GETFD) < 0) {
+            int n = open("/dev/null", O_RDWR);
+            if (n < 0)
+                return -errno;
+            if (n != i) {
+                dup2(n, i);
+                close(n);
+            }
+        }
     int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -105,6 +117,7 @@ pid_t ipbm_fork_clean(int cgfd, const int *fds, unsigned n) {
              * waited for: whatever holds it up must not hold up the monitor). */
             kill(pid, SIGKILL);
             log_error("a child did not start in 10 s; killed");
+            e = ETIMEDOUT;
         }
         close(pidfd);
     }

@@ -2,8 +2,8 @@
  * no child of the monitor inherits anything it was not given.
  *
  * Why: closing a descriptor runs code the sender chose. close() of a file on the user's own
- * FUSE mount waits for their server to answer FLUSH (uninterruptibly once the server has read
- * it); the last reference to a TCP socket with SO_LINGER waits out the linger time; the last
+ * FUSE mount waits for their server to answer FLUSH (the monitor, with its signals blocked,
+ * for ever; a closer uninterruptibly once a signal came); the last reference to a TCP socket with SO_LINGER waits out the linger time; the last
  * reference to a unix socket releases whatever descriptors wait in its queue, with the same
  * effects. Any of them would stop the monitor, and with it every user's service. So:
  *   - a user's descriptor that is neither O_PATH nor a FIFO is held, and closed by a short-

@@ -1,6 +1,7 @@
 #include "mon_proto.h"
 
 #include <errno.h>
+#include <sys/socket.h>
 
 #include "record.h"
 
@@ -17,4 +18,11 @@ int ipbm_recv(int fd, struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds
     if (r == 1)
         m->text[IPBM_TEXT - 1] = '\0';
     return r;
+}
+
+bool ipbm_is_seqpacket(int fd) {
+    int type = 0, domain = 0;
+    socklen_t l = sizeof(type), l2 = sizeof(domain);
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) == 0 && type == SOCK_SEQPACKET &&
+           getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l2) == 0 && domain == AF_UNIX;
 }

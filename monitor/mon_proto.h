@@ -5,13 +5,16 @@
  * from a channel: `text` is written only by the monitor, for the worker to show.
  *
  * Channels: the monitor gives each user's frontend one channel (a socketpair made before the
- * frontend drops to the user). A frontend adopts a fresh socketpair for each worker with
- * ADOPT; the new channel belongs to the same user. Sandboxes belong to the channel that
+ * frontend drops to the user). For each worker the frontend asks for another with ADOPT: the
+ * monitor makes a socketpair, keeps one end as a channel of the same user and sends the other
+ * back (ADOPTED). Every channel's monitor end is made by the monitor and never leaves it, so
+ * no user can set an option on it or read from it. Sandboxes belong to the channel that
  * spawned them and are killed when it closes.
  *
  * Requests and why each is safe to grant:
- *   ADOPT  (frontend channel only; 1 fd: a socketpair end)
- *          another channel for the same user: grants nothing the frontend does not have.
+ *   ADOPT  (frontend channel only; no fd; id: echoed)
+ *          another channel for the same user, within the user's quota: grants nothing the
+ *          frontend does not have.
  *   SPAWN  (worker channel only; fds: stdin, stdout, stderr, the shim's sync socket, then
  *          nbinds bind sources opened by the worker)
  *          starts ipybox-shim in a fresh uid range of the pool (never root, never a real
@@ -21,9 +24,11 @@
  *          the sandbox gets exactly the channel user's own access to trees that user already
  *          opened.
  *   KILL   (worker channel; id) SIGKILL to a sandbox this channel spawned, by its own id.
- * Events from the monitor: SPAWNED (id, pid; fds: the cgroup's memory and pids event files,
- * read-only, where they exist), ERROR (err, text), EXITED (id, wait status). */
+ * Events from the monitor: ADOPTED (id: the ADOPT's; 1 fd: the new channel's other end),
+ * SPAWNED (id, pid; fds: the cgroup's memory and pids event files, read-only, where they
+ * exist), ERROR (err, text; id: an ADOPT's), EXITED (id, wait status). */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "shim_proto.h"
@@ -47,6 +52,7 @@ enum ipbm_type {
     IPBM_SPAWNED = 100,
     IPBM_ERROR,
     IPBM_EXITED,
+    IPBM_ADOPTED,
 };
 
 /* Which limits the monitor could apply (SPAWNED.limits). */
@@ -82,3 +88,5 @@ int ipbm_send(int fd, const struct ipbm_msg *m, const int *fds, unsigned nfds, i
  * IPB_RECORD_MAX_FDS, so that the kernel never drops one in it (see fds.h). flags go to
  * recvmsg (MSG_DONTWAIT: -EAGAIN when none waits). */
 int ipbm_recv(int fd, struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds, int flags);
+/* Whether fd is an AF_UNIX SOCK_SEQPACKET socket. */
+bool ipbm_is_seqpacket(int fd);

@@ -43,8 +43,8 @@ struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ip
     c->fd = fd;
     c->frontend = frontend;
     c->user = u;
-    struct epoll_event ev = {.events = u->paused ? 0 : EPOLLIN, .data.ptr = c};
-    if (epoll_ctl(M->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (!u->paused && epoll_ctl(M->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
         ipbm_release_user_fd(u, fd);
         free(c);
         return NULL;
@@ -75,21 +75,19 @@ static void chan_close(struct ipbm *M, struct ipbm_chan *c) {
     ipbm_release_user_fd(c->user, c->fd);
     if (!c->frontend)
         c->user->nchans--;
-    else if (c->user->fchan == c)
+    else if (c->user->fchan == c) {
+        /* A frontend without its channel can start nothing: it is restarted (it is still our
+         * child, not yet reaped, so the pid is its own). */
         c->user->fchan = NULL;
+        if (c->user->frontend > 0)
+            kill(c->user->frontend, SIGTERM);
+    }
     for (struct ipbm_chan **pp = &M->chans; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
             break;
         }
     free(c);
-}
-
-bool ipbm_is_seqpacket(int fd) {
-    int type = 0, domain = 0;
-    socklen_t l = sizeof(type), l2 = sizeof(domain);
-    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) == 0 && type == SOCK_SEQPACKET &&
-           getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l2) == 0 && domain == AF_UNIX;
 }
 
 /* A channel's requests are the user's to make: at most ten warnings a minute for each user,
@@ -106,30 +104,59 @@ static bool chan_may_log(struct ipbm_chan *c) {
     return ++u->warnings <= 10;
 }
 
+/* A user with too many descriptors waiting for their closer (a stalled one) is not read
+ * until it is done: their channels leave the epoll set (with events 0 a hang-up would still
+ * be reported, and read). */
+static void user_pause(struct ipbm *M, struct ipbm_user *u, bool paused) {
+    if (paused == u->paused)
+        return;
+    u->paused = paused;
+    if (paused)
+        log_warn("user %s: %u descriptors the user sent wait to be closed (a closer is stalled, on the user's own "
+                 "filesystem, say); the user's requests wait until they are closed", u->name, u->held.n);
+    else
+        log_info("user %s: the descriptors are closed; serving the user again", u->name);
+    for (struct ipbm_chan *c = M->chans; c; c = c->next)
+        if (c->user == u) {
+            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+            epoll_ctl(M->ep, paused ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, c->fd, &ev);
+        }
+}
+
 /* One request (fds: as many as came; a descriptor taken over is set to -1). Returns -1 when
  * the channel must be closed. */
 static int chan_dispatch(struct ipbm *M, struct ipbm_chan *c, const struct ipbm_msg *m, int *fds, unsigned nfds) {
     int ret = 0;
     switch (m->type) {
-    case IPBM_ADOPT:
-        /* Only a frontend adopts, one socketpair end, and the channel is its user's. */
-        if (!c->frontend || nfds != 1 || !ipbm_is_seqpacket(fds[0])) {
+    case IPBM_ADOPT: {
+        /* Only a frontend adopts, and the channel is its user's. */
+        if (!c->frontend || nfds) {
             ret = -1;
             break;
         }
+        struct ipbm_msg rep = {.magic = IPBM_MAGIC, .type = IPBM_ERROR, .id = m->id, .err = EUSERS};
+        int sv[2] = {-1, -1};
         if (c->user->nchans >= IPBM_USER_CHANS(&M->conf)) {
-            /* Told on the new channel (whose worker is waiting for an answer), then closed. */
-            struct ipbm_msg e = {.magic = IPBM_MAGIC, .type = IPBM_ERROR, .err = EUSERS};
-            snprintf(e.text, sizeof(e.text), "user %s has %u sessions open, the most the service allows "
+            snprintf(rep.text, sizeof(rep.text), "user %s has %u sessions open, the most the service allows "
                      "(max_sessions_per_user)", c->user->name, M->conf.max_sessions_per_user);
-            ipbm_send(fds[0], &e, NULL, 0, MSG_DONTWAIT);
             if (chan_may_log(c))
                 log_warn("user %s: a session refused: %u sessions open", c->user->name, c->user->nchans);
-            break;
+        } else if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+                   !ipbm_chan_add(M, sv[0], false, c->user)) {
+            rep.err = errno ? errno : ENOMEM;
+            snprintf(rep.text, sizeof(rep.text), "the service cannot make a channel: %s", strerror(rep.err));
+            if (sv[0] >= 0)
+                close(sv[1]); /* sv[0] went with the failed ipbm_chan_add */
+            sv[1] = -1;
+        } else {
+            rep.type = IPBM_ADOPTED;
+            rep.err = 0;
         }
-        ipbm_chan_add(M, fds[0], false, c->user); /* closes it when it fails */
-        fds[0] = -1;
+        ipbm_chan_send(c, &rep, &sv[1], sv[1] >= 0);
+        if (sv[1] >= 0)
+            close(sv[1]); /* made here: nothing of the user's is queued in it */
         break;
+    }
     case IPBM_SPAWN: {
         if (c->frontend || M->stopping) {
             ret = c->frontend ? -1 : 0;
@@ -168,6 +195,8 @@ static int chan_dispatch(struct ipbm *M, struct ipbm_chan *c, const struct ipbm_
 
 /* The next request on a channel. Returns -1 when the channel must be closed. */
 static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
+    if (c->user->paused)
+        return 0; /* an event of this batch from before the pause */
     struct ipbm_msg m;
     /* Room for all a record can carry: the kernel drops none here (fds.h). */
     int fds[IPB_RECORD_MAX_FDS];
@@ -179,6 +208,8 @@ static int chan_request(struct ipbm *M, struct ipbm_chan *c) {
     /* Whatever came is the user's: closed where closing cannot stop the monitor. */
     for (unsigned i = 0; i < nfds; i++)
         ipbm_release_user_fd(c->user, fds[i]);
+    if (ipbm_held_paused(&c->user->held))
+        user_pause(M, c->user, true);
     if (ret < 0 && r == 1 && chan_may_log(c))
         log_warn("user %s: a malformed request on a %s channel; closing it", c->user->name,
                  c->frontend ? "frontend" : "worker");
@@ -241,19 +272,7 @@ static void notify(const char *state) {
 static void release_held(struct ipbm *M) {
     for (struct ipbm_user *u = M->users; u; u = u->next) {
         ipbm_held_run(&u->held);
-        bool paused = ipbm_held_paused(&u->held);
-        if (paused == u->paused)
-            continue;
-        u->paused = paused;
-        if (paused)
-            log_warn("user %s: %u descriptors the user sent wait to be closed (a closer is stalled, "
-                     "on the user's own filesystem, say); the user's requests wait until they are closed",
-                     u->name, u->held.n);
-        for (struct ipbm_chan *c = M->chans; c; c = c->next)
-            if (c->user == u) {
-                struct epoll_event ev = {.events = paused ? 0 : EPOLLIN, .data.ptr = c};
-                epoll_ctl(M->ep, EPOLL_CTL_MOD, c->fd, &ev);
-            }
+        user_pause(M, u, ipbm_held_paused(&u->held));
     }
 }
 
@@ -491,6 +510,16 @@ int ipbm_main(int argc, char **argv) {
              M->conf.pool_size, (unsigned long long)(M->conf.memory_max >> 20), M->conf.pids_max, M->conf.cpu_weight);
     int r = serve(M);
     ipbm_sandboxes_sweep(M);
+    /* What is left of the users' (channels, and listening sockets whose queued connections
+     * may carry their descriptors) goes to a last closer: the monitor never holds the last
+     * reference. */
+    while (M->chans)
+        chan_close(M, M->chans);
+    for (struct ipbm_user *u = M->users; u; u = u->next) {
+        if (u->listen_fd >= 0)
+            ipbm_release_user_fd(u, u->listen_fd);
+        u->listen_fd = -1;
+    }
     for (struct ipbm_user *u = M->users; u; u = u->next) {
         if (u->held.closer > 0)
             log_warn("user %s: a closer still waits on a descriptor the user sent (on their own filesystem, "

@@ -15,6 +15,8 @@ struct ipbm_user {
     char name[64];
     uid_t uid;
     gid_t gid;
+    gid_t *groups;          /* every group of the user's, read at start */
+    int ngroups;
     char home[256];
     char dir[128];  /* /run/ipybox/<name> */
     char sock[160]; /* dir/ipybox.sock */
@@ -104,5 +106,3 @@ struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ip
 /* Sends without waiting; a channel that cannot take the record is marked broken. */
 void ipbm_chan_send(struct ipbm_chan *c, const struct ipbm_msg *m, const int *fds, unsigned nfds);
 long ipbm_now_ms(void);
-/* Whether fd is an AF_UNIX SOCK_SEQPACKET socket. */
-bool ipbm_is_seqpacket(int fd);

@@ -94,6 +94,7 @@ static int apply(ipbm_sysconf *c, const char *k, const char *v) {
         return 0;
     }
     U32("max_sessions_per_user", max_sessions_per_user, 1, 10000)
+    U32("warm_sessions", warm_sessions, 0, 10000)
 #undef U32
 #undef SIZE
     return -2;
@@ -154,5 +155,7 @@ int ipbm_sysconf_parse(ipbm_sysconf *c, const char *text, size_t len, const char
         return ipb_error_set(err, EINVAL, "%s: pids_max is above pids_max_bound", name);
     if (c->cpu_weight > c->cpu_weight_bound)
         return ipb_error_set(err, EINVAL, "%s: cpu_weight is above cpu_weight_bound", name);
+    if (c->warm_sessions > c->max_sessions_per_user)
+        return ipb_error_set(err, EINVAL, "%s: warm_sessions is above max_sessions_per_user", name);
     return 0;
 }

@@ -22,6 +22,7 @@ typedef struct ipbm_sysconf {
     uint64_t tmp_size, shm_size;    /* defaults for every session's /tmp and /dev/shm */
     long idle_timeout_s;
     uint32_t max_sessions_per_user;
+    uint32_t warm_sessions;         /* per user, started ahead (ipyboxd --warm) */
 } ipbm_sysconf;
 
 void ipbm_sysconf_defaults(ipbm_sysconf *c);

@@ -122,11 +122,35 @@ int ipbm_users_load(struct ipbm *M, ipb_error **err) {
         snprintf(u->home, sizeof(u->home), "%s", pw->pw_dir);
         u->uid = pw->pw_uid;
         u->gid = pw->pw_gid;
+        /* The user's groups, read once here: the frontend's child is a bare clone that must
+         * not use NSS, and the monitor must not wait on a directory service later. */
+        int ng = 16;
+        for (;;) {
+            gid_t *g = realloc(u->groups, (size_t)ng * sizeof(gid_t));
+            if (!g)
+                break;
+            u->groups = g;
+            int want = ng;
+            if (getgrouplist(u->name, u->gid, u->groups, &want) >= 0) {
+                u->ngroups = want;
+                break;
+            }
+            if (want <= ng || want > 65536)
+                break;
+            ng = want;
+        }
+        if (!u->ngroups) {
+            /* At least the primary group. */
+            u->ngroups = u->groups ? 1 : 0;
+            if (u->groups)
+                u->groups[0] = u->gid;
+        }
         snprintf(u->dir, sizeof(u->dir), RUN_DIR "/%s", u->name);
         snprintf(u->sock, sizeof(u->sock), "%s/ipybox.sock", u->dir);
         u->listen_fd = make_socket(u);
         if (u->listen_fd < 0) {
             log_error("user %s: cannot make %s: %s", u->name, u->sock, strerror(-u->listen_fd));
+            free(u->groups);
             free(u);
             continue;
         }
@@ -148,13 +172,6 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return -1;
     pid_t monitor = getpid();
-    /* The user's groups, read here: the child is a bare clone and must not use NSS. */
-    gid_t groups[256];
-    int ng = 256;
-    if (getgrouplist(u->name, u->gid, groups, &ng) < 0) {
-        log_warn("user %s: in more than 256 groups; the frontend gets the first 256", u->name);
-        ng = 256;
-    }
     int keep[2] = {u->listen_fd, sv[1]};
     pid_t pid = ipbm_fork_clean(-1, keep, 2);
     if (pid == 0) {
@@ -163,7 +180,7 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
         sigprocmask(SIG_SETMASK, &none, NULL);
         for (int s = 1; s < NSIG; s++)
             signal(s, SIG_DFL);
-        if (setgroups((size_t)ng, groups) < 0 || setresgid(u->gid, u->gid, u->gid) < 0 ||
+        if (setgroups((size_t)u->ngroups, u->groups) < 0 || setresgid(u->gid, u->gid, u->gid) < 0 ||
             setresuid(u->uid, u->uid, u->uid) < 0 || getuid() != u->uid || geteuid() != u->uid) {
             dprintf(2, "ipyboxd: user %s: cannot switch to the user: %s\n", u->name, strerror(errno));
             _exit(126);
@@ -175,12 +192,13 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
         if (fcntl(IPBM_LOW_FD, F_SETFD, 0) < 0 || fcntl(IPBM_LOW_FD + 1, F_SETFD, 0) < 0)
             _exit(126);
         ipb_cloexec_from(5);
-        char home[300], user[100], logname[100], idle[32], maxs[32], tmp[40], shm[40];
+        char home[300], user[100], logname[100], idle[32], maxs[32], warm[32], tmp[40], shm[40];
         snprintf(home, sizeof(home), "HOME=%s", u->home);
         snprintf(user, sizeof(user), "USER=%s", u->name);
         snprintf(logname, sizeof(logname), "LOGNAME=%s", u->name);
         snprintf(idle, sizeof(idle), "%ld", M->conf.idle_timeout_s);
         snprintf(maxs, sizeof(maxs), "%u", M->conf.max_sessions_per_user);
+        snprintf(warm, sizeof(warm), "%u", M->conf.warm_sessions);
         snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)M->conf.tmp_size);
         snprintf(shm, sizeof(shm), "%llu", (unsigned long long)M->conf.shm_size);
         size_t na = 0;
@@ -198,6 +216,8 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
         argv[k++] = idle;
         argv[k++] = (char *)"--max-sessions";
         argv[k++] = maxs;
+        argv[k++] = (char *)"--warm";
+        argv[k++] = warm;
         if (M->verbose)
             argv[k++] = (char *)"--verbose";
         argv[k++] = (char *)"--tmp-size";
@@ -245,6 +265,7 @@ void ipbm_users_cleanup(struct ipbm *M) {
             close(u->listen_fd);
         unlink(u->sock);
         rmdir(u->dir);
+        free(u->groups);
         free(u);
     }
     rmdir(IPBM_ROOT_DIR);

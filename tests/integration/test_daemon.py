@@ -250,6 +250,82 @@ class Sessions(DaemonCase):
         self.assertLess(time.time() - t0, 20)
 
 
+class Warm(DaemonCase):
+    @staticmethod
+    def workers(d):
+        out = []
+        for pid in descendants(d.proc.pid):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if b"--embedded" in f.read().split(b"\0") and alive(pid):
+                        out.append(pid)
+            except OSError:
+                pass
+        return out
+
+    def test_warm_workers_serve_sessions_made_with_the_daemons_options(self):
+        d = self.daemon("--warm", "1", "--max-sessions", "3", "--container-env-var", "WHO=daemon")
+        # One worker is started ahead, before any client, and its sandbox comes up.
+        self.assertTrue(wait_for(lambda: len(self.workers(d)) == 1, 20))
+        first = self.workers(d)[0]
+        self.assertTrue(wait_for(lambda: "session (warm %d): ready in" % first in d.log_text(), 30), d.log_text())
+        c = d.client()
+        # It is no session of anyone's yet: not listed, not attachable.
+        self.assertEqual(c.request("ipybox/listSessions")["sessions"], [])
+        with self.assertRaises(McpError):
+            c.request("ipybox/attachSession", {"name": "(warm %d)" % first})
+        # A session without options of its own takes it, with a fresh kernel; another worker
+        # is started ahead.
+        self.assertEqual(c.request("ipybox/createSession", {"name": "a"}), {"name": "a"})
+        self.assertIn("session a: started (warm worker %d, ready)" % first, d.log_text())
+        self.assertEqual(c.execute("import os; print(os.environ['WHO'], 'x' in dir())")[0], "daemon False\n")
+        self.assertTrue(wait_for(lambda: len(self.workers(d)) == 2, 20))
+        self.assertIn(first, self.workers(d))
+        second = (set(self.workers(d)) - {first}).pop()
+        # A session with options of its own never takes one.
+        b = d.client()
+        b.request("ipybox/createSession", {"name": "b", "args": ["--container-env-var", "WHO=client"]})
+        self.assertEqual(b.execute("import os; print(os.environ['WHO'])")[0], "client\n")
+        self.assertIn("session b: started (worker", d.log_text())
+        self.assertIn(second, self.workers(d))
+        own = (set(self.workers(d)) - {first, second}).pop()
+        # A connection's first call gets the warm one too.
+        self.assertTrue(wait_for(lambda: "session (warm %d): ready in" % second in d.log_text(), 30))
+        e = d.client()
+        self.assertEqual(e.execute("print(2 + 2)")[0], "4\n")
+        self.assertIn("session #1: started (warm worker %d, ready)" % second, d.log_text())
+        # Warm workers count against --max-sessions: with three sessions none is started.
+        time.sleep(2)
+        self.assertEqual(len(self.workers(d)), 3)
+        # Once one closes, one is started ahead again, and serves the next session.
+        c.request("ipybox/closeSession", {"name": "a"})
+        self.assertTrue(wait_for(lambda: first not in self.workers(d) and len(self.workers(d)) == 3, 20))
+        third = (set(self.workers(d)) - {second, own}).pop()
+        self.assertTrue(wait_for(lambda: "session (warm %d): ready in" % third in d.log_text(), 30))
+        c.request("ipybox/createSession", {"name": "c"})
+        self.assertIn("session c: started (warm worker %d, ready)" % third, d.log_text())
+        workers = self.workers(d)
+        d.stop()
+        self.assertNoProcessesLeft(workers)
+
+    def test_warm_workers_that_cannot_start_are_retried_ever_more_slowly(self):
+        d = self.daemon("--warm", "1", "--workspace", "/proc/no-such-dir/ws")
+        self.assertTrue(wait_for(lambda: "the next in 2 s" in d.log_text(), 30), d.log_text())
+        self.assertIn("a warm worker could not start: cannot start: --workspace", d.log_text())
+        self.assertIn("the next in 1 s", d.log_text())
+        # A session made meanwhile fails with the worker's own sentence, as without --warm.
+        c = d.client()
+        with self.assertRaises(McpError) as e:
+            c.request("ipybox/createSession", {"name": "x"})
+        self.assertIn("--workspace", str(e.exception))
+
+    def test_warm_is_checked(self):
+        r = subprocess.run([IPYBOXD, "--user", "--warm", "5", "--max-sessions", "2"], capture_output=True,
+                           text=True, timeout=30, env=dict(os.environ, XDG_RUNTIME_DIR=tempfile.gettempdir()))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--warm 5 is more than --max-sessions 2", r.stderr)
+
+
 class Bridge(DaemonCase):
     def test_ipybox_mcp_uses_a_daemon_and_falls_back(self):
         d = self.daemon()

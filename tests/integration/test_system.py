@@ -54,6 +54,7 @@ def pool_pids():
 # pids_max, cpu_weight, limits, memory_max, uid_base, reserved, text[256].
 IPBM = struct.Struct("<IIIiiIIIIIQII256s")
 IPBM_MAGIC, IPBM_ADOPT, IPBM_SPAWN, IPBM_KILL = 0x69706d31, 1, 2, 3
+IPBM_ERROR, IPBM_ADOPTED = 101, 103
 
 
 def ipbm(kind, **fields):
@@ -61,6 +62,19 @@ def ipbm(kind, **fields):
     v.update(fields)
     return IPBM.pack(IPBM_MAGIC, kind, v["id"], v["err"], v["status"], v["nbinds"], v["ro_binds"],
                      v["pids_max"], v["cpu_weight"], v["limits"], v["memory_max"], 0, 0, b"")
+
+
+def adopt(chan):
+    """Asks the monitor for a worker channel on a frontend channel: our end of the new one."""
+    chan.send(ipbm(IPBM_ADOPT, id=4242))
+    chan.settimeout(10)
+    msg, fds, _, _ = socket.recv_fds(chan, IPBM.size, 1)
+    reply = IPBM.unpack(msg)
+    if reply[1] != IPBM_ADOPTED or reply[2] != 4242 or len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        raise AssertionError("ADOPT refused: %r" % (reply,))
+    return socket.socket(fileno=fds[0])
 
 
 def steal_fd(pid, fd):
@@ -74,6 +88,14 @@ def steal_fd(pid, fd):
         return got
     finally:
         os.close(pidfd)
+
+
+def alive_pid(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def sandbox_cgroups():
@@ -145,7 +167,7 @@ class SystemService(unittest.TestCase):
             except KeyError:
                 subprocess.run(["useradd", "-m", "-G", GROUP, "-s", "/bin/sh", u], check=True)
         cls.svc = Service("users = group %s\nmemory_max = 256M\nmemory_max_bound = 512M\npids_max = 64\n"
-                          "tmp_size = 32M\nidle_timeout = 600\n" % GROUP)
+                          "tmp_size = 32M\nidle_timeout = 600\nwarm_sessions = 1\n" % GROUP)
 
     @classmethod
     def tearDownClass(cls):
@@ -290,6 +312,19 @@ class SystemService(unittest.TestCase):
         t.join(60)
         self.assertIn("timed out", text(done["r"][1]))
 
+    def test_a_warm_sandbox_serves_the_next_session(self):
+        # warm_sessions = 1: each user's frontend keeps one session started ahead, in the pool.
+        self.assertTrue(wait_for(lambda: self.svc.log_text().count("): ready in") >= 2, 30), self.svc.log_text())
+        a = self.client(USERS[0])
+        self.assertEqual(a.execute("import os; print(os.getuid(), 'x' in dir())")[0], "1000 False\n")
+        self.assertRegex(self.svc.log_text(), r"session #\d+: started \(warm worker \d+, ready\)")
+        # Another is started ahead for the next one.
+        started = self.svc.log_text().count("started (warm worker")
+        self.assertTrue(wait_for(lambda: self.svc.log_text().count("): ready in") >= 3, 30))
+        b = self.client(USERS[0])
+        self.assertEqual(b.execute("print('next')")[0], "next\n")
+        self.assertEqual(self.svc.log_text().count("started (warm worker"), started + 1)
+
     def test_ipybox_mcp_finds_the_service_by_itself(self):
         c = McpClient(wrap=lambda cmd: ["runuser", "-u", USERS[0], "--", "env", "-C", "/tmp", *cmd])
         self.clients.append(c)
@@ -377,9 +412,7 @@ class SystemService(unittest.TestCase):
 
     def test_spawn_takes_only_the_descriptors_it_expects(self):
         chan = socket.socket(fileno=steal_fd(self.frontend_pid(USERS[0]), 4))
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [mine.fileno()])
-        mine.close()
+        theirs = adopt(chan)
         sync, sync_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         r, w = os.pipe()
         stream, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -399,9 +432,7 @@ class SystemService(unittest.TestCase):
     def test_the_monitor_holds_each_user_to_a_quota(self):
         # The frontend is the user's: acting as it, A cannot take more than their share.
         chan = socket.socket(fileno=steal_fd(self.frontend_pid(USERS[0]), 4))
-        worker, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [worker.fileno()])
-        worker.close()
+        theirs = adopt(chan)
         theirs.settimeout(20)
         r, w = os.pipe()
         keep = []
@@ -424,22 +455,19 @@ class SystemService(unittest.TestCase):
         self.assertIn(b"the most the service allows", replies[-1][-1])
         self.assertLessEqual(len(replies) - 1, 32)
         # B is not held back by A's quota; nor by A's channels, also limited (16 + 4).
-        extra = []
         for _ in range(24):
-            a_, b_ = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [a_.fileno()])
-            a_.close()
-            extra.append(b_)
+            chan.send(ipbm(IPBM_ADOPT, id=7))
         b = self.client(USERS[1])
         self.assertEqual(b.execute("print('b fine')")[0], "b fine\n")
-        refused = 0
-        for x in extra:  # answered at once, before B's session started
-            x.setblocking(False)
-            try:
-                refused += b"sessions open" in x.recv(IPBM.size)
-            except BlockingIOError:
-                pass
+        extra, refused = [], 0
+        chan.setblocking(False)
+        for _ in range(24):  # answered at once, before B's session started
+            msg, fds, _, _ = socket.recv_fds(chan, IPBM.size, 1)
+            extra += [socket.socket(fileno=fd) for fd in fds]
+            reply = IPBM.unpack(msg)
+            refused += reply[1] == IPBM_ERROR and b"sessions open" in reply[-1]
         self.assertGreater(refused, 0)
+        self.assertLessEqual(len(extra), 20)  # max_sessions_per_user + 4, one of them `theirs`
         # Closing A's channels frees all of it: the sandboxes are killed, and A starts again.
         shims = {int(x[4]) for x in replies if x[1] == 100}
         for x in extra + keep + [theirs, chan]:
@@ -466,7 +494,7 @@ class SystemService(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("meets the range on line %d of /etc/subuid" % line, r.stderr)
 
-    def frontend_pid(self, user):
+    def frontend_pid_or_none(self, user):
         uid = pwd.getpwnam(user).pw_uid
         for pid, u in proc_uids():
             try:
@@ -476,17 +504,19 @@ class SystemService(unittest.TestCase):
                 continue
             if u == uid and b"--frontend" in argv:
                 return pid
-        self.fail("no frontend for %s" % user)
+        return None
+
+    def frontend_pid(self, user):
+        pid = self.frontend_pid_or_none(user)
+        if pid is None:
+            self.fail("no frontend for %s" % user)
+        return pid
 
     def test_a_hostile_frontend_channel_stops_nothing(self):
         # User A's frontend is theirs to control: act as it on its own monitor channel (fd 4).
         chan = socket.socket(fileno=steal_fd(self.frontend_pid(USERS[0]), 4))
         self.assertEqual(chan.type, socket.SOCK_SEQPACKET)
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        # The same socket adopted twice: one record readable on two of the monitor's channels.
-        for _ in range(2):
-            socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [mine.fileno()])
-        time.sleep(0.5)
+        theirs = adopt(chan)
         theirs.send(ipbm(IPBM_KILL, id=999))
         # A worker that asks and never reads the answers (limits out of bounds are refused
         # with an error record, and the channel stays open until it stops taking records).
@@ -503,9 +533,8 @@ class SystemService(unittest.TestCase):
         self.assertEqual(b.execute("print('b fine')")[0], "b fine\n")
         a = self.client(USERS[0])
         self.assertEqual(a.execute("print('a fine')")[0], "a fine\n")
-        # The channels that stopped reading were closed by the monitor (each is once it has an
-        # answer it cannot send): the other end hangs up.
-        mine.close()
+        # The channel that stopped reading was closed by the monitor (once it had an answer it
+        # could not send): the other end hangs up.
         poller = select.poll()
         poller.register(theirs, select.POLLHUP)
 
@@ -540,58 +569,89 @@ class SystemService(unittest.TestCase):
                 out[pid] = wchan
         return out
 
+    def monitor_fds_on(self, path):
+        n = 0
+        for fd in os.listdir("/proc/%d/fd" % self.svc.proc.pid):
+            try:
+                n += os.readlink("/proc/%d/fd/%s" % (self.svc.proc.pid, fd)).startswith(path + "/")
+            except OSError:
+                pass
+        return n
+
     def test_descriptors_a_user_sends_never_stop_the_monitor(self):
-        # A file on a FUSE filesystem whose server does not answer FLUSH: close() waits for it,
-        # uninterruptibly once the server has read the request. A user hands such files to the
-        # monitor (their own FUSE mount would do; this one is root's, with allow_other, so that
-        # the test can open it).
+        # A file on a FUSE filesystem whose server does not answer FLUSH: close() waits for it
+        # (for ever with signals blocked, as the monitor has them). A user hands such files to
+        # the monitor (their own FUSE mount would do; this one is root's, with allow_other, so
+        # that the test can open it).
         try:
             fs = stallfs.StallFS()
         except OSError as e:
             self.skipTest("no FUSE here: %s" % e)
         with fs:
             chan = socket.socket(fileno=steal_fd(self.frontend_pid(USERS[0]), 4))
-            worker, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [worker.fileno()])
-            worker.close()
-            theirs.settimeout(20)
+            t1, t2 = adopt(chan), adopt(chan)
+            t1.settimeout(20)
             sync, sync_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             r, w = os.pipe()
             # While the test holds the file, it starts no process: a child would close it too.
             f = os.open(fs.file, os.O_RDONLY)
-            socket.send_fds(theirs, [ipbm(IPBM_SPAWN)], [r, f, w, sync.fileno()])
-            self.assertEqual(IPBM.unpack(theirs.recv(IPBM.size))[1], 101)  # refused
+            socket.send_fds(t1, [ipbm(IPBM_SPAWN)], [r, f, w, sync.fileno()])
+            self.assertEqual(IPBM.unpack(t1.recv(IPBM.size))[1], IPBM_ERROR)
             self.assertTrue(fs.wait_flushes(1), "the monitor never closed the file")
-            # Hundreds more while that close waits: held, and A is not read while so many wait
-            # (the third record is left unread until the first close is done).
-            for i in range(3):
-                socket.send_fds(theirs, [ipbm(IPBM_SPAWN)], [f] * 150)
-                if i < 2:
-                    self.assertEqual(IPBM.unpack(theirs.recv(IPBM.size))[1], 101)
+            # Hundreds more while that close waits: held; with 256 waiting, A is not read.
+            for _ in range(2):
+                socket.send_fds(t1, [ipbm(IPBM_SPAWN)], [f] * 150)
+                self.assertEqual(IPBM.unpack(t1.recv(IPBM.size))[1], IPBM_ERROR)
+            socket.send_fds(t1, [ipbm(IPBM_SPAWN)], [f] * 150)
+            # Nor is a channel that hangs up with a record queued.
+            socket.send_fds(t2, [ipbm(IPBM_SPAWN)], [f] * 150)
+            t2.close()
             threading.Thread(target=os.close, args=(f,), daemon=True).start()
             self.assertTrue(fs.wait_flushes(2))
             # The close waits in one of the monitor's children, never in the monitor.
-            self.assertTrue(wait_for(lambda: "request_wait_answer" in self.closers().values(), 10),
+            self.assertTrue(wait_for(lambda: any("fuse" in x or "request_wait_answer" in x
+                                                 for x in self.closers().values()), 10),
                             "no child waits on the close: %s" % self.closers())
             with open("/proc/%d/wchan" % self.svc.proc.pid) as st:
-                self.assertNotEqual(st.read(), "request_wait_answer")
+                wchan = st.read()
+            self.assertFalse("fuse" in wchan or "request_wait_answer" in wchan, wchan)
             self.assertTrue(wait_for(lambda: "wait to be closed" in self.svc.log_text(), 10))
+            time.sleep(1)
+            self.assertEqual(self.monitor_fds_on(fs.dir), 300)
             b = self.client(USERS[1])
             self.assertEqual(b.execute("print('b fine')")[0], "b fine\n")
-            theirs.setblocking(False)
-            self.assertRaises(BlockingIOError, theirs.recv, IPBM.size)
-            theirs.settimeout(20)
+            t1.setblocking(False)
+            self.assertRaises(BlockingIOError, t1.recv, IPBM.size)
+            t1.settimeout(20)
             # Once the filesystem answers, everything held is closed and A is served again.
             fs.answer()
-            self.assertEqual(IPBM.unpack(theirs.recv(IPBM.size))[1], 101)
-            self.assertTrue(wait_for(lambda: fs.flushes >= 2 + 450, 20), "held descriptors not closed: %d" % fs.flushes)
+            self.assertEqual(IPBM.unpack(t1.recv(IPBM.size))[1], IPBM_ERROR)
+            self.assertTrue(wait_for(lambda: fs.flushes >= 2 + 600, 20), "held descriptors not closed: %d" % fs.flushes)
             self.assertTrue(wait_for(lambda: not self.closers(), 10), self.closers())
+            self.assertEqual(self.monitor_fds_on(fs.dir), 0)
+            self.assertIn("serving the user again", self.svc.log_text())
             a = self.client(USERS[0])
             self.assertEqual(a.execute("print('a fine')")[0], "a fine\n")
-            for x in (chan, theirs, sync, sync_peer):
+            for x in (chan, t1, sync, sync_peer):
                 x.close()
             for fd in (r, w):
                 os.close(fd)
+
+    def test_a_frontend_channel_takes_no_descriptor_it_did_not_ask_for(self):
+        # ADOPT carries none (the monitor makes each channel itself): one that does closes the
+        # frontend's channel, and the frontend is restarted.
+        old = self.frontend_pid(USERS[0])
+        chan = socket.socket(fileno=steal_fd(old, 4))
+        mine, _peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        socket.send_fds(chan, [ipbm(IPBM_ADOPT)], [mine.fileno()])
+        chan.settimeout(10)
+        self.assertEqual(chan.recv(IPBM.size), b"")  # hung up
+        self.assertTrue(wait_for(lambda: not alive_pid(old), 10))
+        self.assertTrue(wait_for(lambda: self.frontend_pid_or_none(USERS[0]) not in (None, old), 20))
+        a = self.client(USERS[0])
+        self.assertEqual(a.execute("print('a back')")[0], "a back\n")
+        for x in (chan, mine, _peer):
+            x.close()
 
     def test_zz_sigkill_leaves_no_sandbox_and_restart_cleans_up(self):
         a = self.client(USERS[0])
@@ -602,8 +662,14 @@ class SystemService(unittest.TestCase):
         self.assertTrue(wait_for(lambda: not pool_pids(), 20), "left: %s" % pool_pids())
         users = {pwd.getpwnam(u).pw_uid for u in USERS}
         self.assertTrue(wait_for(lambda: not [p for p, u in proc_uids() if u in users], 20))
+        left = {d: os.stat(d).st_ino for d in sandbox_cgroups() if os.path.isdir(d)}
+        self.assertTrue(left)
         self.svc.start()
-        self.assertFalse([d for d in sandbox_cgroups() if os.path.isdir(d)])
+        # Every cgroup the killed service left is gone (the new service's warm sandboxes may
+        # have made cgroups of the same names since: new ones).
+        again = [d for d, ino in left.items() if os.path.isdir(d) and os.stat(d).st_ino == ino]
+        self.assertFalse(again)
+        self.assertIn("removed sandbox cgroups an earlier run left", self.svc.log_text()[self.svc.log_from:])
         c = self.client(USERS[1])
         self.assertEqual(c.execute("print('back')")[0], "back\n")
 

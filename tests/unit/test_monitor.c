@@ -96,10 +96,11 @@ START_TEST(test_sysconf_defaults_and_values) {
     ck_assert_str_eq(c.group, "");
     ck_assert_uint_eq(c.memory_max, 2ull << 30);
     ck_assert_uint_eq(c.pool_start, 0x70000000u);
+    ck_assert_uint_eq(c.warm_sessions, 0);
     const char *text = "# comment\n\nusers = group  ipybox-users \r\nmemory_max = 512M # trailing\n"
                        "memory_max_bound=1G\npids_max = 100\ncpu_weight = 50\ncpu_weight_bound = 200\n"
                        "uid_pool_start = 200000000\nuid_pool_size = 10\ntmp_size = 64M\nidle_timeout = 60\n"
-                       "max_sessions_per_user = 3";
+                       "max_sessions_per_user = 3\nwarm_sessions = 2";
     ck_assert_msg(parse(&c, text, msg, sizeof(msg)) == 0, "%s", msg);
     ck_assert_str_eq(c.group, "ipybox-users");
     ck_assert_uint_eq(c.memory_max, 512ull << 20);
@@ -111,6 +112,7 @@ START_TEST(test_sysconf_defaults_and_values) {
     ck_assert_uint_eq(c.tmp_size, 64ull << 20);
     ck_assert_int_eq(c.idle_timeout_s, 60);
     ck_assert_uint_eq(c.max_sessions_per_user, 3);
+    ck_assert_uint_eq(c.warm_sessions, 2);
     ck_assert_msg(parse(&c, "users = group a\nusers = all\n", msg, sizeof(msg)) == 0, "%s", msg);
     ck_assert_str_eq(c.group, "");
 }
@@ -135,6 +137,7 @@ START_TEST(test_sysconf_errors_name_the_line) {
         {"uid_pool_start = 65536\nuid_max = 70000\n", "overlaps the users' uids"},
         {"uid_min = 5000\nuid_max = 4000\n", "uid_min is above uid_max"},
         {"pids_max = 99999999999999999999\n", "bad value"},
+        {"max_sessions_per_user = 2\nwarm_sessions = 3\n", "warm_sessions is above max_sessions_per_user"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         ipbm_sysconf c;
