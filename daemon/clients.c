@@ -46,6 +46,7 @@ void ipbd_clients_reap(struct ipbd *d) {
         free(c->lost);
         free(c);
         d->nclients--;
+        d->active_ms = ipbd_now_ms();
     }
 }
 
@@ -338,6 +339,7 @@ void ipbd_client_accept(struct ipbd *d) {
         c->next = d->clients;
         d->clients = c;
         d->nclients++;
+        d->active_ms = ipbd_now_ms();
         log_debug("client %llu (pid %d): connected", (unsigned long long)c->id, (int)cred.pid);
     }
 }

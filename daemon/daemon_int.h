@@ -91,7 +91,9 @@ struct ipbd {
     struct ipbd_session *sessions;
     unsigned nclients, nsessions, anon_seq;
     long warm_after_ms;       /* no warm worker is started before then (after failures) */
-    unsigned warm_failures;   /* warm workers in a row that ended before they were ready */
+    unsigned warm_failures;   /* warm workers that failed since one was last taken */
+    long active_ms;           /* a client was last connected then (0: never); warm workers are
+                               * kept only while one is, or was within --idle-timeout */
     uint64_t next_client_id;
     bool stopping;
 };

@@ -142,6 +142,9 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err) {
     d.sig.fd = d.timer.fd = -1;
     d.listen.fd = cfg->listen_fd; /* ours from here: closed when we stop listening */
     d.next_client_id = 1;
+    /* `ipyboxd --user --warm N` was started to be used: its warm workers start at once. A
+     * system service's frontend waits for its user's first connection. */
+    d.active_ms = cfg->monitor_fd < 0 ? ipbd_now_ms() : 0;
     if (setup(&d, err) < 0) {
         close(d.listen.fd);
         close(d.sig.fd);

@@ -235,7 +235,7 @@ static char **worker_argv(struct ipbd *d, json_t *args, ipb_error **err) {
 static int monitor_channel(struct ipbd *d, ipb_error **err) {
     static uint32_t seq;
     struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_ADOPT, .id = ++seq};
-    int r = ipbm_send(d->cfg->monitor_fd, &m, NULL, 0, 0);
+    int r = ipbm_send(d->cfg->monitor_fd, &m, NULL, 0, MSG_DONTWAIT);
     if (r < 0)
         return ipb_error_set(err, -r, "the ipyboxd service's monitor is gone");
     long deadline = ipbd_now_ms() + 10000;
@@ -370,11 +370,34 @@ static unsigned count_sessions(struct ipbd *d, bool warm) {
 static struct ipbd_session *take_warm(struct ipbd *d) {
     struct ipbd_session *best = NULL;
     for (struct ipbd_session *s = d->sessions; s; s = s->next)
-        if (s->warm && !s->closing && s->pid > 0 && (!best || (s->ready && !best->ready)))
+        if (s->warm && !s->closing && s->linkw.fd >= 0 && (!best || (s->ready && !best->ready)))
             best = s;
-    if (best)
+    if (best) {
         best->warm = false;
+        d->warm_failures = 0; /* one served: failures count afresh */
+    }
     return best;
+}
+
+/* Closes a warm worker (one still starting first); false when there is none. */
+static bool drop_warm(struct ipbd *d, const char *why) {
+    struct ipbd_session *pick = NULL;
+    for (struct ipbd_session *s = d->sessions; s; s = s->next)
+        if (s->warm && !s->closing && (!pick || (!s->ready && pick->ready)))
+            pick = s;
+    if (pick)
+        ipbd_session_close(d, pick, why);
+    return pick != NULL;
+}
+
+/* A warm worker could not start or ended while waiting: the next one waits 1 s, doubling to a
+ * minute, so that a broken setup does not start sandboxes over and over. */
+static void warm_failed(struct ipbd *d, const char *why) {
+    d->warm_failures++;
+    long pause = d->warm_failures > 6 ? 60000 : 1000L << (d->warm_failures - 1);
+    d->warm_after_ms = ipbd_now_ms() + pause;
+    if (d->warm_failures <= 6 || d->warm_failures % 10 == 0)
+        log_warn("a warm worker %s; the next in %ld s", why, pause / 1000);
 }
 
 struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64_t anon_owner, json_t *args,
@@ -388,6 +411,7 @@ struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64
         ipb_error_set(err, 0, "the daemon already runs %u sessions, the most it may (ipyboxd --max-sessions)", open);
         return NULL;
     }
+    d->active_ms = ipbd_now_ms();
     if (cwd && cwd[0] != '/') {
         ipb_error_set(err, 0, "'cwd' must be an absolute path");
         return NULL;
@@ -397,6 +421,10 @@ struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64
     bool defaults = !json_array_size(args);
     struct ipbd_session *s = defaults ? take_warm(d) : NULL;
     bool was_warm = s != NULL;
+    /* Warm workers count against --max-sessions: one gives way to a session that needs a
+     * worker of its own. */
+    if (!s && open + count_sessions(d, true) >= d->cfg->max_sessions)
+        drop_warm(d, "giving way to a session with options of its own");
     if (!s && !(s = start_worker(d, args, defaults ? NULL : cwd, err)))
         return NULL;
     if (name)
@@ -406,25 +434,34 @@ struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64
     s->anonymous = !name;
     s->owner = anon_owner;
     s->created_ms = s->idle_since_ms = ipbd_now_ms();
-    if (was_warm) {
+    if (was_warm) /* replaced after this round of events (the loop refills) */
         log_info("session %s: started (warm worker %d, %s)", s->name, (int)s->pid, s->ready ? "ready" : "starting");
-        ipbd_warm_fill(d);
-    } else
+    else
         log_info("session %s: started (worker %d)", s->name, (int)s->pid);
     return s;
 }
 
 void ipbd_warm_fill(struct ipbd *d) {
-    if (!d->cfg->warm || d->stopping || ipbd_now_ms() < d->warm_after_ms)
+    if (!d->cfg->warm || d->stopping)
+        return;
+    long now = ipbd_now_ms();
+    if (!d->nclients && (!d->active_ms || now - d->active_ms >= d->cfg->idle_timeout_ms)) {
+        /* Nobody has used the daemon lately: no sandbox waits for them. */
+        while (drop_warm(d, "no client for --idle-timeout"))
+            ;
+        return;
+    }
+    if (now < d->warm_after_ms)
         return;
     unsigned warm = count_sessions(d, true);
     while (warm < d->cfg->warm && count_sessions(d, false) + warm < d->cfg->max_sessions) {
         ipb_error *err = NULL;
         struct ipbd_session *s = start_worker(d, NULL, NULL, &err);
         if (!s) {
-            log_warn("cannot start a warm worker: %s", ipb_error_msg(err));
+            char why[600];
+            snprintf(why, sizeof(why), "could not start: %s", ipb_error_msg(err));
             ipb_error_free(err);
-            d->warm_after_ms = ipbd_now_ms() + 5000;
+            warm_failed(d, why);
             return;
         }
         s->warm = true;
@@ -459,10 +496,8 @@ static void worker_line(struct ipbd *d, struct ipbd_session *s, const char *line
             return;
         }
         s->ready = true;
-        if (p->kind == P_WARM) {
-            d->warm_failures = 0;
+        if (p->kind == P_WARM)
             log_debug("warm worker %d: ready", (int)s->pid);
-        }
         struct ipbd_client *c = ipbd_client_find(d, p->client_id);
         if (c && p->kind == P_CALL) {
             json_object_set(m, "id", p->id);
@@ -577,13 +612,11 @@ static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
     else
         snprintf(why, sizeof(why), "The session '%s' ended unexpectedly%s%s", s->name, s->last_err[0] ? ": " : "",
                  s->last_err);
-    if (s->warm && !s->closing && !s->ready) {
-        /* Warm workers that cannot start are not started again and again. */
-        d->warm_failures++;
-        long pause = d->warm_failures > 6 ? 60000 : 1000L << (d->warm_failures - 1);
-        d->warm_after_ms = ipbd_now_ms() + pause;
-        log_warn("a warm worker could not start%s%s; the next in %ld s", s->last_err[0] ? ": " : "", s->last_err,
-                 pause / 1000);
+    if (s->warm && !s->closing) {
+        char wf[600];
+        snprintf(wf, sizeof(wf), "%s%s%s", s->ready ? "ended while waiting" : "could not start",
+                 s->last_err[0] ? ": " : "", s->last_err);
+        warm_failed(d, wf);
     } else if (!s->closing) {
         if (WIFSIGNALED(status))
             log_warn("session %s: the worker was killed by signal %d", s->name, WTERMSIG(status));

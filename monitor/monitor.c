@@ -43,8 +43,8 @@ struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ip
     c->fd = fd;
     c->frontend = frontend;
     c->user = u;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-    if (!u->paused && epoll_ctl(M->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    struct epoll_event ev = {.events = u->paused ? 0 : EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(M->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
         ipbm_release_user_fd(u, fd);
         free(c);
         return NULL;
@@ -105,8 +105,8 @@ static bool chan_may_log(struct ipbm_chan *c) {
 }
 
 /* A user with too many descriptors waiting for their closer (a stalled one) is not read
- * until it is done: their channels leave the epoll set (with events 0 a hang-up would still
- * be reported, and read). */
+ * until it is done: their channels wait for nothing but a hang-up (always reported), and one
+ * that hangs up is closed unread (what it queued goes to the closer with it). */
 static void user_pause(struct ipbm *M, struct ipbm_user *u, bool paused) {
     if (paused == u->paused)
         return;
@@ -118,8 +118,8 @@ static void user_pause(struct ipbm *M, struct ipbm_user *u, bool paused) {
         log_info("user %s: the descriptors are closed; serving the user again", u->name);
     for (struct ipbm_chan *c = M->chans; c; c = c->next)
         if (c->user == u) {
-            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-            epoll_ctl(M->ep, paused ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, c->fd, &ev);
+            struct epoll_event ev = {.events = paused ? 0 : EPOLLIN, .data.ptr = c};
+            epoll_ctl(M->ep, EPOLL_CTL_MOD, c->fd, &ev);
         }
 }
 
@@ -136,6 +136,7 @@ static int chan_dispatch(struct ipbm *M, struct ipbm_chan *c, const struct ipbm_
         }
         struct ipbm_msg rep = {.magic = IPBM_MAGIC, .type = IPBM_ERROR, .id = m->id, .err = EUSERS};
         int sv[2] = {-1, -1};
+        errno = 0;
         if (c->user->nchans >= IPBM_USER_CHANS(&M->conf)) {
             snprintf(rep.text, sizeof(rep.text), "user %s has %u sessions open, the most the service allows "
                      "(max_sessions_per_user)", c->user->name, M->conf.max_sessions_per_user);
@@ -349,7 +350,10 @@ static int serve(struct ipbm *M) {
                 ipbm_frontends_start(M);
             } else {
                 struct ipbm_chan *c = p;
-                if (chan_request(M, c) < 0)
+                if (c->user->paused) {
+                    if (evs[i].events & (EPOLLHUP | EPOLLERR))
+                        c->broken = true;
+                } else if (chan_request(M, c) < 0)
                     c->broken = true;
             }
         }

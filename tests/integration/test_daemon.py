@@ -3,7 +3,6 @@ Sessions across connections (named, attached from a second connection, private a
 ones), `ipybox mcp` as a bridge and its fallback, bad and stalling clients next to working
 ones, fifty concurrent sessions, the idle timeout, other users refused, and SIGTERM / SIGKILL
 of the daemon leaving no process behind."""
-import json
 import os
 import select
 import signal
@@ -16,38 +15,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import BUILD, IPYBOX, PROTOCOL, McpClient, McpError, require_sandbox, wait_for  # noqa: E402
+from ipybox_test import (IPYBOX, PROTOCOL, McpClient, McpError, alive, descendants,  # noqa: E402
+                         require_sandbox, wait_for)
 
 IPYBOXD = os.path.join(os.path.dirname(IPYBOX), "ipyboxd")
-
-
-def descendants(pid):
-    """Every live process below pid."""
-    kids = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        ppid = int(st.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            out.append(k)
-            todo.append(k)
-    return out
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class Daemon:
@@ -308,10 +279,34 @@ class Warm(DaemonCase):
         d.stop()
         self.assertNoProcessesLeft(workers)
 
+    def test_a_warm_worker_gives_way_to_a_session_with_options(self):
+        d = self.daemon("--warm", "1", "--max-sessions", "1")
+        self.assertTrue(wait_for(lambda: len(self.workers(d)) == 1, 20))
+        warm = self.workers(d)[0]
+        c = d.client()
+        c.request("ipybox/createSession", {"name": "own", "args": ["--container-env-var", "WHO=client"]})
+        self.assertEqual(c.execute("import os; print(os.environ['WHO'])")[0], "client\n")
+        self.assertIn("giving way to a session with options of its own", d.log_text())
+        self.assertNotIn(warm, self.workers(d))
+        self.assertEqual(len(self.workers(d)), 1)
+
+    def test_warm_workers_wait_only_for_clients_that_come(self):
+        d = self.daemon("--warm", "1", "--idle-timeout", "2")
+        self.assertTrue(wait_for(lambda: len(self.workers(d)) == 1, 20))
+        # Nobody came: after --idle-timeout no sandbox waits.
+        self.assertTrue(wait_for(lambda: not self.workers(d), 20), d.log_text())
+        self.assertIn("no client for --idle-timeout", d.log_text())
+        # A client connects: one is started for it.
+        c = d.client()
+        self.assertTrue(wait_for(lambda: len(self.workers(d)) == 1, 20))
+        self.assertEqual(c.execute("print(3)")[0], "3\n")
+        self.assertIn("started (warm worker", d.log_text())
+
     def test_warm_workers_that_cannot_start_are_retried_ever_more_slowly(self):
         d = self.daemon("--warm", "1", "--workspace", "/proc/no-such-dir/ws")
         self.assertTrue(wait_for(lambda: "the next in 2 s" in d.log_text(), 30), d.log_text())
         self.assertIn("a warm worker could not start: cannot start: --workspace", d.log_text())
+        self.assertNotIn("the next in 1 s", d.log_text().split("the next in 2 s")[1])
         self.assertIn("the next in 1 s", d.log_text())
         # A session made meanwhile fails with the worker's own sentence, as without --warm.
         c = d.client()

@@ -139,6 +139,15 @@ def descendants(pid):
     return out
 
 
+def alive(pid):
+    """Whether pid runs (a zombie does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def wait_for(pred, timeout=20, step=0.05):
     """Polls pred until it is true or timeout seconds pass; returns its last value."""
     deadline = time.time() + timeout
