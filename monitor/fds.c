@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -192,6 +193,9 @@ bool ipbm_held_reaped(ipbm_held *h, pid_t pid) {
 void ipbm_held_final(ipbm_held *h) {
     if (h->n && closer(h->fds, h->n) > 0)
         h->n = 0;
+    if (h->n)
+        log_warn("cannot start a closer for %u descriptors a user sent: %s; they are closed as the monitor "
+                 "exits, which waits if one is on a stalled filesystem", h->n, strerror(errno));
     free(h->fds);
     h->fds = NULL;
     h->n = h->cap = 0;
