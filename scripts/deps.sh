@@ -7,7 +7,7 @@
 set -eu
 exec 1>&2
 want="build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libzmq3-dev libssl-dev
-      libnftables-dev libnl-3-dev libnl-route-3-dev
+      libnftables-dev libnl-3-dev libnl-route-3-dev libcurl4-openssl-dev
       python3-ipykernel python3-matplotlib python3-pip python3-wheel"
 if [ "${1:-build}" = test ]; then
     # nftables, iproute2 and openssl: the egress tests build test hosts and try the tools.

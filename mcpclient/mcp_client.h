@@ -1,0 +1,96 @@
+/* A client of one MCP server, run on the host by the supervisor: stdio (a process it starts),
+ * Streamable HTTP or legacy SSE (libcurl). initialize, tools/list, tools/call; blocking calls
+ * with deadlines, one request at a time. A client is used by one thread at a time; clients in
+ * different threads are independent (no global state but libcurl's, set up once).
+ *
+ * Errors are sentences naming the server ("MCP server 'x': tools/call echo: ..."); their errnum:
+ *   ETIMEDOUT  no answer within the limit          EMSGSIZE  a message over limits.max_message
+ *   EPIPE      the stdio server exited or closed its stdout
+ *   ECONNRESET, ECONNREFUSED, EHOSTUNREACH  the HTTP connection failed or the SSE stream ended
+ *   EREMOTEIO  the server answered with a JSON-RPC error (code and message in the sentence)
+ *   EPROTO     the server broke the protocol (a result of the wrong shape, an HTTP error status,
+ *              100 malformed messages while waiting for one answer, ...); EACCES for HTTP 401/403
+ *   EPROTONOSUPPORT  a protocol version this client does not know
+ *   EINVAL, ENOENT   bad params, an unset ${VAR}, a command not found
+ * Malformed messages (not JSON, not JSON-RPC) are skipped, logged at debug level and counted. */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "error.h"
+
+enum ipb_mcp_transport {
+    IPB_MCP_STDIO = 1,
+    IPB_MCP_HTTP, /* Streamable HTTP */
+    IPB_MCP_SSE,  /* legacy HTTP+SSE (2024-11-05) */
+};
+
+/* Checks server params as ipybox takes them, without filling ${VAR} placeholders:
+ *   stdio: {"command": str, "args": [str], "env": {str: str}, "cwd": str}  (command required)
+ *   HTTP:  {"url": str, "headers": {str: str}, "type": "streamable_http" | "sse"}
+ * The transport: "type" when given ("stdio" too); else stdio when "command" is there; else
+ * SSE when the URL's path contains "/sse", Streamable HTTP otherwise (ipybox: "/mcp").
+ * Unknown keys, wrong types, NUL bytes, URLs that are not http(s) are refused with a sentence.
+ * Returns the transport or -1. */
+int ipb_mcp_params_check(json_t *params, ipb_error **err);
+
+/* Fills ${NAME} placeholders (NAME: [A-Za-z_][A-Za-z0-9_]*) in s from the host environment
+ * (getenv, at this call). An unset variable is an error naming it (ENOENT); "$" not followed by
+ * "{" stays as it is; "${" without a valid name and "}" is an error (EINVAL). Values are not
+ * expanded again. Returns a malloc'd string or NULL with *err set. */
+char *ipb_mcp_expand(const char *s, ipb_error **err);
+
+typedef struct ipb_mcp_limits {
+    int connect_ms;     /* start/connect plus initialize (default 30000) */
+    int call_ms;        /* each later request, each page of tools/list (default 120000) */
+    size_t max_message; /* largest message accepted from the server (default 16 MiB) */
+} ipb_mcp_limits;
+
+typedef struct ipb_mcpc ipb_mcpc;
+
+/* Connects and initializes (initialize request asking for MCP 2025-06-18, then
+ * notifications/initialized; the server's answer may be 2025-11-25, 2025-06-18, 2025-03-26 or
+ * 2024-11-05). params as checked by ipb_mcp_params_check; placeholders are filled here (in
+ * command, args, env values, cwd, url and header values, not in names), and the result is
+ * checked again. stdio: the command is found on the host's PATH (a command with a '/' is taken
+ * as it is, relative to cwd) and started in its own process group with a clean environment
+ * (PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG from the host when set, then "env" from params),
+ * no blocked or ignored signals, stdin and stdout pipes, stderr inherited, PR_SET_PDEATHSIG
+ * SIGKILL (note: the kernel sends it when the *thread* that connected ends), cwd from params
+ * (else the caller's). The process that uses stdio clients must not reap children it did not
+ * start (waitpid(-1)). HTTP: no redirects, http and https only, Mcp-Session-Id and
+ * MCP-Protocol-Version as the spec says; legacy SSE: the endpoint must be on the stream's
+ * scheme, host and port. name labels log lines and sentences. NULL with *err a sentence on
+ * failure (nothing left running). limits NULL, or a field 0: defaults. */
+ipb_mcpc *ipb_mcpc_connect(const char *name, json_t *params, const ipb_mcp_limits *limits, ipb_error **err);
+
+/* tools/list, following nextCursor through every page (at most 100 pages, 10000 tools).
+ * Returns a new reference to the array of tools (as the server sent them: the elements are not
+ * checked), or NULL. */
+json_t *ipb_mcpc_list_tools(ipb_mcpc *c, ipb_error **err);
+
+/* tools/call; arguments NULL means {}. Returns a new reference to the CallToolResult
+ * (isError results are results, not errors). A JSON-RPC error answer (EREMOTEIO), a result
+ * that is not an object (EPROTO), a timeout (ETIMEDOUT), a message over the limit (EMSGSIZE)
+ * or a dead connection (EPIPE / ECONNRESET) set *err and return NULL. After a timeout, an
+ * oversized message (stdio: the server is killed at once), 100 malformed messages in one
+ * exchange or a broken connection the client is no longer alive. A Streamable HTTP server
+ * that forgot the session (404) gets one new session and the request again, once. */
+json_t *ipb_mcpc_call_tool(ipb_mcpc *c, const char *tool, json_t *arguments, ipb_error **err);
+
+/* Malformed messages from the server skipped so far (not JSON, not JSON-RPC). */
+size_t ipb_mcpc_malformed(const ipb_mcpc *c);
+
+/* False once the process has exited (looked at now, without waiting) or the connection failed:
+ * close it and connect again. */
+bool ipb_mcpc_alive(ipb_mcpc *c);
+
+/* The server's serverInfo.name and the negotiated protocol version (owned by c). */
+const char *ipb_mcpc_server_name(const ipb_mcpc *c);
+const char *ipb_mcpc_protocol_version(const ipb_mcpc *c);
+
+/* Ends the connection. stdio: stdin closed, SIGTERM to its process group after 2 s, SIGKILL
+ * after 2 s more, reaped. HTTP: DELETE of the session when there is one (best effort, 2 s).
+ * NULL is fine. */
+void ipb_mcpc_close(ipb_mcpc *c);

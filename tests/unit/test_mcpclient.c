@@ -1,0 +1,1151 @@
+/* Unit tests for mcpclient/: the params check, ${VAR} expansion, the text/event-stream parser,
+ * and the stdio client against small fake servers (/bin/sh and /usr/bin/python3 -c scripts):
+ * handshake, pagination, requests of the server answered, a server that exits, hangs or sends
+ * too much, exec failures, and no process left behind. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "mcp_client.h"
+#include "run_suite.h"
+#include "sse.h"
+
+/* ---- params check ---- */
+
+static int check_text(const char *text, ipb_error **err) {
+    json_error_t jerr;
+    json_t *p = json_loads(text, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+    ck_assert_msg(p != NULL, "bad test JSON %s: %s", text, jerr.text);
+    int r = ipb_mcp_params_check(p, err);
+    json_decref(p);
+    return r;
+}
+
+static void expect_transport(const char *text, int want) {
+    ipb_error *err = NULL;
+    int r = check_text(text, &err);
+    ck_assert_msg(r == want, "%s: got %d, want %d (%s)", text, r, want, err ? ipb_error_msg(err) : "no error");
+    ck_assert_ptr_null(err);
+}
+
+/* Refused, with a sentence that contains `word`. */
+static void expect_refused(const char *text, const char *word) {
+    ipb_error *err = NULL;
+    int r = check_text(text, &err);
+    ck_assert_msg(r == -1, "%s was accepted as %d", text, r);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(err->errnum, EINVAL);
+    ck_assert_msg(strstr(ipb_error_msg(err), word), "%s: '%s' does not mention '%s'", text, ipb_error_msg(err), word);
+    ipb_error_free(err);
+}
+
+START_TEST(params_transport_inference) {
+    expect_transport("{\"command\":\"npx\"}", IPB_MCP_STDIO);
+    expect_transport("{\"command\":\"npx\",\"args\":[\"-y\",\"x\"],\"env\":{\"A\":\"1\",\"B\":\"\"},\"cwd\":\"/tmp\"}",
+                     IPB_MCP_STDIO);
+    expect_transport("{\"type\":\"stdio\",\"command\":\"x\"}", IPB_MCP_STDIO);
+    expect_transport("{\"url\":\"http://127.0.0.1:3001/mcp\"}", IPB_MCP_HTTP);
+    expect_transport("{\"url\":\"https://example.test/\"}", IPB_MCP_HTTP);
+    expect_transport("{\"url\":\"HTTPS://example.test\"}", IPB_MCP_HTTP);
+    expect_transport("{\"url\":\"http://127.0.0.1:3001/sse\"}", IPB_MCP_SSE);
+    expect_transport("{\"url\":\"http://h/v1/sse/stream?x=1\"}", IPB_MCP_SSE);
+    /* "/sse" in the query or the host is not the path */
+    expect_transport("{\"url\":\"http://h/mcp?next=/sse\"}", IPB_MCP_HTTP);
+    expect_transport("{\"url\":\"http://h/mcp#/sse\"}", IPB_MCP_HTTP);
+    /* "type" wins over the URL */
+    expect_transport("{\"type\":\"sse\",\"url\":\"http://h/mcp\"}", IPB_MCP_SSE);
+    expect_transport("{\"type\":\"streamable_http\",\"url\":\"http://h/sse\",\"headers\":{\"Authorization\":\"B x\"}}",
+                     IPB_MCP_HTTP);
+    /* placeholders are checked later, when filled */
+    expect_transport("{\"url\":\"https://${HOST}/mcp?key=${KEY}\",\"headers\":{\"X-Key\":\"${KEY}\"}}", IPB_MCP_HTTP);
+    expect_transport("{\"command\":\"${TOOL}\",\"env\":{\"T\":\"${TOKEN}\"}}", IPB_MCP_STDIO);
+}
+END_TEST
+
+START_TEST(params_transport_rules) {
+    expect_refused("[]", "object");
+    expect_refused("\"npx\"", "object");
+    expect_refused("{}", "'command'");
+    expect_refused("{\"args\":[]}", "'command'");
+    expect_refused("{\"command\":\"x\",\"url\":\"http://h/mcp\"}", "'url' is for HTTP");
+    expect_refused("{\"command\":\"x\",\"headers\":{}}", "'headers' is for HTTP");
+    expect_refused("{\"url\":\"http://h/mcp\",\"env\":{}}", "'env' is for stdio");
+    expect_refused("{\"url\":\"http://h/mcp\",\"args\":[]}", "'args' is for stdio");
+    expect_refused("{\"type\":\"stdio\",\"url\":\"http://h/mcp\"}", "'url' is for HTTP");
+    expect_refused("{\"type\":\"sse\",\"command\":\"x\"}", "'command' is for stdio");
+    expect_refused("{\"type\":\"streamable_http\"}", "needs 'url'");
+    expect_refused("{\"type\":\"stdio\"}", "needs 'command'");
+    expect_refused("{\"type\":\"http\",\"url\":\"http://h/mcp\"}", "'type'");
+    expect_refused("{\"type\":\"websocket\",\"url\":\"http://h/mcp\"}", "\"websocket\"");
+    expect_refused("{\"type\":3,\"command\":\"x\"}", "'type' must be a string");
+}
+END_TEST
+
+START_TEST(params_unknown_keys_and_types) {
+    expect_refused("{\"command\":\"x\",\"timeout\":5}", "unknown key 'timeout'");
+    expect_refused("{\"url\":\"http://h/mcp\",\"Headers\":{}}", "unknown key 'Headers'");
+    expect_refused("{\"command\":7}", "'command' must be a string");
+    expect_refused("{\"command\":\"\"}", "'command' is empty");
+    expect_refused("{\"command\":\"x\",\"args\":\"-y\"}", "'args' must be an array");
+    expect_refused("{\"command\":\"x\",\"args\":[\"a\",1]}", "'args'[1] must be a string");
+    expect_refused("{\"command\":\"x\",\"args\":[null]}", "'args'[0]");
+    expect_refused("{\"command\":\"x\",\"env\":[]}", "'env' must be an object");
+    expect_refused("{\"command\":\"x\",\"env\":{\"A\":1}}", "'env' A must be a string");
+    expect_refused("{\"command\":\"x\",\"env\":{\"A=B\":\"1\"}}", "'='");
+    expect_refused("{\"command\":\"x\",\"env\":{\"\":\"1\"}}", "empty name");
+    expect_refused("{\"command\":\"x\",\"cwd\":false}", "'cwd' must be a string");
+    expect_refused("{\"command\":\"x\",\"cwd\":\"\"}", "'cwd' is empty");
+    expect_refused("{\"url\":5}", "'url' must be a string");
+    expect_refused("{\"url\":\"http://h/mcp\",\"headers\":[]}", "'headers' must be an object");
+    expect_refused("{\"url\":\"http://h/mcp\",\"headers\":{\"X\":true}}", "'headers' X must be a string");
+    expect_refused("{\"url\":\"http://h/mcp\",\"headers\":{\"Bad Name\":\"v\"}}", "not a valid HTTP header name");
+    expect_refused("{\"url\":\"http://h/mcp\",\"headers\":{\"X:Y\":\"v\"}}", "not a valid HTTP header name");
+    expect_refused("{\"url\":\"http://h/mcp\",\"headers\":{\"X\":\"a\\r\\nEvil: 1\"}}", "line break");
+    expect_refused("{\"url\":\"http://h/mcp\",\"headers\":{\"content-type\":\"text/plain\"}}", "set by the MCP client");
+    expect_refused("{\"url\":\"http://h/mcp\",\"headers\":{\"Mcp-Session-Id\":\"x\"}}", "set by the MCP client");
+}
+END_TEST
+
+START_TEST(params_nul_bytes) {
+    expect_refused("{\"command\":\"np\\u0000x\"}", "NUL");
+    expect_refused("{\"command\":\"x\",\"args\":[\"a\\u0000b\"]}", "NUL");
+    expect_refused("{\"command\":\"x\",\"env\":{\"A\":\"1\\u00002\"}}", "NUL");
+    expect_refused("{\"command\":\"x\",\"cwd\":\"/tmp\\u0000/x\"}", "NUL");
+    expect_refused("{\"url\":\"http://h/\\u0000mcp\"}", "NUL");
+    expect_refused("{\"url\":\"http://h/mcp\",\"headers\":{\"X\":\"a\\u0000\"}}", "NUL");
+    /* keys with NUL bytes (jansson does not load them, but they can be made) */
+    static const char *const where[] = {"params", "env", "headers"};
+    for (int i = 0; i < 3; i++) {
+        json_t *p = i == 2 ? json_pack("{s:s}", "url", "http://h/mcp") : json_pack("{s:s}", "command", "x");
+        json_t *map = json_object();
+        json_object_setn_new(i == 0 ? p : map, "A\0B", 3, json_string("1"));
+        if (i > 0)
+            json_object_set_new(p, where[i], map);
+        else
+            json_decref(map);
+        ipb_error *err = NULL;
+        ck_assert_int_eq(ipb_mcp_params_check(p, &err), -1);
+        ck_assert_msg(strstr(ipb_error_msg(err), "NUL"), "%s: %s", where[i], ipb_error_msg(err));
+        ipb_error_free(err);
+        json_decref(p);
+    }
+}
+END_TEST
+
+START_TEST(params_urls) {
+    expect_refused("{\"url\":\"ftp://h/mcp\"}", "http:// or https://");
+    expect_refused("{\"url\":\"file:///etc/passwd\"}", "http:// or https://");
+    expect_refused("{\"url\":\"javascript:alert(1)\"}", "http:// or https://");
+    expect_refused("{\"url\":\"127.0.0.1:3001/mcp\"}", "http:// or https://");
+    expect_refused("{\"url\":\"//h/mcp\"}", "http:// or https://");
+    expect_refused("{\"url\":\"http:/h/mcp\"}", "http:// or https://");
+    expect_refused("{\"url\":\"http://\"}", "no host");
+    expect_refused("{\"url\":\"http:///mcp\"}", "no host");
+    expect_refused("{\"url\":\"http://h/a b\"}", "space or a control character");
+    expect_refused("{\"url\":\"http://h/a\\tb\"}", "space or a control character");
+    expect_refused("{\"url\":\"http://h:99999/mcp\"}", "not a valid URL");
+    expect_refused("{\"url\":\"http://[::1/mcp\"}", "not a valid URL");
+    expect_transport("{\"url\":\"http://[::1]:8080/mcp\"}", IPB_MCP_HTTP);
+    expect_transport("{\"url\":\"http://user:pw@h:1/mcp\"}", IPB_MCP_HTTP);
+}
+END_TEST
+
+/* ---- ${VAR} ---- */
+
+static void expect_expand(const char *in, const char *want) {
+    ipb_error *err = NULL;
+    char *out = ipb_mcp_expand(in, &err);
+    ck_assert_msg(out != NULL, "'%s': %s", in, ipb_error_msg(err));
+    ck_assert_str_eq(out, want);
+    free(out);
+}
+
+static void expect_expand_error(const char *in, int errnum, const char *word) {
+    ipb_error *err = NULL;
+    char *out = ipb_mcp_expand(in, &err);
+    ck_assert_msg(out == NULL, "'%s' expanded to '%s'", in, out ? out : "");
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(err->errnum, errnum);
+    ck_assert_msg(strstr(ipb_error_msg(err), word), "'%s': '%s' does not mention '%s'", in, ipb_error_msg(err), word);
+    ipb_error_free(err);
+}
+
+START_TEST(expand_placeholders) {
+    setenv("MCPC_T_A", "alpha", 1);
+    setenv("MCPC_T_B", "${MCPC_T_A}", 1);
+    setenv("MCPC_T_EMPTY", "", 1);
+    unsetenv("MCPC_T_UNSET");
+    expect_expand("", "");
+    expect_expand("plain", "plain");
+    expect_expand("${MCPC_T_A}", "alpha");
+    expect_expand("x${MCPC_T_A}y", "xalphay");
+    expect_expand("${MCPC_T_A}${MCPC_T_A}", "alphaalpha"); /* adjacent */
+    expect_expand("Bearer ${MCPC_T_A}", "Bearer alpha");
+    expect_expand("${MCPC_T_B}", "${MCPC_T_A}"); /* values are not expanded again */
+    expect_expand("[${MCPC_T_EMPTY}]", "[]");
+    expect_expand("$", "$"); /* "$" not followed by "{" stays */
+    expect_expand("cost $5 and $HOME", "cost $5 and $HOME");
+    expect_expand("$$", "$$");
+    expect_expand("a$", "a$");
+    expect_expand("$${MCPC_T_A}", "$alpha");
+    expect_expand("{MCPC_T_A}", "{MCPC_T_A}");
+    expect_expand("}", "}");
+    expect_expand_error("${MCPC_T_UNSET}", ENOENT, "MCPC_T_UNSET");
+    expect_expand_error("a${MCPC_T_A}b${MCPC_T_UNSET}", ENOENT, "MCPC_T_UNSET is not set");
+    expect_expand_error("${", EINVAL, "unterminated");
+    expect_expand_error("x${MCPC_T_A", EINVAL, "unterminated");
+    expect_expand_error("${}", EINVAL, "invalid placeholder");
+    expect_expand_error("${1A}", EINVAL, "invalid placeholder");
+    expect_expand_error("${A-B}", EINVAL, "invalid placeholder");
+    expect_expand_error("${ A}", EINVAL, "invalid placeholder");
+}
+END_TEST
+
+/* ---- the event-stream parser ---- */
+
+#define MAX_EVENTS 64
+typedef struct collected {
+    int n;
+    char type[MAX_EVENTS][32];
+    char data[MAX_EVENTS][256];
+    size_t data_len[MAX_EVENTS];
+    char id[MAX_EVENTS][32];
+    int stop_at; /* the callback fails at this event (1-based), 0: never */
+} collected;
+
+static int collect(void *ctx, const ipb_sse_event *ev) {
+    collected *c = ctx;
+    ck_assert_int_lt(c->n, MAX_EVENTS);
+    ck_assert_uint_lt(ev->data_len, sizeof(c->data[0]));
+    snprintf(c->type[c->n], sizeof(c->type[0]), "%s", ev->type);
+    memcpy(c->data[c->n], ev->data, ev->data_len + 1);
+    c->data_len[c->n] = ev->data_len;
+    snprintf(c->id[c->n], sizeof(c->id[0]), "%s", ev->id);
+    c->n++;
+    return c->stop_at && c->n == c->stop_at ? -ECANCELED : 0;
+}
+
+/* Parses s in chunks at the given cut points; returns the last feed's result. */
+static int parse_cuts(const char *s, size_t len, const size_t *cuts, int ncuts, collected *out, size_t max,
+                      ipb_sse *keep) {
+    ipb_sse p;
+    ipb_sse_init(&p, max);
+    memset(out, 0, sizeof(*out));
+    size_t at = 0;
+    int r = 0;
+    for (int i = 0; i <= ncuts && r == 0; i++) {
+        size_t end = i < ncuts ? cuts[i] : len;
+        r = ipb_sse_feed(&p, s + at, end - at, collect, out);
+        at = end;
+    }
+    if (keep)
+        *keep = p;
+    else
+        ipb_sse_free(&p);
+    return r;
+}
+
+static int parse_whole(const char *s, collected *out) { return parse_cuts(s, strlen(s), NULL, 0, out, 0, NULL); }
+
+static void same_events(const collected *a, const collected *b, const char *ctx) {
+    ck_assert_msg(a->n == b->n, "%s: %d events, not %d", ctx, b->n, a->n);
+    for (int i = 0; i < a->n; i++) {
+        ck_assert_msg(strcmp(a->type[i], b->type[i]) == 0, "%s: event %d type", ctx, i);
+        ck_assert_msg(a->data_len[i] == b->data_len[i] && memcmp(a->data[i], b->data[i], a->data_len[i]) == 0,
+                      "%s: event %d data '%s' vs '%s'", ctx, i, a->data[i], b->data[i]);
+        ck_assert_msg(strcmp(a->id[i], b->id[i]) == 0, "%s: event %d id", ctx, i);
+    }
+}
+
+START_TEST(sse_line_ends) {
+    static const char *const streams[] = {
+        "data: a\n\ndata: b\n\n", "data: a\r\n\r\ndata: b\r\n\r\n", "data: a\r\rdata: b\r\r",
+        "data: a\n\r\ndata: b\r\r\n", /* mixed */
+    };
+    for (size_t i = 0; i < sizeof(streams) / sizeof(*streams); i++) {
+        collected c;
+        ck_assert_int_eq(parse_whole(streams[i], &c), 0);
+        ck_assert_msg(c.n == 2, "stream %zu: %d events", i, c.n);
+        ck_assert_str_eq(c.data[0], "a");
+        ck_assert_str_eq(c.data[1], "b");
+        ck_assert_str_eq(c.type[0], "message");
+    }
+    /* A CR ending one chunk and the LF starting the next are one line end, not two. */
+    collected c;
+    const char *s = "data: a\r\ndata: b\r\n\r\n";
+    size_t cut = 8; /* right after the first CR */
+    ck_assert_int_eq(parse_cuts(s, strlen(s), &cut, 1, &c, 0, NULL), 0);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_str_eq(c.data[0], "a\nb");
+    /* A lone CR at a chunk's end followed by more text is a line end too. */
+    s = "data: a\rdata: b\r\r";
+    ck_assert_int_eq(parse_cuts(s, strlen(s), &cut, 1, &c, 0, NULL), 0);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_str_eq(c.data[0], "a\nb");
+}
+END_TEST
+
+START_TEST(sse_fields) {
+    collected c;
+    ck_assert_int_eq(parse_whole(": a comment\n"
+                                 ":\n"
+                                 "event: endpoint\n"
+                                 "data: /message?sessionId=1\n"
+                                 "\n"
+                                 "data\n"       /* no colon: an empty data line */
+                                 "data:x\n"     /* no space after the colon */
+                                 "data:  two\n" /* only one space is dropped */
+                                 "unknown: y\n" /* ignored */
+                                 "Data: z\n"    /* field names are case-sensitive */
+                                 "\n"
+                                 "event: first\n"
+                                 "\n" /* no data: nothing dispatched, and the type is forgotten */
+                                 "data: {\"jsonrpc\":\"2.0\"}\n"
+                                 "\n",
+                                 &c),
+                     0);
+    ck_assert_int_eq(c.n, 3);
+    ck_assert_str_eq(c.type[0], "endpoint");
+    ck_assert_str_eq(c.data[0], "/message?sessionId=1");
+    ck_assert_str_eq(c.type[1], "message");
+    ck_assert_str_eq(c.data[1], "\nx\n two");
+    ck_assert_str_eq(c.type[2], "message");
+    ck_assert_str_eq(c.data[2], "{\"jsonrpc\":\"2.0\"}");
+    /* "data:" alone makes an event with empty data; an event without its blank line is not sent */
+    ck_assert_int_eq(parse_whole("data:\n\ndata: cut off", &c), 0);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_int_eq(c.data_len[0], 0);
+}
+END_TEST
+
+START_TEST(sse_id_and_retry) {
+    ipb_sse p;
+    collected c;
+    const char *s = "id: 7\ndata: a\n\ndata: b\n\nid\ndata: c\n\nretry: 1500\nretry: 15x\nid: a\0b\ndata: d\n\n";
+    size_t len = strlen(s) + 15; /* through the NUL inside the last id */
+    ck_assert_int_eq(parse_cuts(s, len, NULL, 0, &c, 0, &p), 0);
+    ck_assert_int_eq(c.n, 4);
+    ck_assert_str_eq(c.id[0], "7");
+    ck_assert_str_eq(c.id[1], "7"); /* the last event id stays */
+    ck_assert_str_eq(c.id[2], "");  /* "id" with no value clears it */
+    ck_assert_str_eq(c.id[3], "");  /* an id with a NUL is ignored */
+    ck_assert_str_eq(c.data[3], "d");
+    ck_assert_int_eq(p.retry, 1500); /* a retry that is not all digits is ignored */
+    ipb_sse_free(&p);
+}
+END_TEST
+
+START_TEST(sse_bom) {
+    collected c;
+    ck_assert_int_eq(parse_whole("\xef\xbb\xbf"
+                                 "data: a\n\n",
+                                 &c),
+                     0);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_str_eq(c.data[0], "a");
+    /* split across chunks */
+    const char *s = "\xef\xbb\xbf"
+                    "data: a\n\n";
+    for (size_t cut = 1; cut <= 3; cut++) {
+        ck_assert_int_eq(parse_cuts(s, strlen(s), &cut, 1, &c, 0, NULL), 0);
+        ck_assert_msg(c.n == 1 && strcmp(c.data[0], "a") == 0, "cut %zu", cut);
+    }
+    size_t cuts[2] = {1, 2};
+    ck_assert_int_eq(parse_cuts(s, strlen(s), cuts, 2, &c, 0, NULL), 0);
+    ck_assert_int_eq(c.n, 1);
+    /* only one: a second BOM is part of the first field's name, which is then unknown */
+    ck_assert_int_eq(parse_whole("\xef\xbb\xbf\xef\xbb\xbf"
+                                 "data: a\n\ndata: b\n\n",
+                                 &c),
+                     0);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_str_eq(c.data[0], "b");
+    /* bytes that start like a BOM but are not one are kept */
+    ck_assert_int_eq(parse_whole("\xef\xbb"
+                                 "data: a\n\ndata: b\n\n",
+                                 &c),
+                     0);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_str_eq(c.data[0], "b");
+    ck_assert_int_eq(parse_whole("\xef"
+                                 ": x\ndata: a\n\n",
+                                 &c),
+                     0);
+    ck_assert_int_eq(c.n, 1); /* "\xef: x" is a field named "\xef" */
+}
+END_TEST
+
+/* Every cut of a sample stream into two chunks, and byte by byte, gives the same events. */
+START_TEST(sse_chunk_boundaries) {
+    const char *s = "\xef\xbb\xbf: hello\r\n"
+                    "event: endpoint\r\n"
+                    "data: /message?sessionId=abc\r\n"
+                    "\r\n"
+                    "id: 1\n"
+                    "data: {\"jsonrpc\":\"2.0\",\n"
+                    "data: \"id\":1}\n"
+                    "\n"
+                    "retry: 10\r"
+                    "data: cr\r"
+                    "\r"
+                    "data\n"
+                    "\n"
+                    "event: x\r\n"
+                    "data: last\r\n"
+                    "\r\n"
+                    "data: cut";
+    size_t len = strlen(s);
+    collected whole, part;
+    ck_assert_int_eq(parse_whole(s, &whole), 0);
+    ck_assert_int_eq(whole.n, 5);
+    ck_assert_str_eq(whole.data[1], "{\"jsonrpc\":\"2.0\",\n\"id\":1}");
+    ck_assert_str_eq(whole.id[1], "1");
+    ck_assert_str_eq(whole.data[2], "cr");
+    ck_assert_str_eq(whole.type[4], "x");
+    for (size_t cut = 0; cut <= len; cut++) {
+        ck_assert_int_eq(parse_cuts(s, len, &cut, 1, &part, 0, NULL), 0);
+        char ctx[32];
+        snprintf(ctx, sizeof(ctx), "cut at %zu", cut);
+        same_events(&whole, &part, ctx);
+        for (size_t cut2 = cut; cut2 <= len; cut2 += 7) {
+            size_t cuts[2] = {cut, cut2};
+            ck_assert_int_eq(parse_cuts(s, len, cuts, 2, &part, 0, NULL), 0);
+            same_events(&whole, &part, ctx);
+        }
+    }
+    size_t bytes[512];
+    ck_assert_uint_lt(len, 512);
+    for (size_t i = 0; i < len; i++)
+        bytes[i] = i + 1;
+    ck_assert_int_eq(parse_cuts(s, len, bytes, (int)len - 1, &part, 0, NULL), 0);
+    same_events(&whole, &part, "byte by byte");
+}
+END_TEST
+
+START_TEST(sse_event_cap) {
+    collected c;
+    ipb_sse p;
+    /* 20 bytes allowed: a 13-byte data line fits, two of them do not */
+    const char *ok = "data: 1234567\n\n";
+    ck_assert_int_eq(parse_cuts(ok, strlen(ok), NULL, 0, &c, 20, NULL), 0);
+    ck_assert_int_eq(c.n, 1);
+    const char *two = "data: 1234567\ndata: 1234567\n\n";
+    ck_assert_int_eq(parse_cuts(two, strlen(two), NULL, 0, &c, 20, &p), -EMSGSIZE);
+    ck_assert_int_eq(c.n, 0);
+    /* sticky: nothing more is parsed */
+    ck_assert_int_eq(ipb_sse_feed(&p, "\ndata: x\n\n", 10, collect, &c), -EMSGSIZE);
+    ck_assert_int_eq(c.n, 0);
+    ipb_sse_free(&p);
+    /* one long line, fed in small pieces, is stopped before it is all buffered */
+    ipb_sse_init(&p, 100);
+    char chunk[16];
+    memset(chunk, 'a', sizeof(chunk));
+    int r = 0, fed = 0;
+    while (r == 0 && fed < 1000) {
+        r = ipb_sse_feed(&p, chunk, sizeof(chunk), collect, &c);
+        fed++;
+    }
+    ck_assert_int_eq(r, -EMSGSIZE);
+    ck_assert_int_le(fed * (int)sizeof(chunk), 100 + (int)sizeof(chunk));
+    ck_assert_uint_le(p.line.len, 100);
+    ipb_sse_free(&p);
+    /* a long comment counts too */
+    ipb_sse_init(&p, 10);
+    ck_assert_int_eq(ipb_sse_feed(&p, ": a long comment here\n", 22, collect, &c), -EMSGSIZE);
+    ipb_sse_free(&p);
+}
+END_TEST
+
+START_TEST(sse_callback_stops) {
+    collected c;
+    memset(&c, 0, sizeof(c));
+    c.stop_at = 2;
+    ipb_sse p;
+    ipb_sse_init(&p, 0);
+    const char *s = "data: 1\n\ndata: 2\n\ndata: 3\n\n";
+    ck_assert_int_eq(ipb_sse_feed(&p, s, strlen(s), collect, &c), -ECANCELED);
+    ck_assert_int_eq(c.n, 2);
+    ck_assert_int_eq(ipb_sse_feed(&p, s, strlen(s), collect, &c), -ECANCELED);
+    ck_assert_int_eq(c.n, 2);
+    ipb_sse_free(&p);
+}
+END_TEST
+
+/* ---- the stdio client against fake servers ---- */
+
+/* A fake MCP server. argv: MODE [PIDFILE]. Tools: echo (arguments back as text), env (its
+ * environment as structuredContent), ask (sends a notification and two requests of its own,
+ * then returns our answers), exit (exits 3), hang, huge (a 2 MiB line), huge_nonl (2 MiB without
+ * a line end), garbage (malformed lines, then the answer), error (a JSON-RPC error), notobject
+ * (a result that is not an object), spawn (starts a child that sleeps for a minute, without our
+ * pipes, and writes its pid to PIDFILE.child), flood (200 malformed lines, no answer). */
+static const char FAKE_SERVER[] =
+    "import json, os, subprocess, sys, time\n"
+    "mode = sys.argv[1]\n"
+    "pidfile = sys.argv[2] if len(sys.argv) > 2 else None\n"
+    "if pidfile:\n"
+    "    open(pidfile, 'w').write(str(os.getpid()))\n"
+    "def send(m):\n"
+    "    sys.stdout.write(json.dumps(m) + '\\n'); sys.stdout.flush()\n"
+    "def raw(s):\n"
+    "    sys.stdout.write(s); sys.stdout.flush()\n"
+    "def read():\n"
+    "    line = sys.stdin.readline()\n"
+    "    if not line: sys.exit(0)\n"
+    "    return json.loads(line)\n"
+    "def result(mid, r): send({'jsonrpc': '2.0', 'id': mid, 'result': r})\n"
+    "if mode == 'exit_at_start': sys.exit(4)\n"
+    "while True:\n"
+    "    m = read()\n"
+    "    meth, mid, params = m.get('method'), m.get('id'), m.get('params') or {}\n"
+    "    if meth == 'initialize':\n"
+    "        if mode == 'hang_init': time.sleep(3600)\n"
+    "        v = os.environ.get('FAKE_VERSION', params.get('protocolVersion'))\n"
+    "        result(mid, {'protocolVersion': v, 'capabilities': {'tools': {}},\n"
+    "                     'serverInfo': {'name': 'fake-' + mode, 'version': '1'},\n"
+    "                     'seen': params})\n"
+    "    elif meth == 'notifications/initialized':\n"
+    "        pass\n"
+    "    elif meth == 'tools/list':\n"
+    "        page = int(params.get('cursor') or 0)\n"
+    "        r = {'tools': [{'name': 't%d_%d' % (page, i), 'inputSchema': {'type': 'object'}} for i in range(2)]}\n"
+    "        if page < 2: r['nextCursor'] = str(page + 1)\n"
+    "        result(mid, r)\n"
+    "    elif meth == 'tools/call':\n"
+    "        name, args = params['name'], params.get('arguments')\n"
+    "        if name == 'echo':\n"
+    "            result(mid, {'content': [{'type': 'text', 'text': json.dumps(args)}]})\n"
+    "        elif name == 'env':\n"
+    "            result(mid, {'content': [], 'structuredContent': dict(os.environ), 'cwd': os.getcwd()})\n"
+    "        elif name == 'ask':\n"
+    "            send({'jsonrpc': '2.0', 'method': 'notifications/message', 'params': {'level': 'info', 'data': 1}})\n"
+    "            send({'jsonrpc': '2.0', 'id': 's1', 'method': 'ping'})\n"
+    "            send({'jsonrpc': '2.0', 'id': 7, 'method': 'sampling/createMessage', 'params': {}})\n"
+    "            got = [read(), read()]\n"
+    "            result(mid, {'content': [], 'structuredContent': {'answers': got}})\n"
+    "        elif name == 'exit':\n"
+    "            sys.exit(3)\n"
+    "        elif name == 'hang':\n"
+    "            time.sleep(3600)\n"
+    "        elif name == 'huge':\n"
+    "            raw('{\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{\"x\":\"' % mid + 'a' * (2 << 20) + '\"}}\\n')\n"
+    "            time.sleep(3600)\n"
+    "        elif name == 'huge_nonl':\n"
+    "            raw('x' * (2 << 20))\n"
+    "            time.sleep(3600)\n"
+    "        elif name == 'garbage':\n"
+    "            raw('not json\\n[]\\n{\"jsonrpc\":\"1.0\",\"id\":1}\\n\\n\\r\\n42\\n{\"id\":%d}\\n' % mid)\n"
+    "            result(mid + 1000, {'stale': True})\n"
+    "            raw('[' + json.dumps({'jsonrpc': '2.0', 'method': 'notifications/x'}) + ','\n"
+    "                + json.dumps({'jsonrpc': '2.0', 'id': mid, 'result': {'ok': True}}) + ']\\r\\n')\n"
+    "        elif name == 'error':\n"
+    "            send({'jsonrpc': '2.0', 'id': mid, 'error': {'code': -32000, 'message': 'boom'}})\n"
+    "        elif name == 'notobject':\n"
+    "            result(mid, 5)\n"
+    "        elif name == 'spawn':\n"
+    "            child = subprocess.Popen(['/bin/sleep', '60'], stdin=subprocess.DEVNULL,\n"
+    "                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "            open(pidfile + '.child', 'w').write(str(child.pid))\n"
+    "            result(mid, {'content': []})\n"
+    "        elif name == 'flood':\n"
+    "            for i in range(200): raw('garbage %d\\n' % i)\n"
+    "        else:\n"
+    "            send({'jsonrpc': '2.0', 'id': mid, 'error': {'code': -32602, 'message': 'no tool ' + name}})\n"
+    "    elif mid is not None:\n"
+    "        send({'jsonrpc': '2.0', 'id': mid, 'error': {'code': -32601, 'message': 'no'}})\n";
+
+static char tmpdir[64];
+
+static void tmp_setup(void) {
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test-mcpc.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void tmp_teardown(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static json_t *fake_params(const char *mode, const char *pidfile) {
+    json_t *args = json_pack("[s, s, s]", "-c", FAKE_SERVER, mode);
+    if (pidfile)
+        json_array_append_new(args, json_string(pidfile));
+    return json_pack("{s:s, s:o}", "command", "/usr/bin/python3", "args", args);
+}
+
+static ipb_mcpc *connect_fake(const char *mode, const char *pidfile, const ipb_mcp_limits *limits) {
+    json_t *p = fake_params(mode, pidfile);
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("fake", p, limits, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "connect: %s", ipb_error_msg(err));
+    return c;
+}
+
+static pid_t read_pid(const char *path) {
+    char buf[32] = "";
+    for (int i = 0; i < 500 && !buf[0]; i++) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(buf, sizeof(buf), f))
+                buf[0] = '\0';
+            fclose(f);
+        }
+        if (!buf[0])
+            usleep(10000);
+    }
+    ck_assert_msg(buf[0], "no pid in %s", path);
+    return (pid_t)atoi(buf);
+}
+
+/* Gone and reaped: no such process (a zombie still answers kill 0). */
+static bool process_gone(pid_t pid) { return kill(pid, 0) < 0 && errno == ESRCH; }
+
+static void pidfile_path(char *out, size_t size) { snprintf(out, size, "%s/server.pid", tmpdir); }
+
+START_TEST(stdio_handshake_sh) {
+    /* A /bin/sh server with fixed answers; it answers MCP 2024-11-05, which is accepted. */
+    const char *script = "read l; printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":"
+                         "\"2024-11-05\",\"capabilities\":{},\"serverInfo\":{\"name\":\"sh-server\"}}}'; "
+                         "read l; case \"$l\" in *notifications/initialized*) ;; *) exit 9;; esac; "
+                         "read l; printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[{\"name\":"
+                         "\"a\"}]}}'; read l";
+    json_t *p = json_pack("{s:s, s:[s, s]}", "command", "sh", "args", "-c", script);
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("sh", p, NULL, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    ck_assert_str_eq(ipb_mcpc_server_name(c), "sh-server");
+    ck_assert_str_eq(ipb_mcpc_protocol_version(c), "2024-11-05");
+    json_t *tools = ipb_mcpc_list_tools(c, &err);
+    ck_assert_msg(tools != NULL, "%s", ipb_error_msg(err));
+    ck_assert_int_eq(json_array_size(tools), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 0), "name")), "a");
+    json_decref(tools);
+    ck_assert(ipb_mcpc_alive(c));
+    long t0 = ipb_now_ms();
+    ipb_mcpc_close(c);
+    ck_assert_int_lt(ipb_now_ms() - t0, 1500); /* it exits at EOF on its stdin */
+}
+END_TEST
+
+START_TEST(stdio_initialize_and_pages) {
+    ipb_mcpc *c = connect_fake("normal", NULL, NULL);
+    ck_assert_str_eq(ipb_mcpc_server_name(c), "fake-normal");
+    ck_assert_str_eq(ipb_mcpc_protocol_version(c), "2025-06-18");
+    ipb_error *err = NULL;
+    json_t *tools = ipb_mcpc_list_tools(c, &err);
+    ck_assert_msg(tools != NULL, "%s", ipb_error_msg(err));
+    ck_assert_int_eq(json_array_size(tools), 6); /* 3 pages of 2 */
+    const char *want[] = {"t0_0", "t0_1", "t1_0", "t1_1", "t2_0", "t2_1"};
+    for (size_t i = 0; i < 6; i++)
+        ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, i), "name")), want[i]);
+    json_decref(tools);
+    /* what initialize sent, as the server saw it (echoed back in its answer is not possible:
+     * check through a call instead) */
+    json_t *args = json_pack("{s:s, s:i}", "message", "h\xc3\xa9llo", "n", 3);
+    json_t *r = ipb_mcpc_call_tool(c, "echo", args, &err);
+    json_decref(args);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    const char *text = json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0), "text"));
+    json_t *back = json_loads(text, 0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(back, "message")), "h\xc3\xa9llo");
+    ck_assert_int_eq(json_integer_value(json_object_get(back, "n")), 3);
+    json_decref(back);
+    json_decref(r);
+    /* no arguments: {} */
+    r = ipb_mcpc_call_tool(c, "echo", NULL, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    text = json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0), "text"));
+    ck_assert_str_eq(text, "{}");
+    json_decref(r);
+    ck_assert_uint_eq(ipb_mcpc_malformed(c), 0);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
+START_TEST(stdio_version_refused) {
+    json_t *p = fake_params("normal", NULL);
+    json_object_set_new(p, "env", json_pack("{s:s}", "FAKE_VERSION", "1999-01-01"));
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("old", p, NULL, &err);
+    json_decref(p);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(err->errnum, EPROTONOSUPPORT);
+    ck_assert_msg(strstr(ipb_error_msg(err), "1999-01-01") && strstr(ipb_error_msg(err), "'old'"), "%s",
+                  ipb_error_msg(err));
+    ipb_error_free(err);
+    /* the versions this client knows are accepted as the server answers them */
+    static const char *const ok[] = {"2025-11-25", "2025-03-26"};
+    for (int i = 0; i < 2; i++) {
+        p = fake_params("normal", NULL);
+        json_object_set_new(p, "env", json_pack("{s:s}", "FAKE_VERSION", ok[i]));
+        ipb_mcpc *k = ipb_mcpc_connect("new", p, NULL, &err);
+        json_decref(p);
+        ck_assert_msg(k != NULL, "%s", ipb_error_msg(err));
+        ck_assert_str_eq(ipb_mcpc_protocol_version(k), ok[i]);
+        ipb_mcpc_close(k);
+    }
+}
+END_TEST
+
+START_TEST(stdio_server_requests_answered) {
+    ipb_mcpc *c = connect_fake("normal", NULL, NULL);
+    ipb_error *err = NULL;
+    json_t *r = ipb_mcpc_call_tool(c, "ask", NULL, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    json_t *answers = json_object_get(json_object_get(r, "structuredContent"), "answers");
+    ck_assert_int_eq(json_array_size(answers), 2);
+    json_t *a = json_array_get(answers, 0), *b = json_array_get(answers, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(a, "jsonrpc")), "2.0");
+    ck_assert_str_eq(json_string_value(json_object_get(a, "id")), "s1");
+    ck_assert(json_is_object(json_object_get(a, "result")));
+    ck_assert_int_eq(json_object_size(json_object_get(a, "result")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(b, "id")), 7);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(b, "error"), "code")), -32601);
+    ck_assert_ptr_null(json_object_get(b, "result"));
+    json_decref(r);
+    ck_assert(ipb_mcpc_alive(c));
+    ipb_mcpc_close(c);
+}
+END_TEST
+
+START_TEST(stdio_errors_and_bad_results) {
+    ipb_mcpc *c = connect_fake("normal", NULL, NULL);
+    ipb_error *err = NULL;
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "error", NULL, &err));
+    ck_assert_int_eq(err->errnum, EREMOTEIO);
+    ck_assert_msg(strstr(ipb_error_msg(err), "-32000") && strstr(ipb_error_msg(err), "boom") &&
+                      strstr(ipb_error_msg(err), "tools/call error"),
+                  "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    err = NULL;
+    ck_assert(ipb_mcpc_alive(c)); /* an error answer leaves the connection as it was */
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "notobject", NULL, &err));
+    ck_assert_int_eq(err->errnum, EPROTO);
+    ck_assert_msg(strstr(ipb_error_msg(err), "not an object"), "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    err = NULL;
+    json_t *notobj = json_string("x");
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "echo", notobj, &err));
+    json_decref(notobj);
+    ck_assert_int_eq(err->errnum, EINVAL);
+    ipb_error_free(err);
+    err = NULL;
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "", NULL, &err));
+    ipb_error_free(err);
+    err = NULL;
+    /* malformed lines are skipped and counted; the response after them is found */
+    json_t *r = ipb_mcpc_call_tool(c, "garbage", NULL, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    ck_assert(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    ck_assert_uint_eq(ipb_mcpc_malformed(c), 5); /* not json, [], jsonrpc 1.0, 42, {"id"} */
+    r = ipb_mcpc_call_tool(c, "echo", NULL, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    json_decref(r);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
+START_TEST(stdio_flood_of_garbage) {
+    ipb_mcp_limits lim = {0, 5000, 0};
+    ipb_mcpc *c = connect_fake("normal", NULL, &lim);
+    ipb_error *err = NULL;
+    long t0 = ipb_now_ms();
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "flood", NULL, &err));
+    ck_assert_int_lt(ipb_now_ms() - t0, 3000); /* not the deadline */
+    ck_assert_int_eq(err->errnum, EPROTO);
+    ck_assert_msg(strstr(ipb_error_msg(err), "malformed"), "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    ck_assert(!ipb_mcpc_alive(c));
+    ipb_mcpc_close(c);
+}
+END_TEST
+
+START_TEST(stdio_server_exits_mid_call) {
+    char pidfile[128];
+    pidfile_path(pidfile, sizeof(pidfile));
+    ipb_mcpc *c = connect_fake("normal", pidfile, NULL);
+    pid_t pid = read_pid(pidfile);
+    ipb_error *err = NULL;
+    long t0 = ipb_now_ms();
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "exit", NULL, &err));
+    ck_assert_int_lt(ipb_now_ms() - t0, 2000);
+    ck_assert_int_eq(err->errnum, EPIPE);
+    ck_assert_msg(strstr(ipb_error_msg(err), "exited with status 3") && strstr(ipb_error_msg(err), "'fake'") &&
+                      strstr(ipb_error_msg(err), "tools/call exit"),
+                  "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    err = NULL;
+    ck_assert(!ipb_mcpc_alive(c));
+    /* reaped already, and later calls fail at once */
+    ck_assert(process_gone(pid));
+    ck_assert_ptr_null(ipb_mcpc_list_tools(c, &err));
+    ck_assert_int_eq(err->errnum, EPIPE);
+    ck_assert_msg(strstr(ipb_error_msg(err), "closed"), "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
+START_TEST(stdio_server_exits_at_start) {
+    json_t *p = fake_params("exit_at_start", NULL);
+    ipb_error *err = NULL;
+    ck_assert_ptr_null(ipb_mcpc_connect("early", p, NULL, &err));
+    json_decref(p);
+    ck_assert_int_eq(err->errnum, EPIPE);
+    ck_assert_msg(strstr(ipb_error_msg(err), "exited with status 4") && strstr(ipb_error_msg(err), "initialize"), "%s",
+                  ipb_error_msg(err));
+    ipb_error_free(err);
+    ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1); /* no zombie */
+    ck_assert_int_eq(errno, ECHILD);
+}
+END_TEST
+
+START_TEST(stdio_hang_times_out) {
+    char pidfile[128];
+    pidfile_path(pidfile, sizeof(pidfile));
+    ipb_mcp_limits lim = {5000, 400, 0};
+    ipb_mcpc *c = connect_fake("normal", pidfile, &lim);
+    pid_t pid = read_pid(pidfile);
+    ipb_error *err = NULL;
+    long t0 = ipb_now_ms();
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "hang", NULL, &err));
+    long took = ipb_now_ms() - t0;
+    ck_assert_msg(took >= 390 && took < 1000, "timed out after %ld ms, the limit is 400", took);
+    ck_assert_int_eq(err->errnum, ETIMEDOUT);
+    ck_assert_msg(strstr(ipb_error_msg(err), "no answer within 400 ms"), "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    ck_assert(!ipb_mcpc_alive(c));
+    ck_assert(!process_gone(pid));
+    /* close: stdin closed, 2 s, SIGTERM (python dies of it) */
+    t0 = ipb_now_ms();
+    ipb_mcpc_close(c);
+    took = ipb_now_ms() - t0;
+    ck_assert_msg(took >= 1900 && took < 3500, "close took %ld ms", took);
+    ck_assert(process_gone(pid));
+}
+END_TEST
+
+START_TEST(stdio_hang_at_initialize) {
+    ipb_mcp_limits lim = {500, 0, 0};
+    json_t *p = fake_params("hang_init", NULL);
+    ipb_error *err = NULL;
+    long t0 = ipb_now_ms();
+    ck_assert_ptr_null(ipb_mcpc_connect("slow", p, &lim, &err));
+    long took = ipb_now_ms() - t0;
+    json_decref(p);
+    ck_assert_msg(took >= 490 && took < 1500, "took %ld ms, the connect limit is 500", took);
+    ck_assert_int_eq(err->errnum, ETIMEDOUT);
+    ck_assert_msg(strstr(ipb_error_msg(err), "initialize") && strstr(ipb_error_msg(err), "500 ms"), "%s",
+                  ipb_error_msg(err));
+    ipb_error_free(err);
+    ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1); /* killed and reaped at once */
+}
+END_TEST
+
+START_TEST(stdio_oversized_message) {
+    char pidfile[128];
+    pidfile_path(pidfile, sizeof(pidfile));
+    ipb_mcp_limits lim = {0, 10000, 1 << 20};
+    ipb_mcpc *c = connect_fake("normal", pidfile, &lim);
+    pid_t pid = read_pid(pidfile);
+    ipb_error *err = NULL;
+    long t0 = ipb_now_ms();
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "huge", NULL, &err));
+    ck_assert_int_lt(ipb_now_ms() - t0, 5000);
+    ck_assert_int_eq(err->errnum, EMSGSIZE);
+    ck_assert_msg(strstr(ipb_error_msg(err), "1048576"), "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    ck_assert(!ipb_mcpc_alive(c));
+    ck_assert(process_gone(pid)); /* killed right away */
+    t0 = ipb_now_ms();
+    ipb_mcpc_close(c);
+    ck_assert_int_lt(ipb_now_ms() - t0, 500);
+}
+END_TEST
+
+/* A long line without its end yet is stopped at the limit too (not buffered until it ends). */
+START_TEST(stdio_oversized_unterminated) {
+    ipb_mcp_limits lim = {0, 10000, 1 << 20};
+    ipb_mcpc *c = connect_fake("normal", NULL, &lim);
+    ipb_error *err = NULL;
+    long t0 = ipb_now_ms();
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "huge_nonl", NULL, &err));
+    ck_assert_int_lt(ipb_now_ms() - t0, 5000);
+    ck_assert_int_eq(err->errnum, EMSGSIZE);
+    ipb_error_free(err);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
+START_TEST(stdio_environment_and_cwd) {
+    setenv("MCPC_T_SECRET", "host-only", 1);
+    setenv("MCPC_T_TOKEN", "tok123", 1);
+    json_t *p = fake_params("normal", NULL);
+    json_object_set_new(p, "env", json_pack("{s:s, s:s}", "TOKEN", "Bearer ${MCPC_T_TOKEN}", "PLAIN", "$x"));
+    json_object_set_new(p, "cwd", json_string(tmpdir));
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("env", p, NULL, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    json_t *r = ipb_mcpc_call_tool(c, "env", NULL, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    json_t *env = json_object_get(r, "structuredContent");
+    ck_assert_str_eq(json_string_value(json_object_get(env, "TOKEN")), "Bearer tok123");
+    ck_assert_str_eq(json_string_value(json_object_get(env, "PLAIN")), "$x");
+    ck_assert_ptr_null(json_object_get(env, "MCPC_T_SECRET"));
+    ck_assert_ptr_null(json_object_get(env, "MCPC_T_TOKEN"));
+    if (getenv("PATH"))
+        ck_assert_str_eq(json_string_value(json_object_get(env, "PATH")), getenv("PATH"));
+    if (getenv("HOME"))
+        ck_assert_str_eq(json_string_value(json_object_get(env, "HOME")), getenv("HOME"));
+    const char *k;
+    json_t *v;
+    json_object_foreach(env, k, v) {
+        static const char *const allowed[] = {"PATH", "HOME",  "USER",  "LOGNAME",  "SHELL", "TERM",
+                                              "LANG", "TOKEN", "PLAIN", "LC_CTYPE", NULL};
+        bool ok = false;
+        for (const char *const *a = allowed; *a; a++)
+            ok |= strcmp(k, *a) == 0;
+        ck_assert_msg(ok, "the server got %s from the host", k);
+    }
+    char real[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(tmpdir, real));
+    ck_assert_str_eq(json_string_value(json_object_get(r, "cwd")), real);
+    json_decref(r);
+    ipb_mcpc_close(c);
+    /* an unset variable: nothing starts, and the error names it */
+    unsetenv("MCPC_T_TOKEN");
+    p = fake_params("normal", NULL);
+    json_object_set_new(p, "env", json_pack("{s:s}", "TOKEN", "${MCPC_T_TOKEN}"));
+    ck_assert_ptr_null(ipb_mcpc_connect("env", p, NULL, &err));
+    json_decref(p);
+    ck_assert_msg(strstr(ipb_error_msg(err), "MCPC_T_TOKEN is not set") && strstr(ipb_error_msg(err), "'env' TOKEN"),
+                  "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+}
+END_TEST
+
+START_TEST(stdio_exec_failures) {
+    ipb_error *err = NULL;
+    json_t *p = json_pack("{s:s}", "command", "no-such-command-mcpc-test");
+    ck_assert_ptr_null(ipb_mcpc_connect("missing", p, NULL, &err));
+    json_decref(p);
+    ck_assert_int_eq(err->errnum, ENOENT);
+    ck_assert_msg(strstr(ipb_error_msg(err), "'no-such-command-mcpc-test' was not found on PATH") &&
+                      strstr(ipb_error_msg(err), "MCP server 'missing'"),
+                  "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    err = NULL;
+    p = json_pack("{s:s}", "command", "/nonexistent/mcp-server");
+    ck_assert_ptr_null(ipb_mcpc_connect("abs", p, NULL, &err));
+    json_decref(p);
+    ck_assert_int_eq(err->errnum, ENOENT);
+    ck_assert_msg(strstr(ipb_error_msg(err), "'/nonexistent/mcp-server' does not exist"), "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    err = NULL;
+    /* executable, but not a program: execve() fails in the child and says so through the pipe */
+    char bad[128];
+    snprintf(bad, sizeof(bad), "%s/not-a-program", tmpdir);
+    int fd = open(bad, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "\x7f\x45garbage", 9), 9);
+    close(fd);
+    p = json_pack("{s:s}", "command", bad);
+    ck_assert_ptr_null(ipb_mcpc_connect("bad", p, NULL, &err));
+    json_decref(p);
+    ck_assert_int_eq(err->errnum, ENOEXEC);
+    ck_assert_msg(strstr(ipb_error_msg(err), "cannot run") && strstr(ipb_error_msg(err), "Exec format error"), "%s",
+                  ipb_error_msg(err));
+    ipb_error_free(err);
+    err = NULL;
+    /* a directory to change to that is not there */
+    p = json_pack("{s:s, s:s}", "command", "sh", "cwd", "/nonexistent-mcpc-dir");
+    ck_assert_ptr_null(ipb_mcpc_connect("cwd", p, NULL, &err));
+    json_decref(p);
+    ck_assert_int_eq(err->errnum, ENOENT);
+    ck_assert_msg(strstr(ipb_error_msg(err), "cannot change to directory '/nonexistent-mcpc-dir'"), "%s",
+                  ipb_error_msg(err));
+    ipb_error_free(err);
+    err = NULL;
+    /* a directory as the command */
+    p = json_pack("{s:s}", "command", "/tmp");
+    ck_assert_ptr_null(ipb_mcpc_connect("dir", p, NULL, &err));
+    json_decref(p);
+    ck_assert_msg(strstr(ipb_error_msg(err), "not an executable file"), "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+    ck_assert_int_eq(errno, ECHILD);
+}
+END_TEST
+
+START_TEST(stdio_nothing_left_behind) {
+    char pidfile[128], childfile[160];
+    pidfile_path(pidfile, sizeof(pidfile));
+    snprintf(childfile, sizeof(childfile), "%s.child", pidfile);
+    ipb_mcpc *c = connect_fake("normal", pidfile, NULL);
+    pid_t pid = read_pid(pidfile);
+    ipb_error *err = NULL;
+    json_t *r = ipb_mcpc_call_tool(c, "spawn", NULL, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    json_decref(r);
+    pid_t child = read_pid(childfile);
+    ck_assert(!process_gone(child));
+    /* the server exits at EOF; its child (in its process group) is killed with it */
+    ipb_mcpc_close(c);
+    ck_assert(process_gone(pid));
+    /* the sleeping grandchild is not ours to reap: it is killed, then reaped by init */
+    for (int i = 0; i < 200 && !process_gone(child); i++)
+        usleep(10000);
+    char stat_path[64], st[256] = "";
+    snprintf(stat_path, sizeof(stat_path), "/proc/%d/stat", (int)child);
+    FILE *f = fopen(stat_path, "r");
+    if (f) {
+        if (!fgets(st, sizeof(st), f))
+            st[0] = '\0';
+        fclose(f);
+    }
+    const char *state = strrchr(st, ')');
+    ck_assert_msg(!f || (state && state[2] == 'Z'), "the server's child %d still runs: %s", (int)child, st);
+    ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+}
+END_TEST
+
+/* A /bin/sh server with fixed answers that first writes the signal state it passes on (that of
+ * grep, its child: the shell itself blocks signals for a moment around each fork) and its process
+ * group to the file in $OUT, then hangs in tools/call (ids 1 and 2 are initialize and the call). */
+static const char SH_STATUS_SERVER[] =
+    "grep -E '^Sig(Blk|Ign)' /proc/self/status > \"$OUT\"; echo \"pid $$ $(ps -o pgid= -p $$)\" >> \"$OUT\"; "
+    "read l; printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-06-18\","
+    "\"capabilities\":{},\"serverInfo\":{\"name\":\"sh\"}}}'; read l; read l; exec sleep 60";
+
+/* The server's process group is its own, and the caller's signal mask and ignored signals do not
+ * reach it. */
+START_TEST(stdio_own_group_and_clean_signals) {
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    signal(SIGPIPE, SIG_IGN);
+    char out[128];
+    snprintf(out, sizeof(out), "%s/status", tmpdir);
+    json_t *p =
+        json_pack("{s:s, s:[s, s], s:{s:s}}", "command", "/bin/sh", "args", "-c", SH_STATUS_SERVER, "env", "OUT", out);
+    ipb_mcp_limits lim = {5000, 300, 0};
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("sh", p, &lim, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    FILE *f = fopen(out, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    bool checked_blk = false, checked_ign = false;
+    int pid = 0, pgid = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "SigBlk:", 7) == 0) {
+            ck_assert_msg(strtoull(line + 7, NULL, 16) == 0, "the server starts with signals blocked: %s", line);
+            checked_blk = true;
+        }
+        if (strncmp(line, "SigIgn:", 7) == 0) {
+            /* but for 32 and 33, which glibc keeps for itself (sigaction() refuses them; they are
+             * ignored when whoever started this test ignored them) */
+            unsigned long long ign = strtoull(line + 7, NULL, 16) & ~(3ULL << 31);
+            ck_assert_msg(ign == 0, "the server starts with signals ignored: %s", line);
+            checked_ign = true;
+        }
+        if (sscanf(line, "pid %d %d", &pid, &pgid) == 2)
+            ck_assert_int_eq(pid, pgid);
+    }
+    fclose(f);
+    ck_assert(checked_blk && checked_ign && pid > 0);
+    ck_assert_int_ne(pgid, getpgid(0));
+    /* a hung server still ends at close (SIGTERM is not blocked in it) */
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "x", NULL, &err));
+    ck_assert_int_eq(err->errnum, ETIMEDOUT);
+    ipb_error_free(err);
+    ipb_mcpc_close(c);
+    ck_assert(process_gone(pid));
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+END_TEST
+
+/* Writing to a server that is gone does not kill us with SIGPIPE (not ignored here). */
+START_TEST(stdio_write_to_dead_server) {
+    signal(SIGPIPE, SIG_DFL);
+    char pidfile[128];
+    pidfile_path(pidfile, sizeof(pidfile));
+    ipb_mcpc *c = connect_fake("normal", pidfile, NULL);
+    pid_t pid = read_pid(pidfile);
+    kill(pid, SIGKILL);
+    usleep(100000);
+    ipb_error *err = NULL;
+    json_t *big = json_pack("{s:s}", "x", "y");
+    ck_assert_ptr_null(ipb_mcpc_call_tool(c, "echo", big, &err));
+    json_decref(big);
+    ck_assert_int_eq(err->errnum, EPIPE);
+    ck_assert_msg(strstr(ipb_error_msg(err), "killed by signal 9"), "%s", ipb_error_msg(err));
+    ipb_error_free(err);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
+static Suite *mcpclient_suite(void) {
+    Suite *s = suite_create("mcpclient");
+    TCase *p = tcase_create("params");
+    tcase_add_test(p, params_transport_inference);
+    tcase_add_test(p, params_transport_rules);
+    tcase_add_test(p, params_unknown_keys_and_types);
+    tcase_add_test(p, params_nul_bytes);
+    tcase_add_test(p, params_urls);
+    tcase_add_test(p, expand_placeholders);
+    suite_add_tcase(s, p);
+    TCase *e = tcase_create("sse");
+    tcase_set_timeout(e, 60);
+    tcase_add_test(e, sse_line_ends);
+    tcase_add_test(e, sse_fields);
+    tcase_add_test(e, sse_id_and_retry);
+    tcase_add_test(e, sse_bom);
+    tcase_add_test(e, sse_chunk_boundaries);
+    tcase_add_test(e, sse_event_cap);
+    tcase_add_test(e, sse_callback_stops);
+    suite_add_tcase(s, e);
+    TCase *t = tcase_create("stdio");
+    tcase_add_checked_fixture(t, tmp_setup, tmp_teardown);
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, stdio_handshake_sh);
+    tcase_add_test(t, stdio_initialize_and_pages);
+    tcase_add_test(t, stdio_version_refused);
+    tcase_add_test(t, stdio_server_requests_answered);
+    tcase_add_test(t, stdio_errors_and_bad_results);
+    tcase_add_test(t, stdio_flood_of_garbage);
+    tcase_add_test(t, stdio_server_exits_mid_call);
+    tcase_add_test(t, stdio_server_exits_at_start);
+    tcase_add_test(t, stdio_hang_times_out);
+    tcase_add_test(t, stdio_hang_at_initialize);
+    tcase_add_test(t, stdio_oversized_message);
+    tcase_add_test(t, stdio_oversized_unterminated);
+    tcase_add_test(t, stdio_environment_and_cwd);
+    tcase_add_test(t, stdio_exec_failures);
+    tcase_add_test(t, stdio_nothing_left_behind);
+    tcase_add_test(t, stdio_own_group_and_clean_signals);
+    tcase_add_test(t, stdio_write_to_dead_server);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void) { return ipb_run_suite(mcpclient_suite()); }
