@@ -2,7 +2,7 @@
 #   make            build bin/ipybox and libexec/ipybox-shim under $(BUILD)
 #   make check      unit, integration and security tests
 #   make sanitize   the same tests with SANITIZE=address,undefined in build-san/
-#   make bench      benchmarks (bench/results.md, bench/egress.md, bench/daemon.md)
+#   make bench      benchmarks (bench/results.md, bench/egress.md, bench/daemon.md, bench/tools.md)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 PREFIX     ?= /usr/local
@@ -18,7 +18,7 @@ CC         ?= cc
 PKG_CONFIG ?= pkg-config
 PYTHON     ?= /usr/bin/python3
 
-PKGS      := libseccomp libcap jansson libzmq openssl libnftables libnl-route-3.0
+PKGS      := libseccomp libcap jansson libzmq openssl libnftables libnl-route-3.0 libcurl
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS))
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check)
@@ -46,14 +46,16 @@ INC_netfilter  := -Inetfilter -Ipolicy -Icommon
 INC_proxy      := -Iproxy -Inetfilter -Ipolicy -Icommon
 INC_kernel-shim := -Ikernel-shim -Inetfilter -Ipolicy -Icommon
 INC_monitor    := -Imonitor -Ikernel-shim -Inetfilter -Ipolicy -Icommon
-INC_supervisor := -Isupervisor -Imonitor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
-INC_daemon     := -Idaemon -Imonitor -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
-INC_client     := -Iclient -Idaemon -Imonitor -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_mcpclient  := -Imcpclient -Icommon
+INC_toolgen    := -Itoolgen -Icommon
+INC_supervisor := -Isupervisor -Imcpclient -Itoolgen -Imonitor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_daemon     := -Idaemon -Imcpclient -Itoolgen -Imonitor -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
+INC_client     := -Iclient -Idaemon -Imcpclient -Itoolgen -Imonitor -Isupervisor -Iproxy -Ikernel-shim -Inetfilter -Ipolicy -Icommon
 INC_tests      := $(INC_client)
 
-LAYERS := common policy netfilter proxy kernel-shim monitor supervisor daemon
-srcs = $(wildcard $(1)/*.c)
-objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(call srcs,$(1)))
+LAYERS := common policy netfilter proxy kernel-shim monitor mcpclient toolgen supervisor daemon
+srcs = $(wildcard $(1)/*.c) $(wildcard $(1)/*.S)
+objs = $(patsubst %.S,$(BUILD)/obj/%.o,$(patsubst %.c,$(BUILD)/obj/%.o,$(call srcs,$(1))))
 
 LIB_common     := $(BUILD)/lib/libcommon.a
 LIB_policy     := $(BUILD)/lib/libpolicy.a
@@ -62,9 +64,11 @@ LIB_proxy      := $(BUILD)/lib/libproxy.a
 LIB_kernel-shim := $(BUILD)/lib/libshim.a
 LIB_monitor    := $(BUILD)/lib/libmonitor.a
 LIB_supervisor := $(BUILD)/lib/libsupervisor.a
+LIB_mcpclient  := $(BUILD)/lib/libmcpclient.a
+LIB_toolgen    := $(BUILD)/lib/libtoolgen.a
 LIB_daemon     := $(BUILD)/lib/libdaemon.a
 # link order: dependents first
-LIBS_ALL := $(LIB_daemon) $(LIB_supervisor) $(LIB_monitor) $(LIB_kernel-shim) $(LIB_proxy) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
+LIBS_ALL := $(LIB_daemon) $(LIB_supervisor) $(LIB_toolgen) $(LIB_mcpclient) $(LIB_monitor) $(LIB_kernel-shim) $(LIB_proxy) $(LIB_netfilter) $(LIB_policy) $(LIB_common)
 
 IPYBOX := $(BUILD)/bin/ipybox
 # ipyboxd is the same program (it looks at its name), so sessions re-execute that one binary.
@@ -77,13 +81,22 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRCS))
 FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
+# Host-side test programs (drive one library from Python tests): tests/tools/*.c
+TOOL_SRCS  := $(wildcard tests/tools/*.c)
+TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRCS))
 
-.PHONY: all check unit integration sanitize bench bench-egress bench-daemon bench-system install uninstall clean fuzz format-check
+.PHONY: all check unit integration sanitize bench bench-egress bench-daemon bench-system bench-tools install uninstall clean fuzz format-check
 all: $(IPYBOX) $(IPYBOXD) $(SHIM)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(INC_$(firstword $(subst /, ,$<))) -MMD -MP -c $< -o $@
+
+# Assembly: toolgen/runtime.S embeds the Python runtime (.incbin, paths from the project root).
+$(BUILD)/obj/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(INC_$(firstword $(subst /, ,$<))) -MMD -MP -c $< -o $@
+$(BUILD)/obj/toolgen/runtime.o: toolgen/mcptools_init.py toolgen/mcptools_runtime.py
 
 define layer_lib
 $(LIB_$(1)): $(call objs,$(1))
@@ -111,6 +124,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(INC_tests) $(ALL_LDFLAGS) -o $@ $< $(LIBS_ALL) $(PKG_LIBS) $(CHECK_LIBS)
 
+$(BUILD)/tests/tools/%: tests/tools/%.c $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(INC_tests) $(ALL_LDFLAGS) -o $@ $< $(LIBS_ALL) $(PKG_LIBS)
+
 # Attack helpers run inside the sandbox; static so they need nothing from the sandbox's /usr.
 $(BUILD)/tests/helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
@@ -119,7 +136,7 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c
 unit: $(UNIT_BINS)
 	@tests/run-unit $(UNIT_BINS)
 
-check: all $(UNIT_BINS) $(HELPER_BINS)
+check: all $(UNIT_BINS) $(HELPER_BINS) $(TOOL_BINS)
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) tests/run-all $(UNIT_BINS)
 
 sanitize:
@@ -134,6 +151,7 @@ bench: all
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) $(PYTHON) bench/bench.py --out bench/results.md
 	@BUILD=$(BUILD) $(PYTHON) bench/egress.py --out bench/egress.md
 	@BUILD=$(BUILD) $(PYTHON) bench/daemon.py --out bench/daemon.md
+	@BUILD=$(BUILD) $(PYTHON) bench/tools.py --out bench/tools.md
 
 # The egress benchmark alone (root: it builds a network namespace).
 bench-egress: all
@@ -145,6 +163,10 @@ bench-daemon: all
 
 bench-system: all
 	@BUILD=$(BUILD) $(PYTHON) bench/system.py --out bench/system.md
+
+# Tool calls from kernel code through ipybox against the same calls made by an SDK client.
+bench-tools: all
+	@BUILD=$(BUILD) $(PYTHON) bench/tools.py --out bench/tools.md
 
 format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')

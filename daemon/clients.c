@@ -217,9 +217,10 @@ static void tools_call(struct ipbd *d, struct ipbd_client *c, jrpc_msg *m) {
 static void request(struct ipbd *d, struct ipbd_client *c, jrpc_msg *m) {
     const char *method = m->method;
     json_t *params = json_is_object(m->params) ? m->params : NULL;
-    if (!strcmp(method, "initialize"))
+    if (!strcmp(method, "initialize")) {
+        c->elicitation = json_is_object(json_object_get(json_object_get(params, "capabilities"), "elicitation"));
         ipbd_client_send(d, c, jrpc_result(m->id, ipb_mcp_initialize_result(params)));
-    else if (!strcmp(method, "ping"))
+    } else if (!strcmp(method, "ping"))
         ipbd_client_send(d, c, jrpc_result(m->id, json_object()));
     else if (!strcmp(method, "tools/list"))
         ipbd_client_send(d, c, jrpc_result(m->id, json_pack("{s:o}", "tools", ipb_tools_list())));
@@ -245,7 +246,10 @@ static void line(struct ipbd *d, struct ipbd_client *c, const char *text, size_t
         ipbd_client_send(d, c, jrpc_error(m.id, m.error_code, m.error_msg));
         break;
     case JRPC_RESPONSE:
-        break; /* the daemon sends no requests to clients yet */
+        /* The only requests clients get are their workers' approval questions. */
+        if (c->session)
+            ipbd_session_answer(d, c, m.root);
+        break;
     case JRPC_NOTIFICATION:
         if (!strcmp(m.method, "notifications/cancelled"))
             ipbd_session_cancel(d, c, json_object_get(m.params, "requestId"));

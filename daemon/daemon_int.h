@@ -42,6 +42,8 @@ struct ipbd_client {
     char *lost;                   /* why its session ended (malloc'd), told at its next calls */
     bool had_session;             /* never again a private session made with the defaults: the
                                    * one it had may have carried other options */
+    bool elicitation;             /* declared the elicitation capability: approval questions
+                                   * about tool calls of its cells are put to it */
     bool dead;
     struct ipbd_client *next;
 };
@@ -79,6 +81,10 @@ struct ipbd_session {
                                * name, never idle; taken by the next session made with the
                                * daemon's options alone */
     bool closing;             /* asked to stop; gone once reaped and its link is closed */
+    /* The worker's approval question (elicitation/create) being put to a client: the worker's
+     * id for it, ours towards the client, and which client. */
+    json_t *ask_wid, *ask_cid;
+    uint64_t ask_client;
     long created_ms, idle_since_ms;
     struct ipbd_session *next;
 };
@@ -95,6 +101,7 @@ struct ipbd {
     long active_ms;           /* a client was last connected then (0: never); warm workers are
                                * kept only while one is, or was within --idle-timeout */
     uint64_t next_client_id;
+    uint64_t next_ask;
     bool stopping;
 };
 
@@ -132,6 +139,8 @@ struct ipbd_session *ipbd_session_find(struct ipbd *d, const char *name);
 /* Sends a tools/call (msg: the client's request, modified in place) on to the session's
  * worker. Answers the client with an error if it cannot. */
 void ipbd_session_forward_call(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *msg);
+/* A client's answer to a question (elicitation) its session's worker asked through us. */
+void ipbd_session_answer(struct ipbd *d, struct ipbd_client *c, json_t *msg);
 /* Tells the worker about a client's notifications/cancelled for one of its requests. */
 void ipbd_session_cancel(struct ipbd *d, struct ipbd_client *c, json_t *request_id);
 /* Sends a ping that is answered once the worker's sandbox is up; the client then gets result. */

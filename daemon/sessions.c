@@ -17,6 +17,7 @@
 #include "daemon_int.h"
 #include "fdio.h"
 #include "log.h"
+#include "mcp_server.h"
 #include "mon_proto.h"
 #include "monclient.h"
 #include "record.h"
@@ -34,6 +35,20 @@ static void send_worker(struct ipbd *d, struct ipbd_session *s, json_t *msg, boo
     json_decref(msg);
     *ok = line && len <= JRPC_MAX_LINE && ipbd_out_send(d, &s->linkw, &s->out, line, len) == 0;
     free(line);
+}
+
+static void ask_clear(struct ipbd_session *s) {
+    json_decref(s->ask_wid);
+    json_decref(s->ask_cid);
+    s->ask_wid = s->ask_cid = NULL;
+    s->ask_client = 0;
+}
+
+/* Answers the worker's question ourselves: the client cannot be asked (the worker then applies
+ * --approve-tools alone) or went away. */
+static void ask_refuse(struct ipbd *d, struct ipbd_session *s, json_t *wid, int code, const char *why) {
+    bool ok;
+    send_worker(d, s, jrpc_error(wid, code, why), &ok);
 }
 
 static struct ipbd_pending *add_pending(struct ipbd_session *s, enum ipbd_pending_kind kind, struct ipbd_client *c,
@@ -167,6 +182,10 @@ void ipbd_session_detach(struct ipbd *d, struct ipbd_session *s, struct ipbd_cli
         }
         *pp = p->next;
         cancel_pending(d, s, p, c->dead ? NULL : "Cancelled: the client left this session");
+    }
+    if (s->ask_wid && s->ask_client == c->id) {
+        ask_refuse(d, s, s->ask_wid, -32000, "the client that was asked left the session");
+        ask_clear(s);
     }
     if (c->session == s) {
         c->session = NULL;
@@ -479,6 +498,40 @@ void ipbd_warm_fill(struct ipbd *d) {
     }
 }
 
+/* --- approval questions: the worker asks the client whose call runs the cell ------------- */
+
+static void ask_client(struct ipbd *d, struct ipbd_session *s, json_t *m) {
+    json_t *wid = json_object_get(m, "id");
+    json_t *meta = json_object_get(json_object_get(m, "params"), "_meta");
+    json_t *call = json_object_get(meta, IPB_META_CALL_ID);
+    struct ipbd_pending *p = json_is_integer(call) ? find_pending(s, (uint64_t)json_integer_value(call)) : NULL;
+    struct ipbd_client *c = p && p->kind == P_CALL ? ipbd_client_find(d, p->client_id) : NULL;
+    if (!c || c->dead || !c->elicitation) {
+        ask_refuse(d, s, wid, JRPC_METHOD_NOT_FOUND,
+                   c ? "the client did not declare the elicitation capability" : "no client is waiting on this call");
+        return;
+    }
+    if (s->ask_wid) /* the worker asks one question at a time; an older one is over */
+        ask_clear(s);
+    json_object_del(meta, IPB_META_CALL_ID);
+    s->ask_wid = json_incref(wid);
+    s->ask_cid = json_sprintf("ipyboxd-ask-%llu", (unsigned long long)++d->next_ask);
+    s->ask_client = c->id;
+    json_object_set(m, "id", s->ask_cid);
+    ipbd_client_send(d, c, json_incref(m));
+}
+
+void ipbd_session_answer(struct ipbd *d, struct ipbd_client *c, json_t *msg) {
+    struct ipbd_session *s = c->session;
+    json_t *id = json_object_get(msg, "id");
+    if (!s || !s->ask_cid || s->ask_client != c->id || !json_equal(id, s->ask_cid))
+        return; /* not ours, or too late */
+    json_object_set(msg, "id", s->ask_wid);
+    ask_clear(s);
+    bool ok;
+    send_worker(d, s, json_incref(msg), &ok);
+}
+
 /* An answer or a notification from a worker, routed to the client that asked. */
 static void worker_line(struct ipbd *d, struct ipbd_session *s, const char *line, size_t len) {
     json_t *m = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
@@ -506,6 +559,21 @@ static void worker_line(struct ipbd *d, struct ipbd_session *s, const char *line
             ipbd_client_send(d, c, jrpc_result(p->id, json_pack("{s:s}", "name", s->name)));
         }
         pending_free(d, p);
+    } else if (method && id && !strcmp(method, "elicitation/create")) {
+        ask_client(d, s, m);
+    } else if (method && !id && !strcmp(method, "notifications/cancelled")) {
+        /* The worker withdrew its question (the cell ended or was interrupted). */
+        json_t *params = json_object_get(m, "params");
+        bool match = s->ask_wid && json_equal(json_object_get(params, "requestId"), s->ask_wid);
+        struct ipbd_client *c = match ? ipbd_client_find(d, s->ask_client) : NULL;
+        if (c) {
+            json_object_set(params, "requestId", s->ask_cid);
+            ipbd_client_send(d, c, json_incref(m));
+        }
+        if (match)
+            ask_clear(s);
+    } else if (method && id) {
+        ask_refuse(d, s, id, JRPC_METHOD_NOT_FOUND, "the daemon passes on no such request");
     } else if (method && !strcmp(method, "notifications/progress")) {
         json_t *params = json_object_get(m, "params");
         json_t *tok = json_object_get(params, "progressToken");
@@ -637,6 +705,7 @@ static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
     jrpc_reader_free(&s->rd);
     ipb_buf_free(&s->out.buf);
     ipb_buf_free(&s->errbuf);
+    ask_clear(s);
     log_info("session %s: ended", s->name);
     d->nsessions--;
     free(s);

@@ -110,6 +110,8 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
     ADD(IPB_MNT_TMPFS, 0, NULL, "/run", "size=1m,nr_inodes=256,mode=0755");
     if (in->rundir)
         ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, in->rundir, IPB_SANDBOX_RUNDIR, NULL);
+    if (in->mcpdir)
+        ADD(IPB_MNT_BIND_RO, IPB_MNT_USER, in->mcpdir, IPB_SANDBOX_MCPDIR, NULL);
 
     char opt[128];
     snprintf(opt, sizeof(opt), "size=%llu,mode=1777", (unsigned long long)o->tmp_size);

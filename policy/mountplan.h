@@ -46,12 +46,15 @@ typedef struct ipb_plan_input {
     const char *workspace;  /* host directory behind /app */
     const char *home;       /* host directory behind /home/appuser */
     const char *rundir;     /* host directory behind /run/ipybox, or NULL */
+    const char *mcpdir;     /* host directory behind /opt/ipybox (read-only), or NULL */
 } ipb_plan_input;
 
 #define IPB_SANDBOX_USER "appuser"
 #define IPB_SANDBOX_UID 1000
 #define IPB_SANDBOX_HOME "/home/appuser"
 #define IPB_SANDBOX_RUNDIR "/run/ipybox"
+/* The generated MCP tool package (mcptools/) and the tool socket, read-only. */
+#define IPB_SANDBOX_MCPDIR "/opt/ipybox"
 #define IPB_SANDBOX_HOSTNAME "ipybox"
 
 int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_error **err);

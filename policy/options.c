@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,8 @@ void ipb_options_free(ipb_options *o) {
     free(o->container_tag);
     free(o->workspace);
     free(o->python);
+    free(o->mcp_config);
+    ipb_strv_free(&o->approve_tools);
     memset(o, 0, sizeof(*o));
 }
 
@@ -197,7 +200,7 @@ static int set_str(char **slot, const char *opt, const char *v, ipb_error **err)
 enum opt_id {
     OPT_ALLOWED_DIR, OPT_ALLOWED_DOMAIN, OPT_RESOLVE, OPT_ENV_VAR, OPT_ENV_FILE, OPT_BIND, OPT_ROOTFS,
     OPT_WORKSPACE, OPT_PYTHON, OPT_TMP_SIZE, OPT_SHM_SIZE, OPT_MAX_OUTPUT, OPT_MAX_CONNS, OPT_VERBOSE, OPT_HELP,
-    OPT_MEMORY, OPT_MAX_PROCS, OPT_CPU_WEIGHT,
+    OPT_MEMORY, OPT_MAX_PROCS, OPT_CPU_WEIGHT, OPT_MCP_CONFIG, OPT_APPROVE_TOOLS, OPT_MCP_TIMEOUT,
 };
 static const struct {
     const char *name;
@@ -221,6 +224,9 @@ static const struct {
     {"--memory", OPT_MEMORY, true},
     {"--max-processes", OPT_MAX_PROCS, true},
     {"--cpu-weight", OPT_CPU_WEIGHT, true},
+    {"--mcp-config", OPT_MCP_CONFIG, true},
+    {"--approve-tools", OPT_APPROVE_TOOLS, true},
+    {"--mcp-timeout", OPT_MCP_TIMEOUT, true},
     {"--verbose", OPT_VERBOSE, false},
     {"-v", OPT_VERBOSE, false},
     {"--help", OPT_HELP, false},
@@ -240,16 +246,24 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
         return ipb_strv_push(&o->allowed_domains, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
     case OPT_RESOLVE:
         return ipb_egress_add_pin(&o->egress, v, err);
+    case OPT_MCP_TIMEOUT:
     case OPT_MAX_CONNS:
     case OPT_MAX_PROCS:
     case OPT_CPU_WEIGHT: {
-        unsigned long lo = id == OPT_MAX_PROCS ? 16 : 1, hi = id == OPT_MAX_PROCS ? 1ul << 22 : id == OPT_CPU_WEIGHT ? 10000 : 100000;
+        unsigned long lo = id == OPT_MAX_PROCS ? 16 : 1,
+                      hi = id == OPT_MAX_PROCS     ? 1ul << 22
+                           : id == OPT_CPU_WEIGHT  ? 10000
+                           : id == OPT_MCP_TIMEOUT ? 86400
+                                                   : 100000;
         char *end;
         errno = 0;
         unsigned long n = strtoul(v, &end, 10);
         if (errno || end == v || *end || n < lo || n > hi || v[0] == '-')
             return ipb_error_set(err, 0, "%s '%s': must be a number from %lu to %lu", name, v, lo, hi);
-        *(id == OPT_MAX_CONNS ? &o->max_connections : id == OPT_MAX_PROCS ? &o->pids_max : &o->cpu_weight) = (unsigned)n;
+        *(id == OPT_MAX_CONNS     ? &o->max_connections
+          : id == OPT_MAX_PROCS   ? &o->pids_max
+          : id == OPT_MCP_TIMEOUT ? &o->mcp_timeout
+                                  : &o->cpu_weight) = (unsigned)n;
         return 0;
     }
     case OPT_MEMORY:
@@ -300,6 +314,21 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
         o->max_output_chars = n;
         return 0;
     }
+    case OPT_MCP_CONFIG:
+        if (!*v)
+            return ipb_error_set(err, 0, "--mcp-config needs a file name");
+        return set_str(&o->mcp_config, name, v, err);
+    case OPT_APPROVE_TOOLS: {
+        /* SERVER or SERVER/TOOL, each a glob; no spaces or control characters. */
+        const char *slash = strchr(v, '/');
+        bool ok = *v && *v != '/' && (!slash || (slash[1] && !strchr(slash + 1, '/')));
+        for (const char *c = v; ok && *c; c++)
+            ok = (unsigned char)*c > ' ' && *c != 0x7f;
+        if (!ok)
+            return ipb_error_set(err, 0, "--approve-tools '%s': expected SERVER or SERVER/TOOL (globs such as "
+                                         "'github/*' or '*')", v);
+        return ipb_strv_push(&o->approve_tools, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
+    }
     case OPT_VERBOSE:
         o->verbose++;
         return 0;
@@ -345,6 +374,22 @@ int ipb_options_parse(ipb_options *o, int argc, char **argv, int *ret_next, ipb_
     if (ret_next)
         *ret_next = i;
     return 0;
+}
+
+bool ipb_options_auto_approved(const ipb_options *o, const char *server, const char *tool) {
+    for (size_t i = 0; i < o->approve_tools.n; i++) {
+        const char *pat = o->approve_tools.v[i];
+        const char *slash = strchr(pat, '/');
+        size_t slen = slash ? (size_t)(slash - pat) : strlen(pat);
+        char spat[256];
+        if (slen >= sizeof(spat))
+            continue;
+        memcpy(spat, pat, slen);
+        spat[slen] = 0;
+        if (fnmatch(spat, server, 0) == 0 && (!slash || fnmatch(slash + 1, tool, 0) == 0))
+            return true;
+    }
+    return false;
 }
 
 int ipb_options_finish(ipb_options *o, const char *home, ipb_error **err) {
@@ -393,6 +438,16 @@ const char *ipb_options_help(void) {
            "  --cpu-weight N            CPU share of the sandbox, 1-10000, 100 is even (system service).\n"
            "  --max-output-chars N      Default cap on a cell's text output (default 50000); the head and\n"
            "                            the tail are kept and the result says what was cut.\n"
+           "  --mcp-config FILE         MCP servers whose tools the sandboxed code may call through the\n"
+           "                            generated `mcptools` package: {\"mcpServers\": {NAME: PARAMS}}\n"
+           "                            with PARAMS {command, args, env, cwd} (stdio, started on the host)\n"
+           "                            or {url, headers, type} (Streamable HTTP or SSE); ${VAR} is filled\n"
+           "                            from your environment when connecting, never shown to the kernel.\n"
+           "  --approve-tools PATTERN   Tool calls approved without asking (repeatable): SERVER or\n"
+           "                            SERVER/TOOL, globs ('github/get_*', '*'). Other calls are put to\n"
+           "                            the MCP client when it supports elicitation, else refused.\n"
+           "  --mcp-timeout SECONDS     Longest wait for one tool call of an MCP server (default 120;\n"
+           "                            time waiting for approval is not counted).\n"
            "  -v, --verbose             More log lines on stderr (repeat for debug).\n"
            "  -h, --help                This help.\n";
 }

@@ -36,6 +36,9 @@ typedef struct ipb_options {
     uint64_t memory_max;     /* system service limits; 0: the service's default */
     unsigned pids_max;
     unsigned cpu_weight;
+    char *mcp_config;        /* --mcp-config: {"mcpServers": {name: params}} registered at start */
+    ipb_strv approve_tools;  /* --approve-tools SERVER[/TOOL] globs: calls approved without asking */
+    unsigned mcp_timeout;    /* --mcp-timeout: seconds for one tool call of an MCP server; 0: 120 */
     int verbose;
     bool help;
 } ipb_options;
@@ -51,6 +54,9 @@ void ipb_options_free(ipb_options *o);
  * non-option word and stores its index in *ret_next. Reads --container-env-file files. */
 int ipb_options_parse(ipb_options *o, int argc, char **argv, int *ret_next, ipb_error **err);
 /* Fills defaults that depend on the environment (allowed dirs from $HOME). */
+/* Whether --approve-tools approves a call of tool on server without asking (fnmatch globs;
+ * "SERVER" alone means every tool of SERVER). */
+bool ipb_options_auto_approved(const ipb_options *o, const char *server, const char *tool);
 int ipb_options_finish(ipb_options *o, const char *home, ipb_error **err);
 /* The help text for the shared options. */
 const char *ipb_options_help(void);

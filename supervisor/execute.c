@@ -209,10 +209,18 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     bool watch_extra = h && h->extra_fd >= 0;
     enum ipb_exec_outcome outcome = IPB_EXEC_OK;
     for (;;) {
-        zmq_pollitem_t items[5];
+        zmq_pollitem_t items[6];
         int n = ipb_kernel_pollitems(k, items);
-        if (watch_extra)
+        int extra_at = -1, tool_at = -1;
+        if (watch_extra) {
+            extra_at = n;
             items[n++] = (zmq_pollitem_t){NULL, h->extra_fd, ZMQ_POLLIN, 0};
+        }
+        if (h && h->tool_fd >= 0 && h->on_tool) {
+            tool_at = n;
+            items[n++] = (zmq_pollitem_t){NULL, h->tool_fd, ZMQ_POLLIN, 0};
+        }
+        long before = ipb_now_ms();
         long left = deadline - ipb_now_ms();
         if (h && h->on_tick && h->tick_ms > 0 && left > h->tick_ms)
             left = h->tick_ms;
@@ -237,8 +245,14 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
             outcome = IPB_EXEC_DIED;
             break;
         }
-        if (watch_extra && items[n - 1].revents && h->on_extra && !h->on_extra(h->ud))
+        if (extra_at >= 0 && items[extra_at].revents && h->on_extra && !h->on_extra(h->ud))
             watch_extra = false;
+        if (tool_at >= 0 && items[tool_at].revents)
+            h->on_tool(h->ud);
+        /* Waiting for the application to approve a tool call does not count against the
+         * timeout (nor against the interrupt's grace). */
+        if (h && h->paused && h->paused(h->ud))
+            deadline += ipb_now_ms() - before;
         if (h && h->on_tick)
             h->on_tick(h->ud);
         if (!cancelled && h && h->cancelled && h->cancelled(h->ud)) {

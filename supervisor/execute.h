@@ -20,6 +20,9 @@ typedef struct ipb_exec_hooks {
     void (*on_output)(void *ud, const char *text, size_t len, const char *json_body, size_t json_len);
     void (*on_tick)(void *ud);                            /* at least every tick_ms while running */
     int tick_ms;
+    int tool_fd;                                          /* the tool channel, watched too; -1: none */
+    void (*on_tool)(void *ud);                            /* tool_fd is readable */
+    bool (*paused)(void *ud);                             /* true: the timeout does not run (approval) */
 } ipb_exec_hooks;
 
 typedef struct ipb_image {

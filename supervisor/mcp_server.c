@@ -13,6 +13,8 @@
 #include "jsonfast.h"
 #include "clock.h"
 #include "log.h"
+#include "options.h"
+#include "toolchan.h"
 #include "tools.h"
 
 #define IPYBOX_VERSION "0.1.0"
@@ -100,11 +102,101 @@ static void on_output(void *ud, const char *text, size_t len, const char *json_b
         flush_progress(srv);
 }
 
+/* --- approval of tool calls from the kernel ------------------------------------------ */
+
+#define ARGS_SHOWN 4000
+
+static void withdraw(void *ud) {
+    ipb_mcp_server *srv = ud;
+    if (!srv->approval_id)
+        return;
+    send_msg(srv, jrpc_notification("notifications/cancelled",
+                                    json_pack("{s:O, s:s}", "requestId", srv->approval_id, "reason",
+                                              "the tool call was abandoned (the cell ended or was interrupted)")));
+    json_decref(srv->approval_id);
+    srv->approval_id = NULL;
+}
+
+static enum ipb_approval approve(void *ud, const char *server, const char *tool, json_t *args, char **why) {
+    ipb_mcp_server *srv = ud;
+    if (ipb_options_auto_approved(srv->session->opts, server, tool))
+        return IPB_APPROVED;
+    if (srv->elicit == IPB_ELICIT_NO || srv->out_broken) {
+        *why = ipb_strdupf("the MCP client cannot be asked (it did not declare the elicitation capability) and "
+                           "--approve-tools does not name %s/%s",
+                           server, tool);
+        return IPB_REJECTED;
+    }
+    char *shown = json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS);
+    size_t len = shown ? strlen(shown) : 0;
+    char *message = ipb_strdupf("Code in the ipybox sandbox asks to call tool '%s' of MCP server '%s' with "
+                                "arguments %.*s%s. Accept to run this call, decline to refuse it.",
+                                tool, server, (int)(len > ARGS_SHOWN ? ARGS_SHOWN : len), shown ? shown : "{}",
+                                len > ARGS_SHOWN ? "... (cut)" : "");
+    free(shown);
+    char idbuf[48];
+    snprintf(idbuf, sizeof(idbuf), "ipybox-approval-%lu", ++srv->approval_seq);
+    json_decref(srv->approval_id);
+    srv->approval_id = json_string(idbuf);
+    json_t *params = json_pack("{s:s, s:{s:s, s:{}}, s:{s:O*, s:{s:s, s:s, s:O}}}", "message", message ? message : "",
+                               "requestedSchema", "type", "object", "properties", "_meta", IPB_META_CALL_ID,
+                               srv->elicit == IPB_ELICIT_UNKNOWN ? srv->current_id : NULL, "ipybox/toolCall", "server", server, "tool", tool, "arguments", args);
+    free(message);
+    send_msg(srv, json_pack("{s:s, s:O, s:s, s:o}", "jsonrpc", "2.0", "id", srv->approval_id, "method",
+                            "elicitation/create", "params", params));
+    srv->approval_deadline_ms = ipb_now_ms() + IPB_APPROVAL_TIMEOUT_MS;
+    return IPB_APPROVAL_PENDING;
+}
+
+/* The client's answer to our elicitation request. */
+static void on_approval_answer(ipb_mcp_server *srv, json_t *root) {
+    json_decref(srv->approval_id);
+    srv->approval_id = NULL;
+    json_t *error = json_object_get(root, "error");
+    if (error) {
+        const char *msg = json_string_value(json_object_get(error, "message"));
+        if (json_integer_value(json_object_get(error, "code")) == JRPC_METHOD_NOT_FOUND)
+            ipb_toolchan_decide(srv->session->chan, false,
+                                "the MCP client cannot be asked (it does not take elicitation requests) and "
+                                "--approve-tools does not name this tool");
+        else {
+            char *why = ipb_strdupf("asking the MCP client failed: %.300s", msg ? msg : "an error without a message");
+            ipb_toolchan_decide(srv->session->chan, false, why);
+            free(why);
+        }
+        return;
+    }
+    const char *action = json_string_value(json_object_get(json_object_get(root, "result"), "action"));
+    if (action && !strcmp(action, "accept"))
+        ipb_toolchan_decide(srv->session->chan, true, NULL);
+    else if (action && !strcmp(action, "decline"))
+        ipb_toolchan_decide(srv->session->chan, false, "the application declined it");
+    else if (action && !strcmp(action, "cancel"))
+        ipb_toolchan_decide(srv->session->chan, false, "the application dismissed the request");
+    else
+        ipb_toolchan_decide(srv->session->chan, false, "the MCP client's answer to the approval request was not "
+                                                       "understood");
+}
+
 /* Output waiting longer than the interval goes out even when no more output follows. */
 static void on_tick(void *ud) {
     ipb_mcp_server *srv = ud;
     if (srv->pending.len && ipb_now_ms() - srv->last_flush_ms >= PROGRESS_INTERVAL_MS)
         flush_progress(srv);
+    if (srv->approval_id && ipb_now_ms() >= srv->approval_deadline_ms) {
+        withdraw(srv);
+        ipb_toolchan_decide(srv->session->chan, false, "no decision came within 600 s");
+    }
+}
+
+static void on_tool(void *ud) {
+    ipb_mcp_server *srv = ud;
+    ipb_toolchan_pump(srv->session->chan, true);
+}
+
+static bool tool_paused(void *ud) {
+    ipb_mcp_server *srv = ud;
+    return ipb_toolchan_waiting(srv->session->chan);
 }
 
 static bool ids_equal(json_t *a, json_t *b) { return a && b && json_equal(a, b); }
@@ -143,7 +235,10 @@ static void handle_line(ipb_mcp_server *srv, const char *line, size_t len, bool 
         send_msg(srv, jrpc_error(m.id, m.error_code, m.error_msg));
         break;
     case JRPC_RESPONSE:
-        break; /* we send no requests yet */
+        /* Our only requests are approval questions. */
+        if (srv->approval_id && ids_equal(m.id, srv->approval_id))
+            on_approval_answer(srv, m.root);
+        break;
     case JRPC_NOTIFICATION:
         if (!strcmp(m.method, "notifications/cancelled")) {
             json_t *rid = json_object_get(m.params, "requestId");
@@ -163,6 +258,9 @@ static void handle_line(ipb_mcp_server *srv, const char *line, size_t len, bool 
         break;
     case JRPC_REQUEST:
         if (!strcmp(m.method, "initialize")) {
+            srv->elicit = json_is_object(json_object_get(json_object_get(m.params, "capabilities"), "elicitation"))
+                              ? IPB_ELICIT_YES
+                              : IPB_ELICIT_NO;
             send_msg(srv, jrpc_result(m.id, ipb_mcp_initialize_result(m.params)));
         } else if (!strcmp(m.method, "ping")) {
             send_msg(srv, jrpc_result(m.id, json_object()));
@@ -176,7 +274,7 @@ static void handle_line(ipb_mcp_server *srv, const char *line, size_t len, bool 
                 send_msg(srv, jrpc_error(m.id, JRPC_INVALID_PARAMS, "Invalid params: tools/call needs a tool 'name'"));
             } else if (!ipb_tool_exists(name)) {
                 char msg[512];
-                snprintf(msg, sizeof(msg), "Unknown tool: '%.200s' (tools: execute_ipython_cell, upload_file, "
+                snprintf(msg, sizeof(msg), "Unknown tool: '%.200s' (tools: execute_ipython_cell, upload_file, register_mcp_server, "
                                            "download_file, reset)", name);
                 send_msg(srv, jrpc_error(m.id, JRPC_INVALID_PARAMS, msg));
             } else if (busy || json_array_size(srv->queue) > 0) {
@@ -243,9 +341,12 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
     ipb_buf_reset(&srv->pending);
     ipb_exec_hooks hooks = {.ud = srv, .extra_fd = srv->rd.eof ? -1 : srv->in_fd, .on_extra = on_extra,
                             .cancelled = cancelled, .on_output = on_output,
-                            .on_tick = on_tick, .tick_ms = PROGRESS_INTERVAL_MS};
+                            .on_tick = on_tick, .tick_ms = PROGRESS_INTERVAL_MS,
+                            .tool_fd = ipb_toolchan_fd(srv->session->chan), .on_tool = on_tool,
+                            .paused = tool_paused};
     bool was_cancelled = false;
     json_t *result = ipb_tools_call(srv->session, name, args, &hooks, &was_cancelled);
+    ipb_toolchan_cell_ended(srv->session->chan);
     flush_progress(srv);
     if (!(was_cancelled && srv->cancel_current))
         send_msg(srv, jrpc_result(id, result));
@@ -259,6 +360,7 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
 
 int ipb_mcp_serve(ipb_mcp_server *srv) {
     srv->queue = json_array();
+    ipb_toolchan_set_hooks(srv->session->chan, &(ipb_toolchan_hooks){.ud = srv, .approve = approve, .withdraw = withdraw});
     ipb_set_nonblock(srv->in_fd, 1);
     /* A pipe to the client holds 64 KiB by default; a larger one lets output stream with
      * fewer round trips between us and the client. Not a pipe, or not allowed: no matter. */
@@ -275,8 +377,9 @@ int ipb_mcp_serve(ipb_mcp_server *srv) {
         if (srv->rd.eof)
             break;
         ipb_kernel *k = &srv->session->kernel;
-        struct pollfd p[3] = {{srv->in_fd, POLLIN, 0}, {k->sb.fd, POLLIN, 0}, {k->stderr_fd, POLLIN, 0}};
-        if (poll(p, 3, -1) < 0) {
+        struct pollfd p[4] = {{srv->in_fd, POLLIN, 0}, {k->sb.fd, POLLIN, 0}, {k->stderr_fd, POLLIN, 0},
+                              {ipb_toolchan_fd(srv->session->chan), POLLIN, 0}};
+        if (poll(p, 4, -1) < 0) {
             if (errno == EINTR)
                 continue;
             log_error("poll: %s", strerror(errno));
@@ -290,9 +393,13 @@ int ipb_mcp_serve(ipb_mcp_server *srv) {
             }
             ipb_error_free(err);
         }
+        if (p[3].revents)
+            ipb_toolchan_pump(srv->session->chan, false);
         if (p[0].revents)
             pump_input(srv, false);
     }
+    json_decref(srv->approval_id);
+    srv->approval_id = NULL;
     json_decref(srv->queue);
     srv->queue = NULL;
     jrpc_reader_free(&srv->rd);

@@ -23,7 +23,20 @@ typedef struct ipb_mcp_server {
     ipb_buf pending;               /* output not yet sent as progress */
     long last_flush_ms;
     bool out_broken;
+    /* Approval of tool calls from the kernel: whether the client said it takes elicitation
+     * requests (unknown: no initialize came, as behind ipyboxd, which answers for its clients),
+     * and the request we are waiting on. */
+    enum { IPB_ELICIT_UNKNOWN, IPB_ELICIT_YES, IPB_ELICIT_NO } elicit;
+    json_t *approval_id;
+    unsigned long approval_seq;
+    long approval_deadline_ms;
 } ipb_mcp_server;
+
+/* How long a tool call waits for the application's decision. */
+#define IPB_APPROVAL_TIMEOUT_MS (600 * 1000L)
+/* Our elicitation requests carry the id of the tools/call they belong to here (params._meta),
+ * so that ipyboxd can put them to the client that made that call. */
+#define IPB_META_CALL_ID "ipybox/callId"
 
 /* Serves until the input ends, the output breaks or *stop is set. Returns 0. */
 int ipb_mcp_serve(ipb_mcp_server *srv);

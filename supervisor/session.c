@@ -25,6 +25,7 @@ static const char kernel_launch[] =
     "        at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))),\n"
     "                  len(sys.path))\n"
     "        sys.path.insert(at, user_site)\n"
+    "    sys.path.append('" IPB_SANDBOX_MCPDIR "')\n"
     "    sys.modules['debugpy'] = None\n"
     "    import ipykernel.ipkernel\n"
     "    del sys.modules['debugpy']\n"
@@ -39,9 +40,18 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
     s->ws_fd = -1;
     s->kernel.sb = (ipb_sandbox)IPB_SANDBOX_INIT;
     s->kernel.stderr_fd = s->kernel.rundir_fd = -1;
+    s->mcp.dir_fd = -1;
     if (ipb_session_dirs_create(o, true, &s->dirs, err) < 0)
         return -1;
     s->open = true;
+    if (ipb_mcp_servers_init(&s->mcp, s->dirs.mcp, err) < 0)
+        goto fail;
+    if (o->mcp_timeout)
+        s->mcp.limits.call_ms = (int)o->mcp_timeout * 1000;
+    if (!(s->chan = ipb_toolchan_open(&s->mcp, err)))
+        goto fail;
+    if (o->mcp_config && ipb_mcp_servers_load_config(&s->mcp, o->mcp_config, err) < 0)
+        goto fail;
     s->ws_fd = open(s->dirs.workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (s->ws_fd < 0) {
         ipb_error_set(err, errno, "opening the workspace %s", s->dirs.workspace);
@@ -79,6 +89,7 @@ int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err) {
 }
 
 int ipb_session_reset(ipb_session *s, ipb_error **err) {
+    ipb_mcp_servers_disconnect(&s->mcp);
     if (s->kernel.sb.fd < 0)
         return ipb_session_ensure_kernel(s, err);
     return ipb_kernel_restart(&s->kernel, err);
@@ -88,6 +99,10 @@ void ipb_session_close(ipb_session *s) {
     if (!s->open)
         return;
     ipb_kernel_close(&s->kernel);
+    ipb_toolchan_close(s->chan);
+    s->chan = NULL;
+    if (s->mcp.dir_fd >= 0 || s->mcp.run)
+        ipb_mcp_servers_free(&s->mcp);
     shim_config_free(&s->cfg);
     if (s->ws_fd >= 0)
         close(s->ws_fd);

@@ -3,10 +3,12 @@
 #pragma once
 #include "error.h"
 #include "kernel.h"
+#include "mcp_servers.h"
 #include "options.h"
 #include "proxy.h"
 #include "shim_proto.h"
 #include "statedir.h"
+#include "toolchan.h"
 
 typedef struct ipb_session {
     const ipb_options *opts;
@@ -16,6 +18,8 @@ typedef struct ipb_session {
     ipb_proxy *proxy;
     int ws_fd;
     int *bind_fds;
+    ipb_mcp_servers mcp;   /* MCP servers whose tools the kernel may call */
+    ipb_toolchan *chan;    /* their tool socket in /opt/ipybox */
     bool open;
 } ipb_session;
 
@@ -23,6 +27,8 @@ typedef struct ipb_session {
 int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb_error **err);
 /* A running kernel: restarts it if it died, rebuilds the sandbox if that is gone. */
 int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err);
+/* A fresh kernel; MCP servers' connections are closed (stdio servers stop) and made again on
+ * next use; registrations stay. */
 int ipb_session_reset(ipb_session *s, ipb_error **err);
 void ipb_session_close(ipb_session *s);
 /* Where an /app-relative path lives on the host: the workspace, or a --container-bind

@@ -20,7 +20,7 @@ int ipb_shim_config_build(const ipb_options *o, const ipb_session_dirs *d, uint3
     if (!(c.root = strdup(d->root)) || !(c.hostname = strdup(IPB_SANDBOX_HOSTNAME)) ||
         !(c.cwd = strdup(mode == SHIM_MODE_KERNEL ? "/" : "/app")))
         goto oom;
-    ipb_plan_input in = {.opts = o, .workspace = d->workspace, .home = d->home, .rundir = d->run};
+    ipb_plan_input in = {.opts = o, .workspace = d->workspace, .home = d->home, .rundir = d->run, .mcpdir = d->mcp};
     if (ipb_mount_plan_build(&in, &c.plan, err) < 0)
         goto fail;
     if (ipb_monitor_fd() >= 0) {

@@ -61,7 +61,7 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     if (sub(&sessions, state, "sessions", err) < 0)
         goto fail;
     if (sub(&d.base, sessions, d.id, err) < 0 || sub(&d.root, d.base, "root", err) < 0 ||
-        sub(&d.home, d.base, "home", err) < 0 || (kernel && sub(&d.run, d.base, "run", err) < 0))
+        sub(&d.home, d.base, "home", err) < 0 || (kernel && (sub(&d.run, d.base, "run", err) < 0 || sub(&d.mcp, d.base, "mcp", err) < 0)))
         goto fail;
     char pidbuf[32];
     int n = snprintf(pidbuf, sizeof(pidbuf), "%d\n", (int)getpid());
@@ -118,6 +118,7 @@ void ipb_session_dirs_remove(ipb_session_dirs *d) {
     free(d->root);
     free(d->home);
     free(d->run);
+    free(d->mcp);
     free(d->workspace);
     memset(d, 0, sizeof(*d));
 }

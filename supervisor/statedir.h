@@ -1,6 +1,7 @@
 /* Host directories of a session under the user's state directory
  * ($XDG_STATE_HOME/ipybox, default ~/.local/state/ipybox):
- *   sessions/<id>/{root,home,run,pid}   removed when the session ends
+ *   sessions/<id>/{root,home,run,mcp,pid}  removed when the session ends (mcp: the generated
+ *                                       tool package and the tool socket, /opt/ipybox inside)
  *   workspaces/<id>/                    the default /app, kept unless empty */
 #pragma once
 #include <stdbool.h>
@@ -10,7 +11,7 @@
 
 typedef struct ipb_session_dirs {
     char id[17];
-    char *base, *root, *home, *run;
+    char *base, *root, *home, *run, *mcp;
     char *workspace;       /* canonical */
     bool workspace_owned;  /* created for this session */
 } ipb_session_dirs;

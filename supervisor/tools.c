@@ -26,8 +26,10 @@ static const char exec_description[] =
     "under /app/images/. Returns the output (stdout and stderr merged, and the value of the last "
     "expression); when the code raises, the output printed before the error and the traceback.";
 
+static json_t *register_tool_def(void);
+
 json_t *ipb_tools_list(void) {
-    return json_pack(
+    json_t *tools = json_pack(
         "[{s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s, s:f, s:f}, s:{s:s, s:s, s:i}}, s:[s]}},"
         " {s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}},"
         " {s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}},"
@@ -53,10 +55,32 @@ json_t *ipb_tools_list(void) {
         "name", "reset", "description", "Reset the kernel: start a fresh Python process. Variables, imports and "
         "definitions are cleared; files in /app and packages installed with pip are kept.", "inputSchema", "type",
         "object", "properties");
+    json_array_append_new(tools, register_tool_def());
+    return tools;
+}
+
+static const char register_description[] =
+    "Register an MCP server whose tools the code in the kernel may then call through a generated Python "
+    "API: `from mcptools.<server_name> import <module>` and `<module>.run(...)` (or `await "
+    "<module>.run_async(...)`), one module per tool with typed Params (and Result when the tool declares an "
+    "output schema). The server runs on the host: stdio params {command, args, env, cwd} start it there; "
+    "HTTP params {url, headers} (Streamable HTTP, or SSE when the path contains /sse or type is 'sse') "
+    "connect to it. ${VAR} in params is filled from the host environment. Every call from the kernel "
+    "needs the application's approval; a rejection raises mcptools.ToolRejected. Returns the generated "
+    "module names.";
+
+static json_t *register_tool_def(void) {
+    return json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s, s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}}", "name",
+                     "register_mcp_server", "description", register_description, "inputSchema", "type", "object",
+                     "properties", "server_name", "type", "string", "pattern", "^[A-Za-z][A-Za-z0-9_]{0,63}$",
+                     "description", "Name of the package under mcptools (letters, digits, '_').", "server_params",
+                     "type", "object", "description",
+                     "stdio: {command, args, env, cwd}; HTTP: {url, headers, type ('streamable_http' or 'sse')}.",
+                     "required", "server_name", "server_params");
 }
 
 bool ipb_tool_exists(const char *name) {
-    return !strcmp(name, "execute_ipython_cell") || !strcmp(name, "upload_file") || !strcmp(name, "download_file") ||
+    return !strcmp(name, "execute_ipython_cell") || !strcmp(name, "register_mcp_server") || !strcmp(name, "upload_file") || !strcmp(name, "download_file") ||
            !strcmp(name, "reset");
 }
 
@@ -298,6 +322,48 @@ static json_t *tool_reset(ipb_session *s) {
                        "packages are kept.", false);
 }
 
+static json_t *tool_register(ipb_session *s, json_t *args) {
+    const char *name;
+    json_t *bad = NULL;
+    if (get_string(args, "server_name", true, &name, &bad) < 0)
+        return bad;
+    json_t *params = json_object_get(args, "server_params");
+    if (!json_is_object(params))
+        return error_result("Invalid arguments: 'server_params' must be an object: {command, args, env, cwd} or "
+                            "{url, headers}.");
+    ipb_error *err = NULL;
+    json_t *res = ipb_mcp_servers_register(&s->mcp, name, params, &err);
+    if (!res) {
+        json_t *r = error_result("%s", ipb_error_msg(err));
+        ipb_error_free(err);
+        return r;
+    }
+    json_t *modules = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(res, "modules"), i, m) json_array_append(modules, json_object_get(m, "module"));
+    char *list = json_dumps(modules, JSON_COMPACT);
+    ipb_buf note = {0};
+    ipb_buf_appendf(&note, "Registered MCP server '%s': %zu tool modules. In the kernel: `from mcptools.%s import "
+                           "%s` then `%s.run(...)`; read a module's source under /opt/ipybox/mcptools/%s/ for its "
+                           "parameters. Every call waits for the application's approval.",
+                    name, json_array_size(modules), name,
+                    json_array_size(modules) ? json_string_value(json_array_get(modules, 0)) : "<module>",
+                    json_array_size(modules) ? json_string_value(json_array_get(modules, 0)) : "<module>", name);
+    size_t ns = json_array_size(json_object_get(res, "skipped"));
+    if (ns)
+        ipb_buf_appendf(&note, " %zu tools were left out: %s", ns,
+                        json_string_value(json_object_get(json_array_get(json_object_get(res, "skipped"), 0),
+                                                          "reason")) ?: "see the log");
+    json_t *r = json_pack("{s:[{s:s, s:s}, {s:s, s:s}], s:b}", "content", "type", "text", "text", list ? list : "[]",
+                          "type", "text", "text", ipb_buf_cstr(&note), "isError", 0);
+    free(list);
+    ipb_buf_free(&note);
+    json_decref(modules);
+    json_decref(res);
+    return r;
+}
+
 json_t *ipb_tools_call(ipb_session *s, const char *name, json_t *args, const ipb_exec_hooks *hooks,
                        bool *ret_cancelled) {
     *ret_cancelled = false;
@@ -309,6 +375,8 @@ json_t *ipb_tools_call(ipb_session *s, const char *name, json_t *args, const ipb
     json_t *r;
     if (!strcmp(name, "execute_ipython_cell"))
         r = tool_execute(s, args, hooks, ret_cancelled);
+    else if (!strcmp(name, "register_mcp_server"))
+        r = tool_register(s, args);
     else if (!strcmp(name, "upload_file"))
         r = tool_upload(s, args);
     else if (!strcmp(name, "download_file"))

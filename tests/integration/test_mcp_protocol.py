@@ -33,7 +33,10 @@ class ProtocolTest(unittest.TestCase):
 
     def test_tools_list(self):
         tools = {t["name"]: t for t in self.c.request("tools/list")["tools"]}
-        self.assertEqual(set(tools), {"execute_ipython_cell", "upload_file", "download_file", "reset"})
+        self.assertEqual(set(tools), {"execute_ipython_cell", "upload_file", "download_file", "reset",
+                                      "register_mcp_server"})
+        self.assertEqual(sorted(tools["register_mcp_server"]["inputSchema"]["required"]),
+                         ["server_name", "server_params"])
         ex = tools["execute_ipython_cell"]["inputSchema"]
         self.assertEqual(ex["required"], ["code"])
         self.assertEqual(ex["properties"]["timeout"]["default"], 120)

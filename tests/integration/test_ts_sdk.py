@@ -2,10 +2,11 @@
 `ipyboxd --user --socket` with the same SDK over a unix-socket transport.
 
 The node tests are tests/integration/ts/sdk_test.mjs and ts/socket_test.mjs. Their npm dependencies
-are installed into $BUILD/node (never into the source tree): package.json and the .mjs files are copied
-there, `npm install` runs only when node_modules is missing or package.json changed, and node runs with
-that directory as its working directory so that the imports resolve. node and npm are required (the test
-dependency script installs them): without them the test fails rather than skips."""
+are installed into $BUILD/node (never into the source tree) by tests/lib/mcp_servers.py: package.json is
+copied there and `npm install` runs only when node_modules is missing or package.json changed; the .mjs
+files are copied there too and node runs with that directory as its working directory so that the imports
+resolve. node and npm are required (the test dependency script installs them): without them the test
+fails rather than skips."""
 import json
 import os
 import shutil
@@ -17,13 +18,12 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import IPYBOX, BUILD, require_sandbox  # noqa: E402
+from ipybox_test import IPYBOX, require_sandbox  # noqa: E402
+import mcp_servers  # noqa: E402
 
 IPYBOXD = os.path.join(os.path.dirname(os.path.abspath(IPYBOX)), 'ipyboxd')
 TS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'ts')
-NODE_DIR = os.path.join(BUILD, 'node')
-# Records the package.json that node_modules was installed from.
-STAMP = os.path.join(NODE_DIR, 'node_modules', '.ipybox-package.json')
+NODE_DIR = mcp_servers.NODE_DIR
 
 
 def _read(path):
@@ -34,36 +34,17 @@ def _read(path):
         return None
 
 
-def _tail(text, n=20000):
-    return text if len(text) <= n else '[... %d chars cut ...]\n' % (len(text) - n) + text[-n:]
+_tail = mcp_servers.tail
 
 
 class TestTypeScriptSdk(unittest.TestCase):
     def setUp(self):
         require_sandbox(self)
-        self.node = shutil.which('node')
-        self.npm = shutil.which('npm')
-        missing = [name for name, p in (('node', self.node), ('npm', self.npm)) if not p]
-        if missing:
-            self.fail('%s not found on PATH: the TypeScript SDK test needs Node.js (>= 18) and npm; install '
-                      'them with the test dependency script' % ' and '.join(missing))
+        # node and npm missing is a failure (NodeSetupError is an AssertionError), not a skip.
+        self.node, self.npm = mcp_servers.node_tools()
 
     def _install(self):
-        os.makedirs(NODE_DIR, exist_ok=True)
-        pkg = _read(os.path.join(TS, 'package.json'))
-        self.assertIsNotNone(pkg, 'missing %s' % os.path.join(TS, 'package.json'))
-        if _read(os.path.join(NODE_DIR, 'package.json')) != pkg:
-            with open(os.path.join(NODE_DIR, 'package.json'), 'wb') as f:
-                f.write(pkg)
-        if os.path.isdir(os.path.join(NODE_DIR, 'node_modules')) and _read(STAMP) == pkg:
-            return
-        r = subprocess.run([self.npm, 'install', '--no-audit', '--no-fund'], cwd=NODE_DIR,
-                           capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            self.fail('npm install in %s failed (exit %d):\n%s\n%s' % (NODE_DIR, r.returncode, _tail(r.stdout),
-                                                                     _tail(r.stderr)))
-        with open(STAMP, 'wb') as f:
-            f.write(pkg)
+        mcp_servers.install_node_packages()
 
     def test_mcp_typescript_sdk_client(self):
         self._install()
@@ -86,7 +67,8 @@ class TestTypeScriptSdk(unittest.TestCase):
         private session attached; the daemon stops on SIGTERM with status 0."""
         self.assertTrue(os.access(IPYBOXD, os.X_OK), 'no ipyboxd binary at %s' % IPYBOXD)
         self._install()
-        shutil.copyfile(os.path.join(TS, 'socket_test.mjs'), os.path.join(NODE_DIR, 'socket_test.mjs'))
+        for name in ('socket_test.mjs', 'unix_transport.mjs'):
+            shutil.copyfile(os.path.join(TS, name), os.path.join(NODE_DIR, name))
         tmp = tempfile.mkdtemp(prefix='ipybox-ts-socket-')
         self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         sock = os.path.join(tmp, 'd.sock')
@@ -152,6 +134,76 @@ class TestTypeScriptSdk(unittest.TestCase):
         except subprocess.TimeoutExpired:
             self.fail('ipyboxd did not exit within 20 s of SIGTERM:\n' + daemon_log())
         self.assertEqual(code, 0, 'ipyboxd exited with %d after SIGTERM:\n%s' % (code, daemon_log()))
+
+
+    def _tools_test(self, mode, target):
+        """Runs tools_test.mjs (register server-everything, one cell calling two of its tools in a
+        loop, each call approved or declined by the SDK client's elicitation handler)."""
+        for name in ('tools_test.mjs', 'unix_transport.mjs'):
+            shutil.copyfile(os.path.join(TS, name), os.path.join(NODE_DIR, name))
+        params = mcp_servers.everything_stdio_params()
+        node_env = dict(os.environ)
+        node_env.pop('NODE_OPTIONS', None)
+        r = subprocess.run([self.node, 'tools_test.mjs', mode, target, json.dumps(params)], cwd=NODE_DIR,
+                           env=node_env, capture_output=True, text=True, timeout=400)
+        lines = r.stdout.strip().splitlines()
+        self.assertEqual(r.returncode, 0, 'tools_test.mjs %s failed:\n%s\n%s' % (mode, _tail(r.stdout), _tail(r.stderr)))
+        summary = json.loads(lines[-1])
+        self.assertIs(summary.get('ok'), True, summary)
+        self.assertIn('get_structured_content', summary['modules'])
+        # Three echo calls and one get-sum, each put to the client before it ran.
+        self.assertEqual(len(summary['asked']), 4, summary)
+        self.assertEqual(sum("'echo'" in m for m in summary['asked']), 3, summary)
+        self.assertIn("['Echo: yes-1', 'rejected no-2', 'Echo: yes-3', 'The sum of 20 and 22 is 42.']",
+                      summary['text'], summary)
+
+    def test_tool_calls_approved_by_an_sdk_client(self):
+        """`ipybox mcp --embedded`: the SDK client's elicitation handler approves or declines the
+        kernel's tool calls."""
+        self._install()
+        tmp = tempfile.mkdtemp(prefix='ipybox-ts-tools-')
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        old = os.environ.get('XDG_STATE_HOME')
+        os.environ['XDG_STATE_HOME'] = tmp
+        try:
+            self._tools_test('stdio', os.path.abspath(IPYBOX))
+        finally:
+            if old is None:
+                del os.environ['XDG_STATE_HOME']
+            else:
+                os.environ['XDG_STATE_HOME'] = old
+
+    def test_tool_calls_approved_by_an_sdk_client_through_the_daemon(self):
+        """The same through `ipyboxd --user`: the worker's questions reach the client whose cell runs."""
+        self._install()
+        tmp = tempfile.mkdtemp(prefix='ipybox-ts-tools-d-')
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        sock = os.path.join(tmp, 'd.sock')
+        os.mkdir(os.path.join(tmp, 'state'))
+        log_path = os.path.join(tmp, 'ipyboxd.log')
+        with open(log_path, 'wb') as log:
+            daemon = subprocess.Popen([IPYBOXD, '--user', '--socket', sock],
+                                      env=dict(os.environ, XDG_STATE_HOME=os.path.join(tmp, 'state')),
+                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+
+        def stop():
+            if daemon.poll() is None:
+                daemon.terminate()
+                try:
+                    daemon.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    daemon.kill()
+                    daemon.wait()
+        self.addCleanup(stop)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(sock):
+            self.assertIsNone(daemon.poll(), _tail(_read(log_path).decode(errors='replace')))
+            self.assertLess(time.monotonic(), deadline, 'ipyboxd did not listen within 20 s')
+            time.sleep(0.05)
+        try:
+            self._tools_test('socket', sock)
+        except AssertionError as e:
+            raise AssertionError('%s\n--- ipyboxd ---\n%s' % (e, _tail(_read(log_path).decode(errors='replace'))))
 
 
 if __name__ == '__main__':

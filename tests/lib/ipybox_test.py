@@ -168,7 +168,7 @@ class McpError(Exception):
 class McpClient:
     """A minimal MCP client for `ipybox mcp` over stdio."""
 
-    def __init__(self, *options, env=None, initialize=True, home=None, wrap=None):
+    def __init__(self, *options, env=None, initialize=True, home=None, wrap=None, capabilities=None):
         self.tmp = tempfile.TemporaryDirectory(prefix="ipybox-test-")
         e = dict(os.environ if env is None else env)
         # Keep each test's state (sessions, default workspaces) out of the user's own.
@@ -185,7 +185,7 @@ class McpClient:
         self.notifications = []
         if initialize:
             self.init_result = self.request("initialize", {
-                "protocolVersion": PROTOCOL, "capabilities": {},
+                "protocolVersion": PROTOCOL, "capabilities": capabilities or {},
                 "clientInfo": {"name": "ipybox-tests", "version": "1"}})
             self.notify("notifications/initialized")
 
@@ -262,6 +262,26 @@ class McpClient:
     def call(self, name, arguments=None, timeout=180, progress_token=None):
         meta = {"progressToken": progress_token} if progress_token is not None else None
         return self.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout, meta=meta)
+
+    def call_answering(self, name, arguments, answer, timeout=180):
+        """A tools/call during which elicitation/create requests are answered: answer(params) returns
+        the result to send ({"action": "accept"}, say), or None to leave the request unanswered.
+        Returns (result, [params of every request asked])."""
+        rid = self.send_request("tools/call", {"name": name, "arguments": arguments})
+        asked = []
+        while True:
+            msg = self.read_message(timeout)
+            if msg.get("id") == rid and ("result" in msg or "error" in msg):
+                if "error" in msg:
+                    raise McpError(msg["error"])
+                return msg["result"], asked
+            if msg.get("method") == "elicitation/create" and "id" in msg:
+                asked.append(msg["params"])
+                reply = answer(msg["params"])
+                if reply is not None:
+                    self.send({"jsonrpc": "2.0", "id": msg["id"], "result": reply})
+            else:
+                self.notifications.append(msg)
 
     def execute(self, code, **kw):
         """Returns (text, result)."""

@@ -88,10 +88,11 @@ describe('ipybox mcp driven by @modelcontextprotocol/sdk', { concurrency: false 
         assert.match(client.getInstructions() ?? '', /execute_ipython_cell/);
     });
 
-    it('listTools: lists the four tools with their input schemas', async () => {
+    it('listTools: lists the five tools with their input schemas', async () => {
         const { tools } = await client.listTools();
         const byName = Object.fromEntries(tools.map(t => [t.name, t]));
-        assert.deepEqual(Object.keys(byName).sort(), ['download_file', 'execute_ipython_cell', 'reset', 'upload_file']);
+        assert.deepEqual(Object.keys(byName).sort(),
+                         ['download_file', 'execute_ipython_cell', 'register_mcp_server', 'reset', 'upload_file']);
         for (const t of tools) {
             assert.equal(t.inputSchema.type, 'object', `${t.name}: inputSchema.type`);
             assert.equal(typeof t.description, 'string');

@@ -1,0 +1,107 @@
+"""Tool-call benchmark: the round trip of one MCP tool call made from kernel code
+(`mcptools.<server>.<tool>.run()`: the tool socket, the supervisor's checks, approval by
+--approve-tools, the stdio client, the server, and back), against the same call made directly
+by the MCP TypeScript SDK's client over stdio, in one run, against
+@modelcontextprotocol/server-everything's `echo`.
+
+  through ipybox   one cell times N calls with time.perf_counter() around each
+  direct           a node script (bench/tools_direct.mjs) times N calls with the SDK's Client
+  async, 8 at once one cell runs N calls as 8 concurrent run_async() tasks (calls are taken one at
+                   a time): N over the elapsed time
+
+Usage: bench/tools.py [--out FILE] [--calls N]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
+from ipybox_test import McpClient  # noqa: E402
+import mcp_servers  # noqa: E402
+
+
+def pct(ms, p):
+    ms = sorted(ms)
+    return ms[min(len(ms) - 1, int(round(p / 100 * (len(ms) - 1))))]
+
+
+def through_ipybox(params, n, tmp):
+    cfg = os.path.join(tmp, "mcp.json")
+    with open(cfg, "w") as f:
+        json.dump({"mcpServers": {"everything": params}}, f)
+    c = McpClient("--mcp-config", cfg, "--approve-tools", "everything/echo")
+    try:
+        code = (
+            "import time, json, asyncio\n"
+            "from mcptools.everything import echo\n"
+            "echo.run(message='warm-up')\n"
+            "ms = []\n"
+            "for i in range(%d):\n"
+            "    t0 = time.perf_counter()\n"
+            "    assert echo.run(message=f'call {i}') == f'Echo: call {i}'\n"
+            "    ms.append((time.perf_counter() - t0) * 1000)\n"
+            "t0 = time.perf_counter()\n"
+            "async def worker(k):\n"
+            "    for i in range(k, %d, 8):\n"
+            "        await echo.run_async(message=str(i))\n"
+            "await asyncio.gather(*(worker(k) for k in range(8)))\n"
+            "print(json.dumps({'ms': ms, 'async_s': time.perf_counter() - t0}))\n" % (n, n))
+        text, r = c.execute(code, timeout=600)
+        if r.get("isError"):
+            raise SystemExit("the benchmark cell failed:\n" + text)
+        return json.loads(text.strip().splitlines()[-1])
+    finally:
+        c.close()
+
+
+def direct(params, n):
+    node = shutil.which("node")
+    nd = mcp_servers.install_node_packages()
+    shutil.copyfile(os.path.join(HERE, "tools_direct.mjs"), os.path.join(nd, "tools_direct.mjs"))
+    r = subprocess.run([node, "tools_direct.mjs", str(n), json.dumps(params)], cwd=nd, capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode != 0:
+        raise SystemExit("tools_direct.mjs failed:\n" + r.stdout + r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[-1])["ms"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out")
+    ap.add_argument("--calls", type=int, default=200)
+    a = ap.parse_args()
+    params = mcp_servers.everything_stdio_params()
+    with tempfile.TemporaryDirectory(prefix="ipybox-bench-tools-") as tmp:
+        d = direct(params, a.calls)
+        t = through_ipybox(params, a.calls, tmp)
+    ms = t["ms"]
+    rows = [
+        ("direct, SDK client over stdio", statistics.median(d), pct(d, 90), min(d)),
+        ("from kernel code through ipybox (auto-approved)", statistics.median(ms), pct(ms, 90), min(ms)),
+    ]
+    load = os.getloadavg()[0]
+    out = ["# Tool-call benchmark", "",
+           "`make bench-tools` (bench/tools.py): %d calls of server-everything's `echo` each way, one run, "
+           "%d CPUs, load %.1f at the end, %s." % (a.calls, os.cpu_count(), load, time.strftime("%Y-%m-%d")), "",
+           "| path | median | p90 | min |", "|---|---|---|---|"]
+    for name, med, p90, mn in rows:
+        out.append("| %s | %.2f ms | %.2f ms | %.2f ms |" % (name, med, p90, mn))
+    out += ["", "Added by ipybox per call (median difference): **%.2f ms**." % (rows[1][1] - rows[0][1]),
+            "8 concurrent `run_async()` tasks in one cell: %.0f calls/s (calls are run one at a time)."
+            % (a.calls / t["async_s"]), ""]
+    text = "\n".join(out)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

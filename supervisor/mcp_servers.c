@@ -1,0 +1,256 @@
+#include "mcp_servers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "fdio.h"
+#include "log.h"
+#include "strbuf.h"
+#include "toolgen.h"
+
+#define CONFIG_MAX (4u << 20)
+
+int ipb_mcp_servers_init(ipb_mcp_servers *s, const char *dir, ipb_error **err) {
+    memset(s, 0, sizeof(*s));
+    s->limits = (ipb_mcp_limits){.connect_ms = 30000, .call_ms = 120000, .max_message = 16u << 20};
+    s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (s->dir_fd < 0)
+        return ipb_error_set(err, errno, "opening %s", dir);
+    if (ipb_toolgen_write_runtime(s->dir_fd, err) < 0)
+        goto fail;
+    if (!(s->run = ipb_toolrun_start(err)))
+        goto fail;
+    return 0;
+fail:
+    close(s->dir_fd);
+    s->dir_fd = -1;
+    return ipb_error_wrap(err, "preparing the MCP tool package");
+}
+
+static void entry_free(ipb_mcp_server_entry *e) {
+    if (!e)
+        return;
+    ipb_mcpc_close(e->client);
+    free(e->name);
+    json_decref(e->params);
+    json_decref(e->tools);
+    json_decref(e->modules);
+    free(e);
+}
+
+ipb_mcp_server_entry *ipb_mcp_servers_get(ipb_mcp_servers *s, const char *name) {
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i]->name, name))
+            return s->v[i];
+    return NULL;
+}
+
+char *ipb_mcp_servers_names(const ipb_mcp_servers *s) {
+    ipb_buf b = {0};
+    for (size_t i = 0; i < s->n; i++)
+        ipb_buf_appendf(&b, "%s%s", i ? ", " : "", s->v[i]->name);
+    if (!s->n)
+        ipb_buf_appendf(&b, "none");
+    return (char *)ipb_buf_cstr(&b);
+}
+
+/* Registration, on the tool thread: connect and list. */
+typedef struct reg_job {
+    const char *name;
+    json_t *params;
+    const ipb_mcp_limits *limits;
+    ipb_mcpc *client;
+    json_t *tools;
+    ipb_error *err;
+} reg_job;
+
+static void reg_job_run(void *p) {
+    reg_job *j = p;
+    j->client = ipb_mcpc_connect(j->name, j->params, j->limits, &j->err);
+    if (j->client && !(j->tools = ipb_mcpc_list_tools(j->client, &j->err))) {
+        ipb_mcpc_close(j->client);
+        j->client = NULL;
+    }
+}
+
+/* Waits for whatever the tool thread is doing (a call left running by a cell that ended);
+ * its outcome has nobody waiting for it any more. */
+static void drain_thread(ipb_mcp_servers *s) {
+    if (!ipb_toolrun_busy(s->run))
+        return;
+    ipb_tool_job *left = ipb_toolrun_wait(s->run, -1);
+    if (left && s->job_done)
+        s->job_done(s->job_done_ud, left);
+    else if (left)
+        ipb_tool_job_free(left);
+}
+
+json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *params, ipb_error **err) {
+    if (!ipb_toolgen_server_name_ok(name, err) || ipb_mcp_params_check(params, err) < 0) {
+        ipb_error_wrap(err, "registering MCP server '%.100s'", name);
+        return NULL;
+    }
+    ipb_mcp_server_entry *old = ipb_mcp_servers_get(s, name);
+    if (!old && s->n >= IPB_MCP_MAX_SERVERS) {
+        ipb_error_set(err, 0, "registering MCP server '%s': %d servers are registered already, the most a session "
+                              "takes", name, IPB_MCP_MAX_SERVERS);
+        return NULL;
+    }
+    drain_thread(s);
+    reg_job j = {.name = name, .params = params, .limits = &s->limits};
+    if (!ipb_toolrun_submit(s->run, reg_job_run, &j) || !ipb_toolrun_wait(s->run, -1)) {
+        ipb_error_set(err, EBUSY, "registering MCP server '%s': the tool thread is busy", name);
+        return NULL;
+    }
+    if (!j.client) {
+        *err = j.err;
+        ipb_error_wrap(err, "registering MCP server '%s'", name);
+        return NULL;
+    }
+    ipb_toolgen_pkg pkg = {0};
+    json_t *tools = json_object();
+    if (ipb_toolgen_build(name, j.tools, &pkg, err) < 0 || ipb_toolgen_write(s->dir_fd, name, &pkg, err) < 0) {
+        ipb_error_wrap(err, "registering MCP server '%s': generating its package", name);
+        goto fail;
+    }
+    size_t i;
+    json_t *t;
+    json_array_foreach(j.tools, i, t) {
+        const char *tn = json_string_value(json_object_get(t, "name"));
+        if (tn && strlen(tn) == json_string_length(json_object_get(t, "name")))
+            json_object_set(tools, tn, t);
+    }
+    ipb_mcp_server_entry *e = old;
+    if (!e) {
+        ipb_mcp_server_entry **nv = realloc(s->v, (s->n + 1) * sizeof(*nv));
+        if (!nv || !(e = calloc(1, sizeof(*e))) || !(e->name = strdup(name))) {
+            if (nv)
+                s->v = nv;
+            free(e);
+            ipb_error_set(err, ENOMEM, "registering MCP server '%s'", name);
+            goto fail;
+        }
+        s->v = nv;
+        s->v[s->n++] = e;
+    } else {
+        ipb_mcpc_close(e->client);
+        json_decref(e->params);
+        json_decref(e->tools);
+        json_decref(e->modules);
+    }
+    e->client = j.client;
+    e->params = json_deep_copy(params);
+    e->tools = tools;
+    e->modules = json_incref(pkg.modules);
+    json_t *ret = json_pack("{s:s, s:O, s:O}", "server", name, "modules", pkg.modules, "skipped", pkg.skipped);
+    log_info("MCP server '%s' registered: %zu tools (%s, %s)", name, json_array_size(pkg.modules),
+             ipb_mcpc_server_name(j.client) ? ipb_mcpc_server_name(j.client) : "unnamed",
+             ipb_mcpc_protocol_version(j.client));
+    ipb_toolgen_pkg_free(&pkg);
+    json_decref(j.tools);
+    return ret;
+fail:
+    ipb_toolgen_pkg_free(&pkg);
+    json_decref(tools);
+    json_decref(j.tools);
+    ipb_mcpc_close(j.client);
+    return NULL;
+}
+
+int ipb_mcp_servers_load_config(ipb_mcp_servers *s, const char *path, ipb_error **err) {
+    cleanup_free char *text = NULL;
+    size_t len = 0;
+    int r = ipb_read_file(path, CONFIG_MAX, &text, &len);
+    if (r < 0)
+        return ipb_error_set(err, -r, "--mcp-config: cannot read '%s'", path);
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return ipb_error_set(err, 0, "--mcp-config %s: line %d: %s", path, jerr.line, jerr.text);
+    json_t *servers = json_object_get(root, "mcpServers");
+    if (!json_is_object(servers)) {
+        json_decref(root);
+        return ipb_error_set(err, 0, "--mcp-config %s: expected {\"mcpServers\": {NAME: PARAMS, ...}}", path);
+    }
+    const char *name;
+    json_t *params;
+    /* Everything is checked before anything starts. */
+    json_object_foreach(servers, name, params) {
+        if (!ipb_toolgen_server_name_ok(name, err) || ipb_mcp_params_check(params, err) < 0) {
+            json_decref(root);
+            return ipb_error_wrap(err, "--mcp-config %s: server '%.100s'", path, name);
+        }
+    }
+    json_object_foreach(servers, name, params) {
+        ipb_error *e = NULL;
+        json_t *res = ipb_mcp_servers_register(s, name, params, &e);
+        if (!res)
+            log_warn("--mcp-config: %s; left out (register_mcp_server can add it later)", ipb_error_msg(e));
+        json_decref(res);
+        ipb_error_free(e);
+    }
+    json_decref(root);
+    return 0;
+}
+
+static void disconnect_job(void *p) {
+    ipb_mcp_servers *s = p;
+    for (size_t i = 0; i < s->n; i++) {
+        ipb_mcpc_close(s->v[i]->client);
+        s->v[i]->client = NULL;
+    }
+}
+
+void ipb_mcp_servers_disconnect(ipb_mcp_servers *s) {
+    if (!s->run)
+        return;
+    drain_thread(s);
+    /* Closing waits for stdio servers to end (up to 4 s each): on the thread, like any other
+     * wait on a server. */
+    if (ipb_toolrun_submit(s->run, disconnect_job, s))
+        (void)ipb_toolrun_wait(s->run, -1);
+}
+
+void ipb_mcp_servers_free(ipb_mcp_servers *s) {
+    /* Closed on the thread that started them: a stdio server's parent-death signal follows
+     * that thread, not the process. */
+    ipb_mcp_servers_disconnect(s);
+    ipb_toolrun_stop(s->run, (void (*)(void *))ipb_tool_job_free);
+    s->run = NULL;
+    for (size_t i = 0; i < s->n; i++)
+        entry_free(s->v[i]);
+    free(s->v);
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
+    memset(s, 0, sizeof(*s));
+    s->dir_fd = -1;
+}
+
+void ipb_tool_job_run(void *p) {
+    ipb_tool_job *j = p;
+    ipb_mcp_server_entry *e = j->entry;
+    if (e->client && !ipb_mcpc_alive(e->client)) {
+        log_info("MCP server '%s': its connection ended; reconnecting", e->name);
+        ipb_mcpc_close(e->client);
+        e->client = NULL;
+    }
+    if (!e->client && !(e->client = ipb_mcpc_connect(e->name, e->params, j->limits, &j->err))) {
+        ipb_error_wrap(&j->err, "connecting to MCP server '%s'", e->name);
+        return;
+    }
+    j->result = ipb_mcpc_call_tool(e->client, j->tool, j->args, &j->err);
+}
+
+void ipb_tool_job_free(ipb_tool_job *j) {
+    if (!j)
+        return;
+    free(j->tool);
+    json_decref(j->args);
+    json_decref(j->result);
+    ipb_error_free(j->err);
+    free(j);
+}

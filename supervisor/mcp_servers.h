@@ -1,0 +1,70 @@
+/* The MCP servers a session may call tools of: registered on the host side only (from
+ * --mcp-config and the register_mcp_server tool), each with its launch or connection
+ * parameters, the tools it listed, its generated package mcptools/<name>/ in the session's
+ * read-only /opt/ipybox, and its client connection (made on first use and again after it
+ * fails; stdio servers stopped on reset). Connections and calls run on the session's tool
+ * thread (toolrun.h). */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "error.h"
+#include "mcp_client.h"
+#include "toolrun.h"
+
+struct ipb_tool_job;
+
+typedef struct ipb_mcp_server_entry {
+    char *name;
+    json_t *params;   /* as registered, ${VAR} placeholders unfilled */
+    json_t *tools;    /* name -> tool definition, as listed */
+    json_t *modules;  /* [{"tool", "module"}] */
+    ipb_mcpc *client; /* touched only by the tool thread, or while it is idle */
+} ipb_mcp_server_entry;
+
+typedef struct ipb_mcp_servers {
+    ipb_mcp_server_entry **v;
+    size_t n;
+    int dir_fd;       /* the session's mcp directory (/opt/ipybox inside) */
+    ipb_toolrun *run;
+    ipb_mcp_limits limits;
+    /* Given a call job that finished while the registry waited for the thread (NULL: the
+     * job is freed). */
+    void (*job_done)(void *ud, struct ipb_tool_job *job);
+    void *job_done_ud;
+} ipb_mcp_servers;
+
+#define IPB_MCP_MAX_SERVERS 64
+
+/* Opens the session's mcp directory, writes the mcptools runtime there and starts the tool
+ * thread. */
+int ipb_mcp_servers_init(ipb_mcp_servers *s, const char *dir, ipb_error **err);
+/* Reads {"mcpServers": {name: params}} from path and registers each server. A file that
+ * cannot be read or parsed is an error; a server that cannot be reached is logged and left
+ * out (register_mcp_server can add it later). */
+int ipb_mcp_servers_load_config(ipb_mcp_servers *s, const char *path, ipb_error **err);
+/* Registers (or re-registers) a server: checks the params, connects, lists its tools and
+ * writes its package. Waits for the tool thread. Returns {"server", "modules": [names],
+ * "skipped": [...]} or NULL with *err. */
+json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *params, ipb_error **err);
+ipb_mcp_server_entry *ipb_mcp_servers_get(ipb_mcp_servers *s, const char *name);
+/* A comma-separated list of the registered names (malloc'd), for messages. */
+char *ipb_mcp_servers_names(const ipb_mcp_servers *s);
+/* Stops every server's connection (stdio servers end); waits for the tool thread. They
+ * reconnect on next use. */
+void ipb_mcp_servers_disconnect(ipb_mcp_servers *s);
+void ipb_mcp_servers_free(ipb_mcp_servers *s);
+
+/* A call as the tool thread runs it. */
+typedef struct ipb_tool_job {
+    ipb_mcp_server_entry *entry;
+    char *tool;
+    json_t *args;
+    json_t *result;   /* CallToolResult, or NULL with err */
+    ipb_error *err;
+    const ipb_mcp_limits *limits;
+    void *ud;         /* the caller's */
+} ipb_tool_job;
+/* Runs on the tool thread: connects when there is no live client, then calls. */
+void ipb_tool_job_run(void *job);
+void ipb_tool_job_free(ipb_tool_job *j);

@@ -1,0 +1,24 @@
+/* One background thread per session for work that waits on MCP servers (connecting, listing,
+ * calling tools), so that the supervisor's loop keeps serving its client, the kernel and the
+ * sandbox meanwhile. One job at a time; the loop learns that it finished through an fd. */
+#pragma once
+#include <stdbool.h>
+
+#include "error.h"
+
+typedef struct ipb_toolrun ipb_toolrun;
+
+ipb_toolrun *ipb_toolrun_start(ipb_error **err);
+/* Readable (POLLIN) once a job has finished and not been taken. */
+int ipb_toolrun_fd(const ipb_toolrun *t);
+bool ipb_toolrun_busy(const ipb_toolrun *t);
+/* Runs fn(arg) on the thread. false when a job is running or waiting to be taken. */
+bool ipb_toolrun_submit(ipb_toolrun *t, void (*fn)(void *arg), void *arg);
+/* The finished job's arg (the job is then gone), or NULL when none has finished. */
+void *ipb_toolrun_take(ipb_toolrun *t);
+/* Waits up to ms (-1: no limit) for the job to finish and takes it; NULL when none runs or it
+ * did not finish in time. */
+void *ipb_toolrun_wait(ipb_toolrun *t, int ms);
+/* Waits for a running job (its arg is given to discard, when not NULL, then), stops and
+ * joins the thread. NULL is fine. */
+void ipb_toolrun_stop(ipb_toolrun *t, void (*discard)(void *arg));
