@@ -206,6 +206,9 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     }
     long deadline = ipb_now_ms() + (long)(timeout_s * 1000.0);
     bool interrupted = false, cancelled = false;
+    /* Tool calls that waited for a cell are taken now. */
+    if (h && h->tool_fd >= 0 && h->on_tool)
+        h->on_tool(h->ud);
     bool watch_extra = h && h->extra_fd >= 0;
     enum ipb_exec_outcome outcome = IPB_EXEC_OK;
     for (;;) {
@@ -250,13 +253,15 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         if (tool_at >= 0 && items[tool_at].revents)
             h->on_tool(h->ud);
         /* Waiting for the application to approve a tool call does not count against the
-         * timeout (nor against the interrupt's grace). */
-        if (h && h->paused && h->paused(h->ud))
+         * timeout (an interrupt's grace runs regardless). */
+        if (!interrupted && !cancelled && h && h->paused && h->paused(h->ud))
             deadline += ipb_now_ms() - before;
         if (h && h->on_tick)
             h->on_tick(h->ud);
         if (!cancelled && h && h->cancelled && h->cancelled(h->ud)) {
             cancelled = true;
+            if (h->on_interrupt)
+                h->on_interrupt(h->ud);
             ipb_kernel_interrupt(k, NULL);
             deadline = ipb_now_ms() + INTERRUPT_GRACE_MS;
             continue;
@@ -265,6 +270,8 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
             if (!interrupted && !cancelled) {
                 interrupted = true;
                 log_info("cell timed out after %.0f s; interrupting the kernel", timeout_s);
+                if (h && h->on_interrupt)
+                    h->on_interrupt(h->ud);
                 ipb_kernel_interrupt(k, NULL);
                 deadline = ipb_now_ms() + INTERRUPT_GRACE_MS;
                 continue;

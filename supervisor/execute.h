@@ -23,6 +23,7 @@ typedef struct ipb_exec_hooks {
     int tool_fd;                                          /* the tool channel, watched too; -1: none */
     void (*on_tool)(void *ud);                            /* tool_fd is readable */
     bool (*paused)(void *ud);                             /* true: the timeout does not run (approval) */
+    void (*on_interrupt)(void *ud);                       /* the cell is being interrupted or cancelled */
 } ipb_exec_hooks;
 
 typedef struct ipb_image {

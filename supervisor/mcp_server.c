@@ -127,12 +127,15 @@ static enum ipb_approval approve(void *ud, const char *server, const char *tool,
                            server, tool);
         return IPB_REJECTED;
     }
-    char *shown = json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS);
+    /* ASCII only: no direction or format characters can rearrange what the person reads. */
+    char *shown = json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
     size_t len = shown ? strlen(shown) : 0;
+    char cut[96] = "";
+    if (len > ARGS_SHOWN)
+        snprintf(cut, sizeof(cut), "... (CUT: only the first %d of %zu characters are shown)", ARGS_SHOWN, len);
     char *message = ipb_strdupf("Code in the ipybox sandbox asks to call tool '%s' of MCP server '%s' with "
                                 "arguments %.*s%s. Accept to run this call, decline to refuse it.",
-                                tool, server, (int)(len > ARGS_SHOWN ? ARGS_SHOWN : len), shown ? shown : "{}",
-                                len > ARGS_SHOWN ? "... (cut)" : "");
+                                tool, server, (int)(len > ARGS_SHOWN ? ARGS_SHOWN : len), shown ? shown : "{}", cut);
     free(shown);
     char idbuf[48];
     snprintf(idbuf, sizeof(idbuf), "ipybox-approval-%lu", ++srv->approval_seq);
@@ -145,6 +148,12 @@ static enum ipb_approval approve(void *ud, const char *server, const char *tool,
     send_msg(srv, json_pack("{s:s, s:O, s:s, s:o}", "jsonrpc", "2.0", "id", srv->approval_id, "method",
                             "elicitation/create", "params", params));
     srv->approval_deadline_ms = ipb_now_ms() + IPB_APPROVAL_TIMEOUT_MS;
+    if (srv->out_broken) { /* nobody is there to answer */
+        json_decref(srv->approval_id);
+        srv->approval_id = NULL;
+        *why = ipb_strdupf("the MCP client is gone");
+        return IPB_REJECTED;
+    }
     return IPB_APPROVAL_PENDING;
 }
 
@@ -192,6 +201,11 @@ static void on_tick(void *ud) {
 static void on_tool(void *ud) {
     ipb_mcp_server *srv = ud;
     ipb_toolchan_pump(srv->session->chan, true);
+}
+
+static void on_interrupt(void *ud) {
+    ipb_mcp_server *srv = ud;
+    ipb_toolchan_interrupted(srv->session->chan);
 }
 
 static bool tool_paused(void *ud) {
@@ -343,7 +357,7 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
                             .cancelled = cancelled, .on_output = on_output,
                             .on_tick = on_tick, .tick_ms = PROGRESS_INTERVAL_MS,
                             .tool_fd = ipb_toolchan_fd(srv->session->chan), .on_tool = on_tool,
-                            .paused = tool_paused};
+                            .paused = tool_paused, .on_interrupt = on_interrupt};
     bool was_cancelled = false;
     json_t *result = ipb_tools_call(srv->session, name, args, &hooks, &was_cancelled);
     ipb_toolchan_cell_ended(srv->session->chan);

@@ -238,9 +238,17 @@ void ipb_tool_job_run(void *p) {
         ipb_mcpc_close(e->client);
         e->client = NULL;
     }
-    if (!e->client && !(e->client = ipb_mcpc_connect(e->name, e->params, j->limits, &j->err))) {
-        ipb_error_wrap(&j->err, "connecting to MCP server '%s'", e->name);
-        return;
+    if (!e->client) {
+        ipb_error *cerr = NULL;
+        if (!(e->client = ipb_mcpc_connect(e->name, e->params, j->limits, &cerr))) {
+            /* The sentence can name the command, its directory or the URL with ${VAR} filled in:
+             * it goes to the log, the kernel is told less. */
+            log_warn("connecting to MCP server '%s': %s", e->name, ipb_error_msg(cerr));
+            ipb_error_set(&j->err, cerr ? cerr->errnum : 0,
+                          "connecting to MCP server '%s' failed (the supervisor's log says why)", e->name);
+            ipb_error_free(cerr);
+            return;
+        }
     }
     j->result = ipb_mcpc_call_tool(e->client, j->tool, j->args, &j->err);
 }

@@ -33,6 +33,7 @@ struct ipb_toolchan {
     ipb_toolchan_hooks hooks;
     conn *conns[IPB_TOOLCHAN_MAX_CONNS];
     conn *current;      /* being approved or run */
+    bool in_cell;       /* a cell runs: calls may be approved and started */
     unsigned long next_seq;
 };
 
@@ -173,15 +174,32 @@ char *ipb_toolchan_parse(const char *line, size_t len, ipb_mcp_servers *servers,
     return NULL;
 }
 
-static void on_request(ipb_toolchan *tc, size_t slot, size_t len) {
+/* Checks the request; a refusal is answered at once. Returns 0 when it stands. */
+static int check_request(ipb_toolchan *tc, size_t slot) {
     conn *c = tc->conns[slot];
-    char *why = ipb_toolchan_parse(c->in.data, len, tc->servers, &c->root, &c->server, &c->tool, &c->args);
+    json_decref(c->root);
+    c->root = NULL;
+    char *why = ipb_toolchan_parse(c->in.data, c->in.len, tc->servers, &c->root, &c->server, &c->tool, &c->args);
     if (why) {
         log_info("tool channel: call refused: %s", why);
         reply(tc, slot, error_msg("refused", why));
         free(why);
-        return;
+        return -1;
     }
+    return 0;
+}
+
+static void on_request(ipb_toolchan *tc, size_t slot, size_t len) {
+    conn *c = tc->conns[slot];
+    (void)len;
+    if (check_request(tc, slot) < 0)
+        return;
+    /* While it waits, only the line is kept: a parsed tree can be tens of times larger. It is
+     * parsed (and checked against the registry) again when its turn comes. */
+    json_decref(c->root);
+    c->root = NULL;
+    c->server = c->tool = NULL;
+    c->args = NULL;
     c->state = C_QUEUED;
     c->seq = tc->next_seq++;
     watch(tc, slot, 0); /* from now on only a hang-up matters */
@@ -307,31 +325,8 @@ static void start_job(ipb_toolchan *tc, conn *c) {
     c->state = C_RUNNING;
 }
 
-static void advance(ipb_toolchan *tc, bool in_cell) {
-    if (tc->current && tc->current->state == C_APPROVED && !ipb_toolrun_busy(tc->servers->run))
-        start_job(tc, tc->current);
-    if (tc->current || !in_cell)
-        return;
-    conn *next = NULL;
-    for (size_t i = 0; i < IPB_TOOLCHAN_MAX_CONNS; i++) {
-        conn *c = tc->conns[i];
-        if (c && c->state == C_QUEUED && (!next || c->seq < next->seq))
-            next = c;
-    }
-    if (!next)
-        return;
-    tc->current = next;
-    next->state = C_APPROVING;
-    char *why = NULL;
-    enum ipb_approval a = tc->hooks.approve ? tc->hooks.approve(tc->hooks.ud, next->server, next->tool, next->args, &why)
-                                            : IPB_REJECTED;
-    if (a == IPB_APPROVAL_PENDING)
-        return;
-    ipb_toolchan_decide(tc, a == IPB_APPROVED, why);
-    free(why);
-}
-
-void ipb_toolchan_decide(ipb_toolchan *tc, bool approved, const char *why) {
+/* The decision on the current call (no advance). */
+static void decide_current(ipb_toolchan *tc, bool approved, const char *why) {
     conn *c = tc->current;
     if (!c || c->state != C_APPROVING)
         return;
@@ -349,9 +344,48 @@ void ipb_toolchan_decide(ipb_toolchan *tc, bool approved, const char *why) {
         c->state = C_APPROVED;
 }
 
+/* Takes waiting calls in arrival order until one waits for a decision or runs. */
+static void advance(ipb_toolchan *tc) {
+    for (;;) {
+        if (tc->current) {
+            if (tc->current->state == C_APPROVED && !ipb_toolrun_busy(tc->servers->run))
+                start_job(tc, tc->current);
+            return;
+        }
+        if (!tc->in_cell)
+            return;
+        conn *next = NULL;
+        for (size_t i = 0; i < IPB_TOOLCHAN_MAX_CONNS; i++) {
+            conn *c = tc->conns[i];
+            if (c && c->state == C_QUEUED && (!next || c->seq < next->seq))
+                next = c;
+        }
+        if (!next)
+            return;
+        if (check_request(tc, slot_of(tc, next)) < 0) /* the registry may have changed */
+            continue;
+        tc->current = next;
+        next->state = C_APPROVING;
+        char *why = NULL;
+        enum ipb_approval a = tc->hooks.approve
+                                  ? tc->hooks.approve(tc->hooks.ud, next->server, next->tool, next->args, &why)
+                                  : IPB_REJECTED;
+        if (a == IPB_APPROVAL_PENDING)
+            return;
+        decide_current(tc, a == IPB_APPROVED, why);
+        free(why);
+    }
+}
+
+void ipb_toolchan_decide(ipb_toolchan *tc, bool approved, const char *why) {
+    decide_current(tc, approved, why);
+    advance(tc);
+}
+
 bool ipb_toolchan_waiting(const ipb_toolchan *tc) { return tc && tc->current && tc->current->state == C_APPROVING; }
 
 void ipb_toolchan_pump(ipb_toolchan *tc, bool in_cell) {
+    tc->in_cell = in_cell;
     struct epoll_event evs[32];
     int n = epoll_wait(tc->epfd, evs, 32, 0);
     for (int i = 0; i < n; i++) {
@@ -388,7 +422,7 @@ void ipb_toolchan_pump(ipb_toolchan *tc, bool in_cell) {
             }
         }
     }
-    advance(tc, in_cell);
+    advance(tc);
 }
 
 void ipb_toolchan_cell_ended(ipb_toolchan *tc) {
@@ -399,8 +433,23 @@ void ipb_toolchan_cell_ended(ipb_toolchan *tc) {
     if (c && c->state == C_APPROVING) {
         if (tc->hooks.withdraw)
             tc->hooks.withdraw(tc->hooks.ud);
+        /* Asked again in the next cell. */
+        json_decref(c->root);
+        c->root = NULL;
         c->state = C_QUEUED;
         tc->current = NULL;
+    }
+}
+
+void ipb_toolchan_interrupted(ipb_toolchan *tc) {
+    if (!tc)
+        return;
+    tc->in_cell = false;
+    conn *c = tc->current;
+    if (c && c->state == C_APPROVING) {
+        if (tc->hooks.withdraw)
+            tc->hooks.withdraw(tc->hooks.ud);
+        decide_current(tc, false, "the cell was interrupted while the application was asked");
     }
 }
 

@@ -31,7 +31,7 @@ typedef struct ipb_toolchan ipb_toolchan;
 
 #define IPB_TOOLCHAN_SOCKET "tool.sock"
 #define IPB_TOOLCHAN_MAX_CONNS 16
-#define IPB_TOOLCHAN_MAX_REQUEST (4u << 20)
+#define IPB_TOOLCHAN_MAX_REQUEST (1u << 20)
 
 /* Listens on tool.sock in servers' directory. */
 ipb_toolchan *ipb_toolchan_open(ipb_mcp_servers *servers, ipb_error **err);
@@ -42,6 +42,9 @@ int ipb_toolchan_fd(const ipb_toolchan *tc);
 void ipb_toolchan_pump(ipb_toolchan *tc, bool in_cell);
 /* The cell ended: a pending decision is withdrawn (the call waits for the next cell). */
 void ipb_toolchan_cell_ended(ipb_toolchan *tc);
+/* The cell was interrupted or cancelled: a pending decision is withdrawn and its call
+ * rejected; nothing more is approved until the next cell. */
+void ipb_toolchan_interrupted(ipb_toolchan *tc);
 /* The decision on the call put to the approve hook. */
 void ipb_toolchan_decide(ipb_toolchan *tc, bool approved, const char *why);
 /* A decision is pending (the cell's timeout does not run meanwhile). */

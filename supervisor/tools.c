@@ -70,13 +70,17 @@ static const char register_description[] =
     "module names.";
 
 static json_t *register_tool_def(void) {
-    return json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s, s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}}", "name",
+    /* It starts a command on the host (stdio params): clients that confirm tool calls should
+     * confirm this one. */
+    return json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s, s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}, s:{s:b, s:b, s:b}}",
+                     "name",
                      "register_mcp_server", "description", register_description, "inputSchema", "type", "object",
                      "properties", "server_name", "type", "string", "pattern", "^[A-Za-z][A-Za-z0-9_]{0,63}$",
                      "description", "Name of the package under mcptools (letters, digits, '_').", "server_params",
                      "type", "object", "description",
                      "stdio: {command, args, env, cwd}; HTTP: {url, headers, type ('streamable_http' or 'sse')}.",
-                     "required", "server_name", "server_params");
+                     "required", "server_name", "server_params", "annotations", "readOnlyHint", 0,
+                     "destructiveHint", 1, "openWorldHint", 1);
 }
 
 bool ipb_tool_exists(const char *name) {

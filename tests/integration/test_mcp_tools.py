@@ -189,6 +189,19 @@ class TestApproval(ToolCallingCase):
         self.assertIn("after", text_of(r))
         self.assertNotIn("GOT", text_of(r))
 
+    def test_concurrent_calls_go_on_after_a_rejection(self):
+        # Three calls at once: the first is declined, the others must still be asked and run.
+        c = self.client("--mcp-config", self.config, capabilities=ELICIT)
+        code = ("import asyncio, mcptools\nfrom mcptools.everything import echo\n"
+                "async def one(w):\n"
+                "    try:\n        return await echo.run_async(message=w)\n"
+                "    except mcptools.ToolRejected:\n        return 'rejected ' + w\n"
+                "print(await asyncio.gather(one('first'), one('second'), one('third')))\n")
+        r, asked = c.call_answering("execute_ipython_cell", {"code": code, "timeout": 60},
+                                    lambda p: DECLINE if "first" in p["message"] else ACCEPT)
+        self.assertIn("['rejected first', 'Echo: second', 'Echo: third']", text_of(r))
+        self.assertEqual(len(asked), 3)
+
     def test_waiting_for_approval_does_not_count_against_the_timeout(self):
         c = self.client("--mcp-config", self.config, capabilities=ELICIT)
 

@@ -136,12 +136,12 @@ class ToolChannelAttacks(unittest.TestCase):
             "    busy.append(s.recv(4096).decode())\n"
             "print('busy:', len(busy), all('too many tool calls at once' in b for b in busy))\n"
             "for s in held: s.close()\n"
-            "big = json.dumps({'server': 'everything', 'tool': 'echo', 'arguments': {'message': 'a' * (5 << 20)}})\n"
+            "big = json.dumps({'server': 'everything', 'tool': 'echo', 'arguments': {'message': 'a' * (2 << 20)}})\n"
             "print('big:', json.dumps(raw(big)))\n"
             "print('after:', raw(json.dumps({'server': 'everything', 'tool': 'echo', 'arguments': {'message': 'ok'}})))\n"),
             timeout=120)
         self.assertIn('busy: 24 True', text)
-        self.assertRegex(text, r'big: .*"refused".*over 4 MiB')
+        self.assertRegex(text, r'big: .*"refused".*over 1 MiB')
         self.assertIn("after: {'text': 'Echo: ok'}", text)
 
     def test_the_package_and_socket_cannot_be_tampered_with(self):

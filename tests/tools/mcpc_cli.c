@@ -54,10 +54,18 @@ static int exit_for(const ipb_error *e, int otherwise) {
     }
 }
 
-/* The most memory this process had, in kB. */
+/* The most memory this program had, in kB: VmHWM of its own address space. (getrusage's
+ * ru_maxrss is kept across execve, so it would report a large parent's size.) */
 static long maxrss_kb(void) {
-    struct rusage ru;
-    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
 }
 
 static int fail(ipb_error *e, int otherwise) {
