@@ -287,7 +287,8 @@ class Warm(DaemonCase):
         c.request("ipybox/createSession", {"name": "own", "args": ["--container-env-var", "WHO=client"]})
         self.assertEqual(c.execute("import os; print(os.environ['WHO'])")[0], "client\n")
         self.assertIn("giving way to a session with options of its own", d.log_text())
-        self.assertNotIn(warm, self.workers(d))
+        # It was sent SIGTERM; it takes its sandbox down before it is gone.
+        self.assertTrue(wait_for(lambda: warm not in self.workers(d), 20), self.workers(d))
         self.assertEqual(len(self.workers(d)), 1)
 
     def test_warm_workers_wait_only_for_clients_that_come(self):
