@@ -128,6 +128,37 @@ static void handle_display(exec_state *s, json_t *content) {
     }
 }
 
+/* The first error of the cell, kept apart from the output for clients that want it typed
+ * (tools.c puts it in the result's _meta). */
+static void record_error(ipb_exec_result *res, json_t *content) {
+    if (res->ename)
+        return;
+    const char *en = json_string_value(json_object_get(content, "ename"));
+    const char *ev = json_string_value(json_object_get(content, "evalue"));
+    res->ename = strdup(en ? en : "Error");
+    res->evalue = strdup(ev ? ev : "");
+    ipb_buf tb = {0};
+    json_t *line;
+    size_t i;
+    json_array_foreach(json_object_get(content, "traceback"), i, line) {
+        if (json_is_string(line)) {
+            ipb_buf_append(&tb, json_string_value(line), json_string_length(line));
+            ipb_buf_append(&tb, "\n", 1);
+        }
+    }
+    if (!tb.len)
+        ipb_buf_appendf(&tb, "%s: %s\n", res->ename ? res->ename : "Error", res->evalue ? res->evalue : "");
+    size_t n = tb.data ? ipb_strip_ansi(tb.data, tb.len) : 0;
+    size_t from = 0;
+    if (n > IPB_MAX_TRACEBACK) {
+        from = n - IPB_MAX_TRACEBACK;
+        while (from < n && ((unsigned char)tb.data[from] & 0xC0) == 0x80) /* a whole character */
+            from++;
+    }
+    res->traceback = tb.data ? strndup(tb.data + from, n - from) : NULL;
+    ipb_buf_free(&tb);
+}
+
 static void handle_iopub(exec_state *s, jmsg *m) {
     if (!strcmp(m->msg_type, "stream")) {
         json_t *t = json_object_get(m->content, "text");
@@ -139,6 +170,7 @@ static void handle_iopub(exec_state *s, jmsg *m) {
         handle_display(s, m->content);
     } else if (!strcmp(m->msg_type, "error")) {
         s->raised = true;
+        record_error(s->res, m->content);
         json_t *tb = json_object_get(m->content, "traceback");
         size_t i;
         json_t *line;
@@ -296,6 +328,7 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     }
     ret->outcome = outcome;
     ret->text = ipb_output_finish(&s.out);
+    ret->output_len = ret->text ? strlen(ret->text) : 0;
     state_free(&s);
     char *note = NULL;
     switch (outcome) {
@@ -355,6 +388,9 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
 void ipb_exec_result_free(ipb_exec_result *r) {
     free(r->text);
     free(r->note);
+    free(r->ename);
+    free(r->evalue);
+    free(r->traceback);
     for (size_t i = 0; i < r->n_images; i++) {
         free(r->images[i].mime);
         free(r->images[i].data);

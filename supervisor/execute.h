@@ -9,6 +9,7 @@
 
 #define IPB_MAX_IMAGES 16
 #define IPB_MAX_IMAGE_B64 (32u << 20)
+#define IPB_MAX_TRACEBACK (64u << 10)
 
 typedef struct ipb_exec_hooks {
     void *ud;
@@ -44,6 +45,9 @@ typedef struct ipb_exec_result {
     enum ipb_exec_outcome outcome;
     char *text;            /* output (and traceback), capped, ANSI stripped */
     char *note;            /* a sentence about timeout/death/restart, or NULL */
+    size_t output_len;     /* bytes of text that are the cell's output (before any note) */
+    char *ename, *evalue;  /* the first error the cell raised, or NULL */
+    char *traceback;       /* its traceback lines, ANSI stripped, the last IPB_MAX_TRACEBACK bytes */
     ipb_image images[IPB_MAX_IMAGES];
     size_t n_images;
     size_t images_dropped;

@@ -161,7 +161,7 @@ static char *b64_encode(const unsigned char *in, size_t len) {
 }
 
 /* Saves an image under /app/images/ and returns its MCP content block. */
-static json_t *image_block(ipb_session *s, const ipb_image *img, ipb_buf *text) {
+static json_t *image_block(ipb_session *s, const ipb_image *img, ipb_buf *text, json_t *meta_images) {
     const char *ext = !strcmp(img->mime, "image/png") ? "png" : !strcmp(img->mime, "image/jpeg") ? "jpg" : "svg";
     unsigned char rnd[6];
     char hex[13], rel[64];
@@ -186,15 +186,47 @@ static json_t *image_block(ipb_session *s, const ipb_image *img, ipb_buf *text) 
         return NULL;
     }
     ipb_error *err = NULL;
-    if (ipb_ws_write(s->ws_fd, rel, bytes, blen, &err) == 0)
+    bool saved = ipb_ws_write(s->ws_fd, rel, bytes, blen, &err) == 0;
+    if (saved)
         ipb_buf_appendf(text, "%s[image saved to /app/%s]", text->len ? "\n" : "", rel);
     else
         ipb_buf_appendf(text, "\n[image not saved: %s]", ipb_error_msg(err));
+    char path[80];
+    snprintf(path, sizeof(path), "/app/%s", rel);
+    json_array_append_new(meta_images, json_pack("{s:s, s:s?}", "mimeType", img->mime, "path", saved ? path : NULL));
     ipb_error_free(err);
     free(bytes);
     json_t *block = json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", img->mime);
     free(b64);
     return block;
+}
+
+static const char *const outcome_names[] = {
+    [IPB_EXEC_OK] = "ok",
+    [IPB_EXEC_ERROR] = "error",
+    [IPB_EXEC_TIMEOUT] = "timeout",
+    [IPB_EXEC_TIMEOUT_RESTARTED] = "timeout_restarted",
+    [IPB_EXEC_CANCELLED] = "cancelled",
+    [IPB_EXEC_DIED] = "kernel_died",
+};
+
+/* What a program needs to tell the outcome without reading the text (the Python SDK):
+ * status, the error's parts, the saved images in content order, how many bytes of the
+ * text block are the cell's own output (the rest is image and limit notes), the note. */
+static json_t *execution_meta(const ipb_exec_result *res, json_t *images) {
+    json_t *m = json_pack("{s:s, s:o, s:I}", "status", outcome_names[res->outcome], "images", images, "outputBytes",
+                          (json_int_t)res->output_len);
+    if (!m)
+        return json_object();
+    if (res->ename) {
+        json_object_set_new(m, "ename", json_string(res->ename));
+        json_object_set_new(m, "evalue", json_string(res->evalue ? res->evalue : ""));
+        if (res->traceback)
+            json_object_set_new(m, "traceback", json_string(res->traceback));
+    }
+    if (res->note)
+        json_object_set_new(m, "note", json_string(res->note));
+    return m;
 }
 
 static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *hooks, bool *ret_cancelled) {
@@ -234,8 +266,9 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     ipb_buf_append(&text, res.text, strlen(res.text));
     json_t *content = json_array();
     json_array_append_new(content, json_null()); /* placeholder for the text block */
+    json_t *meta_images = json_array();
     for (size_t i = 0; i < res.n_images; i++) {
-        json_t *b = image_block(s, &res.images[i], &text);
+        json_t *b = image_block(s, &res.images[i], &text, meta_images);
         if (b)
             json_array_append_new(content, b);
     }
@@ -250,8 +283,9 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     json_array_set_new(content, 0, block);
     ipb_buf_free(&text);
     bool is_error = res.outcome != IPB_EXEC_OK;
+    json_t *meta = execution_meta(&res, meta_images);
     ipb_exec_result_free(&res);
-    return json_pack("{s:o, s:b}", "content", content, "isError", is_error);
+    return json_pack("{s:o, s:b, s:{s:o}}", "content", content, "isError", is_error, "_meta", IPB_META_EXECUTION, meta);
 }
 
 static json_t *tool_upload(ipb_session *s, json_t *args) {

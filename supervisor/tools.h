@@ -7,6 +7,11 @@
 #include "execute.h"
 #include "session.h"
 
+/* execute_ipython_cell results carry the outcome as data under this key of _meta: status
+ * (ok, error, timeout, timeout_restarted, cancelled, kernel_died), ename, evalue, traceback,
+ * images [{mimeType, path}], outputBytes, note. */
+#define IPB_META_EXECUTION "ipybox/execution"
+
 /* The `tools` array for tools/list. */
 json_t *ipb_tools_list(void);
 /* Whether name is one of our tools. */

@@ -193,6 +193,32 @@ class KernelTest(unittest.TestCase):
                 self.assertFalse(r["isError"], text)
                 self.assertEqual(text.strip(), "False")
 
+    def test_outcome_is_given_as_data_in_meta(self):
+        # _meta["ipybox/execution"]: what a program (the Python SDK) reads instead of the text.
+        def meta(r):
+            return r["_meta"]["ipybox/execution"]
+
+        text, r = self.c.execute("print('héllo')\n{}['k']")
+        m = meta(r)
+        self.assertEqual((m["status"], m["ename"], m["evalue"]), ("error", "KeyError", "'k'"))
+        self.assertTrue(m["traceback"].rstrip().endswith("KeyError: 'k'"), m["traceback"])
+        self.assertNotIn("\x1b", m["traceback"])
+        self.assertEqual(text.encode()[:m["outputBytes"]].decode(), text)
+        self.assertTrue(text.startswith("héllo\n") and text.endswith(m["traceback"]), text)
+        text, r = self.c.execute("%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1]); plt.show()\n"
+                                 "print('done')")
+        m = meta(r)
+        self.assertEqual((m["status"], m["outputBytes"]), ("ok", len("done\n")))
+        self.assertEqual([i["mimeType"] for i in m["images"]], ["image/png"])
+        self.assertIn("[image saved to %s]" % m["images"][0]["path"], text)
+        self.assertNotIn("ename", m)
+        _, r = self.c.execute("import time; time.sleep(30)", timeout=1)
+        self.assertEqual(meta(r)["status"], "timeout")
+        self.assertIn("timed out", meta(r)["note"])
+        _, r = self.c.execute("import os; os._exit(4)")
+        self.assertEqual(meta(r)["status"], "kernel_died")
+        self.assertIn("status 4", meta(r)["note"])
+
     def test_reset_keeps_files_and_packages(self):
         whl = make_wheel(self.ws)
         text, r = self.c.execute("!pip install --no-index /app/%s" % os.path.basename(whl), timeout=300)
