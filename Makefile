@@ -2,7 +2,7 @@
 #   make            build bin/ipybox and libexec/ipybox-shim under $(BUILD)
 #   make check      unit, integration and security tests
 #   make sanitize   the same tests with SANITIZE=address,undefined in build-san/
-#   make bench      benchmarks (bench/results.md, bench/egress.md, bench/daemon.md, bench/tools.md)
+#   make bench      benchmarks (bench/results.md, bench/egress.md, bench/daemon.md, bench/tools.md, bench/sdk.md)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 PREFIX     ?= /usr/local
@@ -85,7 +85,7 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 TOOL_SRCS  := $(wildcard tests/tools/*.c)
 TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRCS))
 
-.PHONY: all check unit integration sanitize bench bench-egress bench-daemon bench-system bench-tools install uninstall clean fuzz format-check
+.PHONY: all check unit integration sanitize bench bench-egress bench-daemon bench-system bench-tools bench-sdk install uninstall clean fuzz format-check
 all: $(IPYBOX) $(IPYBOXD) $(SHIM)
 
 $(BUILD)/obj/%.o: %.c
@@ -152,6 +152,7 @@ bench: all
 	@BUILD=$(BUILD) $(PYTHON) bench/egress.py --out bench/egress.md
 	@BUILD=$(BUILD) $(PYTHON) bench/daemon.py --out bench/daemon.md
 	@BUILD=$(BUILD) $(PYTHON) bench/tools.py --out bench/tools.md
+	@BUILD=$(BUILD) $(PYTHON) bench/sdk.py --out bench/sdk.md
 
 # The egress benchmark alone (root: it builds a network namespace).
 bench-egress: all
@@ -167,6 +168,10 @@ bench-system: all
 # Tool calls from kernel code through ipybox against the same calls made by an SDK client.
 bench-tools: all
 	@BUILD=$(BUILD) $(PYTHON) bench/tools.py --out bench/tools.md
+
+# The Python SDK against a raw MCP client, on one sandbox (sdk/python).
+bench-sdk: all
+	@BUILD=$(BUILD) $(PYTHON) bench/sdk.py --out bench/sdk.md
 
 format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')

@@ -10,8 +10,9 @@ want="build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libzmq
       libnftables-dev libnl-3-dev libnl-route-3-dev libcurl4-openssl-dev
       python3-ipykernel python3-matplotlib python3-pip python3-wheel"
 if [ "${1:-build}" = test ]; then
-    # nftables, iproute2 and openssl: the egress tests build test hosts and try the tools.
-    want="$want check nftables iproute2 openssl"
+    # nftables, iproute2 and openssl: the egress tests build test hosts and try the tools;
+    # python3-venv: the SDK test installs sdk/python with pip into a virtual environment.
+    want="$want check nftables iproute2 openssl python3-venv"
     # Any node >= 18 with npm will do (the MCP TypeScript SDK's floor); else Debian's.
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         want="$want nodejs npm"

@@ -66,7 +66,7 @@ def run(args):
     pp = pf = ps = 0
     if not unit_only:
         only = os.environ.get("TESTS")  # e.g. TESTS=integration
-        dirs = [only] if only else ["integration", "security"]
+        dirs = [only] if only else ["integration", "security", "sdk"]
         print("== " + ", ".join(dirs))
         sys.stdout.flush()
         pp, pf, ps = run_python(dirs)

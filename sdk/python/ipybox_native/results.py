@@ -1,0 +1,161 @@
+"""What a cell produces: output chunks while it runs, approval requests for the MCP tool
+calls it makes, and the final result."""
+from __future__ import annotations
+
+import asyncio
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+META_KEY = "ipybox/execution"
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image the cell displayed (a plot, say): its bytes, MIME type (image/png,
+    image/jpeg or image/svg+xml) and where the supervisor saved it in the sandbox
+    (`/app/images/...`, or None if it could not be saved)."""
+
+    data: bytes = field(repr=False)
+    mime_type: str = ""
+    path: Optional[str] = None
+
+    def save(self, local_path: str) -> None:
+        with open(local_path, "wb") as f:
+            f.write(self.data)
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """Output as it arrives while a cell runs (stdout, stderr and displayed values)."""
+
+    text: str
+
+
+@dataclass
+class ExecutionResult:
+    """A finished cell.
+
+    `text` is what the cell printed plus the value of its last expression (and, when it
+    raised, the traceback). `images` are the images it displayed. `status` is one of ok,
+    error, timeout, timeout_restarted, cancelled, kernel_died; `note` is the supervisor's
+    sentence about a timeout, a dead kernel or a limit; `ename`/`evalue`/`traceback`
+    describe an exception.
+    """
+
+    text: str = ""
+    images: List[Image] = field(default_factory=list)
+    status: str = "ok"
+    ename: Optional[str] = None
+    evalue: Optional[str] = None
+    traceback: Optional[str] = None
+    note: Optional[str] = None
+
+    @property
+    def error(self) -> Optional[BaseException]:
+        """The exception `execute()` raises for this result, or None when it succeeded."""
+        from .errors import raise_for
+
+        try:
+            raise_for(self)
+        except Exception as e:  # noqa: BLE001 (it is the value we want)
+            return e
+        return None
+
+    def output_before_error(self) -> str:
+        if self.traceback and self.text.endswith(self.traceback):
+            return self.text[: len(self.text) - len(self.traceback)]
+        return self.text
+
+    @classmethod
+    def from_call_result(cls, res: Dict[str, Any]) -> "ExecutionResult":
+        """Builds a result from execute_ipython_cell's CallToolResult."""
+        meta = (res.get("_meta") or {}).get(META_KEY)
+        content = res.get("content") or []
+        full = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+        blocks = [b for b in content if b.get("type") == "image"]
+        if not isinstance(meta, dict):
+            # Not our supervisor's result (or an argument error): the text says it all.
+            status = "error" if res.get("isError") else "ok"
+            images = [Image(base64.b64decode(b.get("data", "")), b.get("mimeType", "")) for b in blocks]
+            return cls(text=full, images=images, status=status, note=full if status == "error" else None)
+        n = meta.get("outputBytes")
+        text = full
+        if isinstance(n, int) and 0 <= n <= len(full.encode("utf-8", "surrogatepass")):
+            raw = full.encode("utf-8", "surrogatepass")
+            text = raw[:n].decode("utf-8", "replace") if n < len(raw) else full
+        infos = meta.get("images") or []
+        images = []
+        for i, b in enumerate(blocks):
+            info = infos[i] if i < len(infos) and isinstance(infos[i], dict) else {}
+            mime = b.get("mimeType", "")
+            images.append(Image(base64.b64decode(b.get("data", "")), mime, info.get("path")))
+        return cls(text=text, images=images, status=str(meta.get("status", "ok")), ename=meta.get("ename"),
+                   evalue=meta.get("evalue"), traceback=meta.get("traceback"), note=meta.get("note"))
+
+
+class _Done:
+    """What accept() and reject() return: awaiting it is allowed and does nothing, so both
+    `req.accept()` and `await req.accept()` (ipybox's spelling) work."""
+
+    def __await__(self):
+        return
+        yield  # pragma: no cover (makes this a generator)
+
+
+class ApprovalRequest:
+    """Code in the sandbox asks to call an MCP tool. Nothing runs until you decide.
+
+    `server_name`, `tool_name` and `tool_args` say what would run; `message` is the
+    supervisor's sentence. Call `accept()` or `reject()` once (from any thread); a request
+    the supervisor withdraws (the cell was interrupted) ignores later decisions.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, server_name: str, tool_name: str,
+                 tool_args: Dict[str, Any], message: str):
+        self.server_name = server_name
+        self.tool_name = tool_name
+        self.tool_args = tool_args
+        self.message = message
+        self._loop = loop
+        self._decision: "asyncio.Future[Optional[bool]]" = loop.create_future()
+
+    def __repr__(self) -> str:
+        return "ApprovalRequest(server_name=%r, tool_name=%r, tool_args=%r)" % (
+            self.server_name, self.tool_name, self.tool_args)
+
+    def accept(self) -> _Done:
+        self._decide(True)
+        return _Done()
+
+    def reject(self) -> _Done:
+        self._decide(False)
+        return _Done()
+
+    @property
+    def decided(self) -> bool:
+        return self._decision.done()
+
+    def _decide(self, value: Optional[bool]) -> None:
+        def set_it() -> None:
+            if not self._decision.done():
+                self._decision.set_result(value)
+
+        if _in_loop(self._loop):
+            set_it()
+        else:
+            self._loop.call_soon_threadsafe(set_it)
+
+    def _withdraw(self) -> None:
+        self._decide(None)
+
+    async def _wait(self) -> Optional[bool]:
+        return await self._decision
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
