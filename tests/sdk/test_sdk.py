@@ -11,7 +11,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -423,7 +422,10 @@ class Failures(unittest.IsolatedAsyncioTestCase):
     async def test_a_killed_supervisor_is_a_clear_error_and_reset_reopens(self):
         async with ib.Sandbox(transport="embedded", ipybox=IPYBOX) as sb:
             await sb.execute("a = 1")
-            os.kill(sb.pid, signal.SIGKILL)
+            pid = sb.pid
+            os.kill(pid, signal.SIGKILL)
+            await asyncio.sleep(0.5)  # it dies between calls: the next call says how
+            self.assertFalse(os.path.exists("/proc/%d" % pid) and open("/proc/%d/stat" % pid).read().split()[2] != "Z")
             with self.assertRaises(ib.ConnectionLost) as cm:
                 await sb.execute("a")
             self.assertIn("killed by signal 9", str(cm.exception))
@@ -449,11 +451,79 @@ class Failures(unittest.IsolatedAsyncioTestCase):
         finally:
             d.close()
 
+    async def test_a_daemon_session_closed_elsewhere_is_lost_and_reset_reopens(self):
+        d = Daemon()
+        try:
+            async with ib.Sandbox(socket=d.sock, session="shared") as sb:
+                await sb.execute("b = 2")
+                other = d.client()
+                other.request("ipybox/closeSession", {"name": "shared"})
+                other.close()
+                with self.assertRaises(ib.ConnectionLost) as cm:
+                    await sb.execute("b")
+                self.assertIn("call start() or reset()", str(cm.exception))
+                await sb.reset()
+                self.assertEqual((await sb.execute("'b' in dir()")).text, "False\n")
+                await sb.close(end_session=True)
+        finally:
+            d.close()
+
+    async def test_a_named_daemon_session_is_joined_again(self):
+        d = Daemon()
+        try:
+            async with ib.Sandbox(socket=d.sock, session="keep") as sb:
+                await sb.execute("kept = 'yes'")
+            async with ib.Sandbox(socket=d.sock, session="keep") as sb:
+                self.assertEqual(sb.session_name, "keep")
+                self.assertEqual((await sb.execute("kept")).text, "'yes'\n")
+                await sb.close(end_session=True)
+            async with ib.Sandbox(socket=d.sock, session="keep") as sb:
+                self.assertEqual((await sb.execute("'kept' in dir()")).text, "False\n")
+        finally:
+            d.close()
+
+    async def test_close_during_a_cell_is_prompt_and_leaves_nothing(self):
+        sb = ib.Sandbox(transport="embedded", ipybox=IPYBOX)
+        await sb.start()
+        pid = sb.pid
+        task = asyncio.ensure_future(sb.execute("import time\nwhile True: time.sleep(0.05)"))
+        await asyncio.sleep(1)
+        t0 = asyncio.get_running_loop().time()
+        await sb.close()
+        self.assertLess(asyncio.get_running_loop().time() - t0, 10)
+        with self.assertRaises((ib.Cancelled, ib.ConnectionLost)):
+            await task
+        self.assertFalse(os.path.exists("/proc/%d" % pid))
+        self.assertEqual(children(), [])
+
+    async def test_a_failed_start_leaves_nothing(self):
+        before = set(os.listdir("/proc/self/fd"))
+        for _ in range(3):
+            with self.assertRaises(ib.SandboxError):
+                await ib.Sandbox(transport="embedded", ipybox=IPYBOX, python="/nonexistent/python3").start()
+        self.assertEqual(children(), [])
+        self.assertEqual(set(os.listdir("/proc/self/fd")) - before, set())
+
     async def test_calls_before_start_are_refused(self):
         sb = ib.Sandbox(transport="embedded", ipybox=IPYBOX)
         with self.assertRaises(ib.SandboxError) as cm:
             await sb.execute("1")
         self.assertIn("not started", str(cm.exception))
+
+
+def children():
+    """This process's child processes (not zombies)."""
+    me = str(os.getpid())
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if pid.isdigit() and fields[1] == me and fields[0] != "Z":
+            out.append(int(pid))
+    return out
 
 
 class Sync(unittest.TestCase):
@@ -489,6 +559,20 @@ class Sync(unittest.TestCase):
                 self.assertEqual(sb.execute("x").text, "7\n")
                 sb.reset()
                 self.assertEqual(sb.execute("'x' in dir()").text, "False\n")
+                # A call from the thread whose stream is open would wait for itself: refused.
+                it = sb.stream("print('s')")
+                next(it)
+                with self.assertRaises(RuntimeError):
+                    sb.execute("1")
+                it.close()
+                self.assertEqual(sb.execute("3").text, "3\n")
+
+    def test_a_failed_start_closes_its_loop(self):
+        sb = ib.SyncSandbox(transport="embedded", ipybox=IPYBOX, python="/nonexistent/python3")
+        with self.assertRaises(ib.SandboxError):
+            with sb:
+                pass
+        self.assertIsNone(sb._loop)
 
 
 class Packaging(unittest.TestCase):

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import builtins
 import os
+import random
 import sys
 import unittest
 
@@ -16,6 +17,10 @@ sys.path.insert(0, SDK)
 import ipybox_native as ib  # noqa: E402
 from ipybox_native.options import to_args  # noqa: E402
 from ipybox_native.rpc import Connection, RpcError, no_answer  # noqa: E402
+
+
+KEYS = ["content", "type", "text", "data", "mimeType", "_meta", "ipybox/execution", "isError"]
+META_KEYS = ["status", "ename", "evalue", "traceback", "images", "outputBytes", "note", "path"]
 
 
 def call_result(text, status="ok", images=(), **meta):
@@ -71,6 +76,8 @@ class Options(unittest.TestCase):
             ib.Sandbox(transport="embedded", socket="/x.sock")
         with self.assertRaises(ValueError):
             ib.Sandbox(transport="embedded", session="work")
+        with self.assertRaises(ValueError):
+            ib.Sandbox(socket="/x.sock", env={"A": "1"})  # the daemon has its own environment
 
 
 class Results(unittest.TestCase):
@@ -113,12 +120,46 @@ class Results(unittest.TestCase):
     def test_a_result_without_our_meta_is_read_from_its_text(self):
         r = ib.ExecutionResult.from_call_result({"content": [{"type": "text", "text": "Invalid arguments: x"}],
                                                  "isError": True})
-        self.assertEqual((r.status, r.text), ("error", "Invalid arguments: x"))
+        self.assertEqual((r.status, r.text), ("failed", "Invalid arguments: x"))
+        self.assertIsInstance(r.error, ib.OperationError)  # not the code's error: it did not run
         self.assertIn("Invalid arguments", str(r.error))
 
     def test_a_cut_multibyte_boundary_does_not_raise(self):
         res = call_result("ü", output_bytes=1)
         self.assertEqual(ib.ExecutionResult.from_call_result(res).text, "\ufffd")
+
+    def test_any_shape_gives_a_result(self):
+        # Random JSON values in every place of a CallToolResult: a result, never an exception.
+        rnd = random.Random(6)
+
+        def value(depth=0):
+            kinds = [None, True, 3, -1, 2.5, "", "x", "aGk=", "ok", "error", "image", "text"]
+            if depth < 3:
+                kinds += [[value(depth + 1) for _ in range(rnd.randrange(3))],
+                          {k: value(depth + 1) for k in rnd.sample(KEYS, rnd.randrange(4))}]
+            return rnd.choice(kinds)
+
+        for _ in range(3000):
+            res = value()
+            if rnd.random() < 0.7:
+                res = {"content": [{"type": rnd.choice(["text", "image"]), "text": value(), "data": value(),
+                                    "mimeType": value()} for _ in range(rnd.randrange(3))],
+                       "isError": value(), "_meta": rnd.choice([value(), {"ipybox/execution": {
+                           k: value() for k in rnd.sample(META_KEYS, rnd.randrange(len(META_KEYS)))}}])}
+            r = ib.ExecutionResult.from_call_result(res)
+            self.assertIsInstance(r.text, str)
+            self.assertTrue(all(isinstance(i.data, bytes) for i in r.images))
+            r.error  # noqa: B018 (mapping the status to an exception must not fail either)
+
+    def test_errors_survive_pickling(self):
+        import pickle
+        tb = "Traceback\nKeyError: 'k'\n"
+        for res in (call_result(tb, "error", ename="KeyError", evalue="'k'", traceback=tb),
+                    call_result("", "timeout", note="timed out"), call_result("", "kernel_died", note="died")):
+            e = ib.ExecutionResult.from_call_result(res).error
+            back = pickle.loads(pickle.dumps(e))
+            self.assertIs(type(back), type(e))
+            self.assertEqual((str(back), back.result.text), (str(e), e.result.text))
 
     def test_ipybox_names_are_there(self):
         self.assertIs(ib.CodeExecutor, ib.Sandbox)
@@ -227,6 +268,15 @@ class Rpc(unittest.IsolatedAsyncioTestCase):
         self.peer.say({"jsonrpc": "2.0", "id": rid, "result": {}})  # late: dropped
         self.assertEqual(await asyncio.wait_for(self._roundtrip(), 5), {"x": 1})
 
+    async def test_requests_ipybox_would_drop_are_refused_here(self):
+        with self.assertRaises(ValueError) as cm:
+            await self.conn.request("tools/call", {"code": "x" * (16 << 20)})
+        self.assertIn("at most 16 MiB", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            await self.conn.request("tools/call", {"code": "\udc80"})
+        self.assertIn("not valid Unicode", str(cm.exception))
+        self.assertEqual(self.peer.sent, [])
+
     async def _roundtrip(self):
         task = asyncio.ensure_future(self.conn.request("n"))
         await asyncio.sleep(0)
@@ -253,6 +303,23 @@ class Approval(unittest.IsolatedAsyncioTestCase):
         self.assertIsNone(await req._wait())
 
 
+class Withdrawal(unittest.IsolatedAsyncioTestCase):
+    async def test_a_withdrawal_ahead_of_its_request_is_kept(self):
+        # notifications/cancelled can be read before the task that handles the request runs.
+        asked = []
+        sb = ib.Sandbox(transport="embedded", approval=lambda req: asked.append(req) or True)
+        sb._loop = asyncio.get_running_loop()
+        sb._on_notification("notifications/cancelled", {"requestId": "ipybox-approval-1"})
+        params = {"message": "m", "_meta": {"ipybox/toolCall": {"server": "s", "tool": "t", "arguments": {}}}}
+        from ipybox_native.rpc import _NO_ANSWER
+        self.assertIs(await sb._on_elicitation("ipybox-approval-1", params), _NO_ANSWER)
+        self.assertEqual(asked, [])
+        # A later request with another id is asked as usual.
+        answer = await asyncio.wait_for(sb._on_elicitation("ipybox-approval-2", params), 10)
+        self.assertEqual(answer, {"action": "accept", "content": {}})
+        self.assertEqual(len(asked), 1)
+
+
 class Package(unittest.TestCase):
     def sources(self):
         pkg = os.path.join(SDK, "ipybox_native")
@@ -262,7 +329,10 @@ class Package(unittest.TestCase):
                     yield name, f.read()
 
     def test_python_3_9_syntax_and_standard_library_only(self):
-        stdlib = sys.stdlib_module_names
+        # sys.stdlib_module_names is 3.10+; on 3.9 the modules the package may use.
+        stdlib = getattr(sys, "stdlib_module_names", None) or {
+            "asyncio", "base64", "builtins", "collections", "dataclasses", "inspect", "itertools", "json", "logging",
+            "os", "pwd", "shutil", "tempfile", "threading", "time", "typing"}
         for name, src in self.sources():
             tree = ast.parse(src, name, feature_version=(3, 9))
             for node in ast.walk(tree):
@@ -278,7 +348,7 @@ class Package(unittest.TestCase):
     def test_no_3_10_only_calls(self):
         # The APIs a 3.9 interpreter lacks that this kind of code reaches for.
         for name, src in self.sources():
-            for newer in ("aclosing", "anext(", "aiter(", "asyncio.timeout(", "TaskGroup", "zip(strict", "match "):
+            for newer in ("aclosing", "anext(", "aiter(", "asyncio.timeout(", "TaskGroup", "zip(strict"):
                 self.assertNotIn(newer, src, "%s uses %s (Python 3.10+)" % (name, newer))
 
 

@@ -33,9 +33,9 @@ class ConnectionLost(SandboxError):
 
 
 class OperationError(IpyboxError):
-    """A sandbox operation (upload, download, reset, register_mcp_server) was refused or
-    failed; the message is the supervisor's sentence, e.g. a path outside the allowed
-    directories."""
+    """A sandbox operation (upload, download, reset, register_mcp_server, or a cell the
+    supervisor could not run: bad arguments, no kernel) was refused or failed; the message
+    is the supervisor's sentence, e.g. a path outside the allowed directories."""
 
 
 class ExecutionError(IpyboxError):
@@ -52,6 +52,9 @@ class ExecutionError(IpyboxError):
         self.traceback = result.traceback or ""
         self.output = result.output_before_error()
         super().__init__(self._message())
+
+    def __reduce__(self):  # picklable (process pools, log handlers): rebuilt from the result
+        return (self.__class__, (self.result,))
 
     def _message(self) -> str:
         if self.result.note and not self.result.ename:
@@ -77,6 +80,9 @@ class TimeoutError(IpyboxError, builtins.TimeoutError):
         self.restarted = result.status == "timeout_restarted"
         super().__init__(result.note or "the cell timed out")
 
+    def __reduce__(self):  # picklable (process pools, log handlers): rebuilt from the result
+        return (self.__class__, (self.result,))
+
 
 class KernelDied(IpyboxError):
     """The kernel process died during the cell (os._exit, a crash, out of memory). A fresh
@@ -86,6 +92,9 @@ class KernelDied(IpyboxError):
     def __init__(self, result: "ExecutionResult"):
         self.result = result
         super().__init__(result.note or "the kernel died")
+
+    def __reduce__(self):  # picklable (process pools, log handlers): rebuilt from the result
+        return (self.__class__, (self.result,))
 
 
 class Cancelled(IpyboxError):
@@ -104,6 +113,8 @@ def raise_for(result: "ExecutionResult") -> None:
         raise KernelDied(result)
     if status == "cancelled":
         raise Cancelled(result.note or "the cell was cancelled")
+    if status == "failed":
+        raise OperationError(result.note or result.text or "the cell could not be run")
     if result.ename == "ToolRejected":
         raise ApprovalRejected(result)
     raise ExecutionError(result)

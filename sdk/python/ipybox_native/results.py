@@ -38,7 +38,8 @@ class ExecutionResult:
 
     `text` is what the cell printed plus the value of its last expression (and, when it
     raised, the traceback). `images` are the images it displayed. `status` is one of ok,
-    error, timeout, timeout_restarted, cancelled, kernel_died; `note` is the supervisor's
+    error, timeout, timeout_restarted, cancelled, kernel_died, or failed (the cell was not
+    run: bad arguments, no kernel); `note` is the supervisor's
     sentence about a timeout, a dead kernel or a limit; `ename`/`evalue`/`traceback`
     describe an exception.
     """
@@ -68,30 +69,55 @@ class ExecutionResult:
         return self.text
 
     @classmethod
-    def from_call_result(cls, res: Dict[str, Any]) -> "ExecutionResult":
-        """Builds a result from execute_ipython_cell's CallToolResult."""
-        meta = (res.get("_meta") or {}).get(META_KEY)
-        content = res.get("content") or []
-        full = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+    def from_call_result(cls, res: Any) -> "ExecutionResult":
+        """Builds a result from execute_ipython_cell's CallToolResult. Whatever its shape,
+        this returns a result (parts of the wrong type are left out)."""
+        res = res if isinstance(res, dict) else {}
+        meta = _dict(res.get("_meta")).get(META_KEY)
+        content = [b for b in _list(res.get("content")) if isinstance(b, dict)]
+        full = "".join(_str(b.get("text")) or "" for b in content if b.get("type") == "text")
         blocks = [b for b in content if b.get("type") == "image"]
         if not isinstance(meta, dict):
-            # Not our supervisor's result (or an argument error): the text says it all.
-            status = "error" if res.get("isError") else "ok"
-            images = [Image(base64.b64decode(b.get("data", "")), b.get("mimeType", "")) for b in blocks]
-            return cls(text=full, images=images, status=status, note=full if status == "error" else None)
+            # The supervisor refused or could not run the cell (bad arguments, no kernel):
+            # the text says why.
+            status = "failed" if res.get("isError") else "ok"
+            images = [img for img in (_image(b, {}) for b in blocks) if img]
+            return cls(text=full, images=images, status=status, note=full if status == "failed" else None)
         n = meta.get("outputBytes")
         text = full
-        if isinstance(n, int) and 0 <= n <= len(full.encode("utf-8", "surrogatepass")):
-            raw = full.encode("utf-8", "surrogatepass")
-            text = raw[:n].decode("utf-8", "replace") if n < len(raw) else full
-        infos = meta.get("images") or []
+        raw = full.encode("utf-8", "surrogatepass")
+        if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < len(raw):
+            text = raw[:n].decode("utf-8", "replace")
+        infos = _list(meta.get("images"))
         images = []
         for i, b in enumerate(blocks):
-            info = infos[i] if i < len(infos) and isinstance(infos[i], dict) else {}
-            mime = b.get("mimeType", "")
-            images.append(Image(base64.b64decode(b.get("data", "")), mime, info.get("path")))
-        return cls(text=text, images=images, status=str(meta.get("status", "ok")), ename=meta.get("ename"),
-                   evalue=meta.get("evalue"), traceback=meta.get("traceback"), note=meta.get("note"))
+            img = _image(b, _dict(infos[i]) if i < len(infos) else {})
+            if img:
+                images.append(img)
+        status = _str(meta.get("status")) or ("error" if res.get("isError") else "ok")
+        return cls(text=text, images=images, status=status, ename=_str(meta.get("ename")),
+                   evalue=_str(meta.get("evalue")), traceback=_str(meta.get("traceback")),
+                   note=_str(meta.get("note")))
+
+
+def _dict(v: Any) -> Dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> List[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _str(v: Any) -> Optional[str]:
+    return v if isinstance(v, str) else None
+
+
+def _image(block: Dict[str, Any], info: Dict[str, Any]) -> Optional[Image]:
+    try:
+        data = base64.b64decode(_str(block.get("data")) or "", validate=True)
+    except ValueError:
+        return None
+    return Image(data, _str(block.get("mimeType")) or "", _str(info.get("path")))
 
 
 class _Done:

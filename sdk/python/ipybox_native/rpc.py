@@ -12,6 +12,8 @@ from .errors import ConnectionLost
 
 # Messages are one JSON text per line; a cell's result with images can be large.
 LINE_LIMIT = 1 << 30
+# What the supervisor and ipyboxd take in one message (jsonrpc.h's limit).
+MAX_MESSAGE = 16 << 20
 
 
 class RpcError(Exception):
@@ -44,7 +46,15 @@ class Connection:
     def _send(self, msg: Dict[str, Any]) -> None:
         if self.lost:
             raise self.lost
-        self._writer.write(json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n")
+        try:
+            data = json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+        except UnicodeEncodeError as e:
+            raise ValueError("the request is not valid Unicode text (%s)" % e.reason) from None
+        if len(data) > MAX_MESSAGE:
+            # ipybox drops a longer line and answers without an id: refuse it here instead.
+            raise ValueError("the request is %d bytes; ipybox takes messages of at most %d MiB"
+                             % (len(data), MAX_MESSAGE >> 20))
+        self._writer.write(data)
 
     async def request(self, method: str, params: Optional[Dict[str, Any]] = None,
                       on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,

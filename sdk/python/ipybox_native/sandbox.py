@@ -25,6 +25,7 @@ from .rpc import LINE_LIMIT, Connection, RpcError, no_answer
 log = logging.getLogger("ipybox_native")
 
 PROTOCOL_VERSION = "2025-06-18"
+SESSION_GONE = -32000  # ipyboxd: this connection's session was closed or its worker ended
 TRANSPORTS = ("auto", "embedded", "daemon")
 
 # An approval callback gets the request and returns True (accept) or False (reject), or
@@ -80,6 +81,9 @@ class Sandbox:
             raise ValueError("socket names a daemon; it cannot go with transport='embedded'")
         if session is not None and transport == "embedded":
             raise ValueError("session names a daemon session; it cannot go with transport='embedded'")
+        if env is not None and (transport == "daemon" or socket):
+            raise ValueError("env is for an embedded supervisor (ipyboxd has its own environment); with a daemon, "
+                             "put ${VAR} values in the daemon's environment")
         self._args = to_args(options)  # unknown or malformed options fail here, named
         self._allowed_dirs = allowed_dirs(options)
         self._transport = transport
@@ -89,13 +93,17 @@ class Sandbox:
         self._approval = approval
         self._start_timeout = start_timeout
         self._cwd = os.path.abspath(cwd) if cwd else None
-        self._env = env
+        # Added to ours (PATH, HOME, ...), for the supervisor and the MCP servers it starts.
+        self._env = {**os.environ, **env} if env is not None else None
         self._conn: Optional[Connection] = None
         self._proc: Optional[asyncio.subprocess.Process] = None
         self._stderr: collections.deque = collections.deque(maxlen=200)
         self._stderr_thread: Optional[threading.Thread] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._lock: Optional[asyncio.Lock] = None
+        self._start_lock: Optional[asyncio.Lock] = None
+        self._start_lock_loop: Optional[asyncio.AbstractEventLoop] = None
+        self._withdrawn: "collections.deque" = collections.deque(maxlen=64)
         self._current: Optional[_Call] = None
         self._approvals: Dict[Any, ApprovalRequest] = {}
         self._scratch: Optional[str] = None
@@ -130,15 +138,27 @@ class Sandbox:
     async def start(self) -> "Sandbox":
         """Starts the sandbox and its kernel (or reopens one whose connection was lost).
         Raises SandboxError with the supervisor's explanation when it cannot start."""
-        if self.started:
-            return self
+        async with self._start_guard():
+            if not self.started:
+                await self._start()
+        return self
+
+    def _start_guard(self) -> asyncio.Lock:
+        """The lock that keeps start() and close() apart (made on the running loop: a
+        SyncSandbox may get a new loop after close())."""
+        loop = asyncio.get_running_loop()
+        if self._start_lock is None or self._start_lock_loop is not loop:
+            self._start_lock, self._start_lock_loop = asyncio.Lock(), loop
+        return self._start_lock
+
+    async def _start(self) -> None:
         await self._teardown()
         self._loop = asyncio.get_running_loop()
         self._lock = asyncio.Lock()
         try:
             if self._transport == "daemon" or self._socket:
                 await self._connect_daemon(required=True)
-            elif self._transport == "auto" and await self._connect_daemon(required=False):
+            elif self._transport == "auto" and self._env is None and await self._connect_daemon(required=False):
                 pass
             else:
                 await self._spawn()
@@ -154,34 +174,48 @@ class Sandbox:
         except BaseException:
             await self._teardown()
             raise
-        return self
 
-    async def close(self) -> None:
-        """Stops the sandbox: the kernel and everything it started. A daemon session named
-        with `session=` stays (close it with ipybox/closeSession, or let it idle out)."""
-        await self._teardown()
+    async def close(self, end_session: bool = False) -> None:
+        """Stops the sandbox: the kernel and everything it started. A running cell is
+        cancelled. A daemon session named with `session=` stays for a later Sandbox with
+        the same name unless end_session is true (else ipyboxd closes it when idle)."""
+        async with self._start_guard():
+            if end_session and self._session is not None and self.started and self._conn is not None:
+                self._cancel_now()
+                try:
+                    await asyncio.wait_for(self._conn.request("ipybox/closeSession", {"name": self._session}), 60)
+                except (RpcError, ConnectionLost, asyncio.TimeoutError) as e:
+                    log.warning("closing session %s: %s", self._session, e)
+            await self._teardown()
 
     async def _teardown(self) -> None:
+        self._cancel_now()  # a running cell would keep the supervisor busy after its input ends
         conn, proc = self._conn, self._proc
         self._conn = self._proc = None
         if conn is not None:
             await conn.close()
         if proc is not None:
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except asyncio.TimeoutError:
-                log.warning("ipybox mcp (pid %d) did not stop within 30 s; killing it", proc.pid)
+            # The supervisor ends when its input does; SIGTERM if it takes long, then SIGKILL.
+            for sig, wait in ((None, 5), ("terminate", 20), ("kill", None)):
+                if sig:
+                    log.warning("ipybox mcp (pid %d) did not stop; sending it %s", proc.pid, sig.upper())
+                    try:
+                        getattr(proc, sig)()
+                    except ProcessLookupError:
+                        pass
                 try:
-                    proc.kill()
-                except ProcessLookupError:
+                    await asyncio.wait_for(proc.wait(), wait)
+                    break
+                except asyncio.TimeoutError:
                     pass
-                await proc.wait()
         if self._stderr_thread is not None:
             await self._join_stderr(5)
             self._stderr_thread = None
         for req in list(self._approvals.values()):
             req._withdraw()
         self._approvals.clear()
+        self._stderr.clear()
+        self.transport = self.socket_path = self.session_name = None
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
@@ -251,7 +285,15 @@ class Sandbox:
             if self._session is not None:
                 params["name"] = self._session
             try:
-                res = await asyncio.wait_for(self._conn.request("ipybox/createSession", params), self._start_timeout)
+                try:
+                    res = await asyncio.wait_for(self._conn.request("ipybox/createSession", params),
+                                                 self._start_timeout)
+                except RpcError as e:
+                    if self._session is None or "exists" not in str(e):
+                        raise
+                    # A named session from before (this object's or another's): join it. Its
+                    # options are those it was made with.
+                    res = await self._conn.request("ipybox/attachSession", {"name": self._session})
             except RpcError as e:
                 raise SandboxError("ipyboxd at %s could not start a session: %s" % (path, e)) from None
             self.session_name = (res or {}).get("name")
@@ -301,7 +343,7 @@ class Sandbox:
 
     async def _lost(self, e: ConnectionLost) -> ConnectionLost:
         """A ConnectionLost that says what happened to the supervisor."""
-        if self._proc is None:
+        if self.transport == "daemon" or self._proc is None:
             return ConnectionLost("ipyboxd closed the connection: the session is gone (%s); call start() for a "
                                   "new one" % e)
         await self._wait_exit(5)
@@ -321,6 +363,9 @@ class Sandbox:
         raise RpcError({"code": -32601, "message": "the ipybox SDK does not take %s" % method})
 
     async def _on_elicitation(self, rid: Any, params: Dict[str, Any]) -> Any:
+        if rid in self._withdrawn:  # withdrawn before we got to it
+            self._withdrawn.remove(rid)
+            return no_answer()
         call = ((params.get("_meta") or {}).get("ipybox/toolCall"))
         if not isinstance(call, dict):
             return {"action": "decline"}  # not a tool-call approval: nothing else is asked of us
@@ -368,9 +413,12 @@ class Sandbox:
 
     def _on_notification(self, method: str, params: Dict[str, Any]) -> None:
         if method == "notifications/cancelled":
-            req = self._approvals.get(params.get("requestId"))
+            rid = params.get("requestId")
+            req = self._approvals.get(rid)
             if req is not None:
                 req._withdraw()
+            elif isinstance(rid, (str, int)):
+                self._withdrawn.append(rid)  # its request may still be on its way to _on_elicitation
         elif method == "$lost":
             for req in list(self._approvals.values()):
                 req._withdraw()
@@ -379,15 +427,15 @@ class Sandbox:
 
     # --- calls ---------------------------------------------------------------------------
 
-    def _require(self) -> Connection:
+    async def _require(self) -> Connection:
         if self._conn is None:
             raise SandboxError("the sandbox is not started: use `async with Sandbox(...)` or await start()")
         if self._conn.lost is not None:
-            raise self._conn.lost
+            raise await self._lost(self._conn.lost)
         return self._conn
 
     async def _call_tool(self, name: str, arguments: Dict[str, Any]) -> Dict[str, Any]:
-        conn = self._require()
+        conn = await self._require()
         assert self._lock is not None
         async with self._lock:
             call = _Call(None)
@@ -411,6 +459,10 @@ class Sandbox:
         except ConnectionLost as e:
             raise await self._lost(e) from None
         except RpcError as e:
+            if e.code == SESSION_GONE and self.transport == "daemon":
+                conn._lose("ipyboxd: %s" % e)  # the connection is of no use any more
+                raise ConnectionLost("ipyboxd closed the session: %s; call start() or reset() for a new one" % e) \
+                    from None
             raise OperationError("%s: %s" % (name, e)) from None
         return res if isinstance(res, dict) else {}
 
@@ -481,7 +533,7 @@ class Sandbox:
         after its output. Consume it to the end or close it (`await agen.aclose()`): an
         abandoned stream cancels its cell when it is closed."""
         args = self._cell_args(code, timeout, max_output_chars)
-        conn = self._require()
+        conn = await self._require()
         assert self._lock is not None
         queue: asyncio.Queue = asyncio.Queue()
         async with self._lock:
@@ -536,6 +588,7 @@ class Sandbox:
 
     async def upload_bytes(self, data: bytes, relpath: str) -> None:
         """Writes data to /app/relpath (through a private file in an allowed directory)."""
+        await self._require()
         path = self._scratch_file()
         try:
             with open(path, "wb") as f:
@@ -546,6 +599,7 @@ class Sandbox:
 
     async def download_bytes(self, relpath: str) -> bytes:
         """The contents of /app/relpath."""
+        await self._require()
         path = self._scratch_file()
         try:
             await self.download(relpath, path)

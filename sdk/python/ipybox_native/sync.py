@@ -31,6 +31,7 @@ class SyncSandbox:
         self._sandbox = Sandbox(**kwargs)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._lock = threading.RLock()
+        self._stream_thread: Optional[int] = None  # the thread whose stream is open
 
     def __enter__(self) -> "SyncSandbox":
         return self.start()
@@ -44,7 +45,11 @@ class SyncSandbox:
             return getattr(self._sandbox, name)
         raise AttributeError(name)
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def _run(self, coro: Coroutine[Any, Any, T], in_stream: bool = False) -> T:
+        if not in_stream and self._stream_thread == threading.get_ident():
+            coro.close()
+            raise RuntimeError("a stream of this sandbox is open in this thread: consume it or close it "
+                               "(it.close()) before the next call")
         with self._lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
@@ -91,16 +96,20 @@ class SyncSandbox:
         return box["value"]
 
     def start(self) -> "SyncSandbox":
-        self._run(self._sandbox.start())
+        try:
+            self._run(self._sandbox.start())
+        except BaseException:
+            self.close()  # `with` does not call __exit__ when __enter__ fails: leave nothing open
+            raise
         return self
 
-    def close(self) -> None:
+    def close(self, end_session: bool = False) -> None:
         with self._lock:
             loop = self._loop
             if loop is None:
                 return
             try:
-                self._run(self._sandbox.close())
+                self._run(self._sandbox.close(end_session))
                 self._run(loop.shutdown_asyncgens())
                 self._run(loop.shutdown_default_executor())
             finally:
@@ -115,16 +124,18 @@ class SyncSandbox:
                max_output_chars: Optional[int] = None) -> Iterator[StreamItem]:
         with self._lock:  # held until the stream ends: other threads wait instead of deadlocking
             agen = self._sandbox.stream(code, timeout, check=check, max_output_chars=max_output_chars)
+            self._stream_thread = threading.get_ident()
             try:
                 while True:
                     try:
-                        item = self._run(agen.__anext__())
+                        item = self._run(agen.__anext__(), in_stream=True)
                     except StopAsyncIteration:
                         return
                     yield item
             finally:
+                self._stream_thread = None
                 if self._loop is not None:
-                    self._run(agen.aclose())
+                    self._run(agen.aclose(), in_stream=True)
 
     def cancel(self) -> _Done:
         return self._sandbox.cancel()
