@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +77,24 @@ void shim_contain(int fd, shim_config *cfg) {
         }
         if (shim_write_id_maps(0, 0, cfg->uid, 0, cfg->gid, &err) < 0)
             fail(fd, "user namespace id maps", err);
+        /* Limits without cgroups (the supervisor chose them, ulimits.h). Processes are
+         * counted per user namespace and uid, so from here on the count is this sandbox's
+         * alone (its user namespaces below record this limit at their creation); the address
+         * space limit is per process. Lowering needs no privilege. */
+        if (cfg->nproc_max) {
+            struct rlimit rl = {cfg->nproc_max, cfg->nproc_max};
+            if (setrlimit(RLIMIT_NPROC, &rl) < 0) {
+                ipb_error_set(&err, errno, "setting RLIMIT_NPROC to %llu", (unsigned long long)cfg->nproc_max);
+                fail(fd, "limits", err);
+            }
+        }
+        if (cfg->as_max) {
+            struct rlimit rl = {cfg->as_max, cfg->as_max};
+            if (setrlimit(RLIMIT_AS, &rl) < 0) {
+                ipb_error_set(&err, errno, "setting RLIMIT_AS to %llu", (unsigned long long)cfg->as_max);
+                fail(fd, "limits", err);
+            }
+        }
     }
 
     /* 3. The other namespaces: mounts, network, IPC, hostname, cgroup view

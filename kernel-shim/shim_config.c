@@ -14,6 +14,7 @@
  * NUL; a mount record is {u32 kind, u32 flags, 3 x (u32 len or 0xffffffff for NULL, bytes)}. */
 enum {
     TAG_MODE = 1, TAG_UID, TAG_GID, TAG_ROOT, TAG_HOSTNAME, TAG_CWD, TAG_MOUNT, TAG_ARGV, TAG_ENV, TAG_BPF, TAG_SYSTEM,
+    TAG_RLIMITS, /* {u64 nproc_max, u64 as_max} */
 };
 #define NULL_LEN 0xffffffffu
 
@@ -60,6 +61,11 @@ int shim_config_encode(const shim_config *c, ipb_buf *out) {
             return r;
     if (c->bpf_len && (r = put(out, TAG_BPF, c->bpf, c->bpf_len)) < 0)
         return r;
+    if (c->nproc_max || c->as_max) {
+        uint64_t rl[2] = {c->nproc_max, c->as_max};
+        if ((r = put(out, TAG_RLIMITS, rl, sizeof(rl))) < 0)
+            return r;
+    }
     return out->len > SHIM_CONFIG_MAX ? -E2BIG : 0;
 }
 
@@ -163,6 +169,15 @@ int shim_config_decode(const void *data, size_t len, shim_config *ret, ipb_error
             memcpy(c.bpf, p, l);
             c.bpf_len = l;
             break;
+        case TAG_RLIMITS: {
+            uint64_t rl[2];
+            if (l != sizeof(rl))
+                goto bad;
+            memcpy(rl, p, sizeof(rl));
+            c.nproc_max = rl[0];
+            c.as_max = rl[1];
+            break;
+        }
         default:
             goto bad;
         }

@@ -55,6 +55,9 @@ typedef struct shim_config {
     ipb_strv argv, env;
     uint8_t *bpf;            /* seccomp program, struct sock_filter[] */
     size_t bpf_len;
+    uint64_t nproc_max;      /* user mode: RLIMIT_NPROC set inside user namespace 1, where the
+                              * count is the sandbox's own (0: unchanged) */
+    uint64_t as_max;         /* user mode: RLIMIT_AS of every sandbox process (0: unchanged) */
     unsigned mount_fds;      /* not encoded: how many mounts the monitor passed (its argv) */
 } shim_config;
 

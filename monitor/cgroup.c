@@ -83,8 +83,8 @@ static bool is_fs(const char *path, long magic) {
     return statfs(path, &s) == 0 && (long)s.f_type == magic;
 }
 
-static void slot_dir(const char *base, int slot, char *out, size_t len) {
-    snprintf(out, len, "%s/sb-%d", base, slot);
+static void slot_dir(const ipbm_cgroups *c, const char *base, int slot, char *out, size_t len) {
+    snprintf(out, len, "%s/%s%d", base, c->prefix, slot);
 }
 
 /* Kills and removes sb-* cgroups under base that an earlier run left. */
@@ -101,6 +101,34 @@ static int sweep(const ipbm_cgroups *c, const char *base) {
             continue;
         ipbm_cgroup_kill(c, slot);
         for (int i = 0; i < 50 && !ipbm_cgroup_remove(c, slot); i++)
+            usleep(20000);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* User mode: removes u<pid>-<n> cgroups under base whose supervisor is gone (or had our pid:
+ * then it is gone too). What still runs in one is killed first. */
+static int sweep_user(const ipbm_cgroups *c, const char *base) {
+    if (!base[0])
+        return 0;
+    DIR *d = opendir(base);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid, k;
+        char tail;
+        if (sscanf(e->d_name, "u%d-%d%c", &pid, &k, &tail) != 2 || pid <= 0 || k < 0)
+            continue;
+        if (pid != (int)getpid() && (kill(pid, 0) == 0 || errno == EPERM))
+            continue;
+        ipbm_cgroups old = *c;
+        snprintf(old.prefix, sizeof(old.prefix), "u%d-", pid);
+        ipbm_cgroup_kill(&old, k);
+        for (int i = 0; i < 50 && !ipbm_cgroup_remove(&old, k); i++)
             usleep(20000);
         n++;
     }
@@ -146,27 +174,28 @@ static bool init_v2(ipbm_cgroups *c, char *desc, size_t desclen) {
     return true;
 }
 
-static bool v1_base(const char *ctrl, char *out, size_t outlen) {
+static bool v1_base(const char *ctrl, const char *name, char *out, size_t outlen) {
     char mnt[128], own[400];
     snprintf(mnt, sizeof(mnt), CG_ROOT "/%s", ctrl);
     if (!is_fs(mnt, CGROUP1_MAGIC) || own_path(ctrl, own, sizeof(own)) < 0)
         return false;
-    if ((size_t)snprintf(out, outlen, "%.127s%.380s/ipyboxd", mnt, own) >= outlen)
+    if ((size_t)snprintf(out, outlen, "%.127s%.380s/%s", mnt, own, name) >= outlen)
         return false;
     return mkdir(out, 0755) == 0 || errno == EEXIST;
 }
 
-static bool init_v1(ipbm_cgroups *c, char *desc, size_t desclen) {
-    if (!v1_base("memory", c->mem, sizeof(c->mem)) || !v1_base("pids", c->pids, sizeof(c->pids))) {
+static bool init_v1(ipbm_cgroups *c, const char *name, char *desc, size_t desclen) {
+    if (!v1_base("memory", name, c->mem, sizeof(c->mem)) || !v1_base("pids", name, c->pids, sizeof(c->pids))) {
         c->mem[0] = c->pids[0] = '\0';
         return false;
     }
-    if (!v1_base("cpu", c->cpu, sizeof(c->cpu)))
+    if (!v1_base("cpu", name, c->cpu, sizeof(c->cpu)))
         c->cpu[0] = '\0';
     /* Children count against their parent's memory (a no-op on kernels where it is always so). */
     put(c->mem, "memory.use_hierarchy", "1");
     c->kind = IPBM_LIMITS_CGROUP1;
-    int left = sweep(c, c->mem) + sweep(c, c->pids);
+    int left = c->prefix[0] == 'u' ? sweep_user(c, c->mem) + sweep_user(c, c->pids) + sweep_user(c, c->cpu)
+                                   : sweep(c, c->mem) + sweep(c, c->pids);
     snprintf(desc, desclen, "cgroup v1 controllers: memory at %s, pids at %s%s%s%s", c->mem, c->pids,
              c->cpu[0] ? ", cpu at " : " (no cpu controller: no CPU share)", c->cpu,
              left ? "; removed sandbox cgroups an earlier run left" : "");
@@ -175,10 +204,11 @@ static bool init_v1(ipbm_cgroups *c, char *desc, size_t desclen) {
 
 void ipbm_cgroups_init(ipbm_cgroups *c, char *desc, size_t desclen) {
     memset(c, 0, sizeof(*c));
+    snprintf(c->prefix, sizeof(c->prefix), "sb-");
     char why[2048] = "";
     if (init_v2(c, why, sizeof(why)) && (snprintf(desc, desclen, "%s", why), true))
         return;
-    if (init_v1(c, desc, desclen))
+    if (init_v1(c, "ipyboxd", desc, desclen))
         return;
     c->kind = IPBM_LIMITS_RLIMIT;
     snprintf(desc, desclen,
@@ -189,23 +219,30 @@ void ipbm_cgroups_init(ipbm_cgroups *c, char *desc, size_t desclen) {
 
 static int v1_limits(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, char *why, size_t whylen) {
     char d[1024], v[64];
-    slot_dir(c->mem, slot, d, sizeof(d));
+    slot_dir(c, c->mem, slot, d, sizeof(d));
     if (mkdir(d, 0755) < 0 && errno != EEXIST)
         goto fail;
-    snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_max);
+    /* 0: no limit (user mode, where each limit is optional). */
+    if (l->memory_max)
+        snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_max);
+    else
+        snprintf(v, sizeof(v), "-1");
     if (put(d, "memory.limit_in_bytes", v) < 0)
         goto fail;
     /* No swap: memory plus swap capped at the same figure, where the kernel accounts swap. */
     if (put(d, "memory.memsw.limit_in_bytes", v) < 0)
         put(d, "memory.swappiness", "0");
-    slot_dir(c->pids, slot, d, sizeof(d));
+    slot_dir(c, c->pids, slot, d, sizeof(d));
     if (mkdir(d, 0755) < 0 && errno != EEXIST)
         goto fail;
-    snprintf(v, sizeof(v), "%u", l->pids_max);
+    if (l->pids_max)
+        snprintf(v, sizeof(v), "%u", l->pids_max);
+    else
+        snprintf(v, sizeof(v), "max");
     if (put(d, "pids.max", v) < 0)
         goto fail;
     if (c->cpu[0]) {
-        slot_dir(c->cpu, slot, d, sizeof(d));
+        slot_dir(c, c->cpu, slot, d, sizeof(d));
         if (mkdir(d, 0755) < 0 && errno != EEXIST)
             goto fail;
         put(d, "cpu.shares", "1024"); /* the default until ipbm_cgroup_set_cpu */
@@ -218,13 +255,19 @@ fail:
 
 static int v2_limits(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, char *why, size_t whylen) {
     char d[1024], v[64];
-    slot_dir(c->v2, slot, d, sizeof(d));
+    slot_dir(c, c->v2, slot, d, sizeof(d));
     if (mkdir(d, 0755) < 0 && errno != EEXIST)
         goto fail;
-    snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_max);
+    if (l->memory_max)
+        snprintf(v, sizeof(v), "%llu", (unsigned long long)l->memory_max);
+    else
+        snprintf(v, sizeof(v), "max");
     if (put(d, "memory.max", v) < 0 || (put(d, "memory.swap.max", "0") < 0 && errno != ENOENT))
         goto fail;
-    snprintf(v, sizeof(v), "%u", l->pids_max);
+    if (l->pids_max)
+        snprintf(v, sizeof(v), "%u", l->pids_max);
+    else
+        snprintf(v, sizeof(v), "max");
     if (put(d, "pids.max", v) < 0)
         goto fail;
     put(d, "cpu.weight", "100"); /* the default until ipbm_cgroup_set_cpu; absent without cpu */
@@ -234,9 +277,9 @@ fail:
     return -1;
 }
 
-static int open_in(const char *base, int slot, const char *file) {
+static int open_in(const ipbm_cgroups *c, const char *base, int slot, const char *file) {
     char p[1100];
-    snprintf(p, sizeof(p), "%s/sb-%d/%s", base, slot, file);
+    snprintf(p, sizeof(p), "%s/%s%d/%s", base, c->prefix, slot, file);
     return open(p, O_RDONLY | O_CLOEXEC);
 }
 
@@ -247,10 +290,10 @@ int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l
         if (v2_limits(c, slot, l, why, whylen) < 0)
             return -1;
         char d[1024];
-        slot_dir(c->v2, slot, d, sizeof(d));
+        slot_dir(c, c->v2, slot, d, sizeof(d));
         *dirfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        *mem_ev = open_in(c->v2, slot, "memory.events");
-        *pids_ev = open_in(c->v2, slot, "pids.events");
+        *mem_ev = open_in(c, c->v2, slot, "memory.events");
+        *pids_ev = open_in(c, c->v2, slot, "pids.events");
         if (*dirfd < 0) {
             snprintf(why, whylen, "cannot open the sandbox's cgroup %s: %s", d, strerror(errno));
             return -1;
@@ -258,17 +301,17 @@ int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l
     } else if (c->kind == IPBM_LIMITS_CGROUP1) {
         if (v1_limits(c, slot, l, why, whylen) < 0)
             return -1;
-        *mem_ev = open_in(c->mem, slot, "memory.oom_control");
-        *pids_ev = open_in(c->pids, slot, "pids.events");
+        *mem_ev = open_in(c, c->mem, slot, "memory.oom_control");
+        *pids_ev = open_in(c, c->pids, slot, "pids.events");
     }
     return 0;
 }
 
-static int join(const char *base, int slot) {
+static int join(const ipbm_cgroups *c, const char *base, int slot) {
     if (!base[0])
         return 0;
     char p[1100];
-    snprintf(p, sizeof(p), "%s/sb-%d/cgroup.procs", base, slot);
+    snprintf(p, sizeof(p), "%s/%s%d/cgroup.procs", base, c->prefix, slot);
     int fd = open(p, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -281,11 +324,11 @@ static int join(const char *base, int slot) {
 void ipbm_cgroup_set_cpu(const ipbm_cgroups *c, int slot, uint32_t weight) {
     char d[1024], v[32];
     if (c->kind == IPBM_LIMITS_CGROUP2) {
-        slot_dir(c->v2, slot, d, sizeof(d));
+        slot_dir(c, c->v2, slot, d, sizeof(d));
         snprintf(v, sizeof(v), "%u", weight);
         put(d, "cpu.weight", v);
     } else if (c->kind == IPBM_LIMITS_CGROUP1 && c->cpu[0]) {
-        slot_dir(c->cpu, slot, d, sizeof(d));
+        slot_dir(c, c->cpu, slot, d, sizeof(d));
         snprintf(v, sizeof(v), "%u", (unsigned)((uint64_t)weight * 1024 / 100));
         put(d, "cpu.shares", v);
     }
@@ -295,15 +338,15 @@ int ipbm_cgroup_enter_v1(const ipbm_cgroups *c, int slot) {
     if (c->kind != IPBM_LIMITS_CGROUP1)
         return 0;
     int r;
-    if ((r = join(c->mem, slot)) < 0 || (r = join(c->pids, slot)) < 0 || (r = join(c->cpu, slot)) < 0)
+    if ((r = join(c, c->mem, slot)) < 0 || (r = join(c, c->pids, slot)) < 0 || (r = join(c, c->cpu, slot)) < 0)
         return r;
     return 0;
 }
 
 /* Reads the pids in a cgroup.procs; calls f on each. Returns how many. */
-static int each_pid(const char *base, int slot, bool do_kill) {
+static int each_pid(const ipbm_cgroups *c, const char *base, int slot, bool do_kill) {
     char p[1100];
-    snprintf(p, sizeof(p), "%s/sb-%d/cgroup.procs", base, slot);
+    snprintf(p, sizeof(p), "%s/%s%d/cgroup.procs", base, c->prefix, slot);
     char *text = NULL;
     size_t len;
     if (ipb_read_file(p, 1 << 20, &text, &len) < 0)
@@ -318,7 +361,7 @@ static int each_pid(const char *base, int slot, bool do_kill) {
             n++;
             if (do_kill) {
                 char leaf[32];
-                snprintf(leaf, sizeof(leaf), "sb-%d", slot);
+                snprintf(leaf, sizeof(leaf), "%s%d", c->prefix, slot);
                 ipbm_kill_in_cgroup((pid_t)pid, leaf);
             }
         }
@@ -333,40 +376,72 @@ static int each_pid(const char *base, int slot, bool do_kill) {
 void ipbm_cgroup_kill(const ipbm_cgroups *c, int slot) {
     if (c->kind == IPBM_LIMITS_CGROUP2) {
         char d[1024];
-        slot_dir(c->v2, slot, d, sizeof(d));
+        slot_dir(c, c->v2, slot, d, sizeof(d));
         if (put(d, "cgroup.kill", "1") == 0)
             return;
-        each_pid(c->v2, slot, true);
+        each_pid(c, c->v2, slot, true);
     } else if (c->kind == IPBM_LIMITS_CGROUP1) {
         /* No cgroup.kill in v1: kill what is listed until nothing is (a fork racing the kill
          * is caught on a later round; the pids limit bounds the rounds). */
-        for (int round = 0; round < 100 && each_pid(c->pids, slot, true) > 0; round++)
+        for (int round = 0; round < 100 && each_pid(c, c->pids, slot, true) > 0; round++)
             usleep(1000);
     }
 }
 
 bool ipbm_cgroup_busy(const ipbm_cgroups *c, int slot) {
     if (c->kind == IPBM_LIMITS_CGROUP2)
-        return each_pid(c->v2, slot, false) > 0;
+        return each_pid(c, c->v2, slot, false) > 0;
     if (c->kind == IPBM_LIMITS_CGROUP1)
-        return each_pid(c->pids, slot, false) > 0 || each_pid(c->mem, slot, false) > 0;
+        return each_pid(c, c->pids, slot, false) > 0 || each_pid(c, c->mem, slot, false) > 0;
     return false;
 }
 
-static bool rm(const char *base, int slot) {
+static bool rm(const ipbm_cgroups *c, const char *base, int slot) {
     if (!base[0])
         return true;
     char d[1024];
-    slot_dir(base, slot, d, sizeof(d));
+    slot_dir(c, base, slot, d, sizeof(d));
     return rmdir(d) == 0 || errno == ENOENT;
 }
 
 bool ipbm_cgroup_remove(const ipbm_cgroups *c, int slot) {
     if (c->kind == IPBM_LIMITS_CGROUP2)
-        return rm(c->v2, slot);
+        return rm(c, c->v2, slot);
     if (c->kind == IPBM_LIMITS_CGROUP1) {
-        bool a = rm(c->mem, slot), b = rm(c->pids, slot), d = rm(c->cpu, slot);
+        bool a = rm(c, c->mem, slot), b = rm(c, c->pids, slot), d = rm(c, c->cpu, slot);
         return a && b && d;
     }
     return true;
+}
+
+bool ipbm_cgroups_init_user(ipbm_cgroups *c, char *desc, size_t desclen) {
+    memset(c, 0, sizeof(*c));
+    snprintf(c->prefix, sizeof(c->prefix), "u%d-", (int)getpid());
+    if (init_v1(c, "ipybox", desc, desclen))
+        return true;
+    memset(c, 0, sizeof(*c));
+    return false;
+}
+
+int ipbm_cgroup_enter_pid(const ipbm_cgroups *c, int slot, pid_t pid) {
+    const char *bases[3] = {c->v2, "", ""};
+    if (c->kind == IPBM_LIMITS_CGROUP1) {
+        bases[0] = c->mem;
+        bases[1] = c->pids;
+        bases[2] = c->cpu;
+    } else if (c->kind != IPBM_LIMITS_CGROUP2) {
+        return 0;
+    }
+    char v[32];
+    snprintf(v, sizeof(v), "%d", (int)pid);
+    for (int i = 0; i < 3; i++) {
+        if (!bases[i][0])
+            continue;
+        char d[1024];
+        slot_dir(c, bases[i], slot, d, sizeof(d));
+        int r = put(d, "cgroup.procs", v);
+        if (r < 0)
+            return r;
+    }
+    return 0;
 }

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "output.h"
 #include "strbuf.h"
+#include "ulimits.h"
 
 #define INTERRUPT_GRACE_MS 3000
 /* Stream text is decoded this much at a time, into a buffer that stays in the cache; this is
@@ -367,6 +368,20 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     if (pids1 > pids0)
         snprintf(limits + strlen(limits), sizeof(limits) - strlen(limits), "The sandbox reached its limit of %u "
                  "processes and threads: creating another failed in this cell. ", k->sb.mon.pids_max);
+    uint64_t as_max;
+    unsigned nproc_max;
+    ipb_ulimits_rlimit_values(&as_max, &nproc_max);
+    if (!limits[0] && ret->ename && (as_max || nproc_max)) {
+        /* User mode under rlimits: no counters, but these errors are what the limits do. */
+        if (as_max && !strcmp(ret->ename, "MemoryError"))
+            snprintf(limits, sizeof(limits), "Each process of the sandbox may use at most %llu MiB of address "
+                     "space (--memory as RLIMIT_AS: this host offers no cgroup to bound the sandbox as a whole). ",
+                     (unsigned long long)(as_max >> 20));
+        else if (nproc_max && (!strcmp(ret->ename, "BlockingIOError") ||
+                               (ret->evalue && strstr(ret->evalue, "Resource temporarily unavailable"))))
+            snprintf(limits, sizeof(limits), "The sandbox may have reached its limit of %u processes and threads "
+                     "(--max-processes as RLIMIT_NPROC): creating another failed in this cell. ", nproc_max);
+    }
     if (limits[0]) {
         char *both = ipb_strdupf("%s%s", limits, note ? note : ret->note ? ret->note : "");
         free(note);

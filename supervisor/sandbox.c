@@ -86,12 +86,27 @@ int ipb_sandbox_send(ipb_sandbox *sb, uint32_t type, int32_t arg, uint32_t gen, 
     return r < 0 ? ipb_error_set(err, -r, "talking to the sandbox") : 0;
 }
 
-int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms,
-                      ipb_sandbox *ret, ipb_error **err) {
-    cleanup_free char *shim = NULL;
+static int spawn_own(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd, ipb_sandbox *sb,
+                     ipb_buf *msg, ipb_error **err);
+
+/* Ends a sandbox that did not come up. Returns -2 when its scope could not be made (the shim
+ * never ran: no word from it, and systemd-run's status), else -1. */
+static int start_failed(ipb_sandbox *sb, bool heard) {
+    int kind = sb->ul.kind;
+    int status = ipb_sandbox_destroy(sb);
+    if (!heard && status != -1 && ipb_ulimits_scope_failed(kind, status))
+        return -2;
+    return -1;
+}
+
+/* Returns 0, -1 with err, or -2 when the user's systemd manager could not make the scope (and
+ * a retry will not use one). */
+static int sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms,
+                         ipb_sandbox *ret, ipb_error **err) {
     ipb_buf msg = {0};
-    int r = shim_config_encode(cfg, &msg);
-    if (r < 0) {
+    int r;
+    bool own = ipb_monitor_fd() < 0;
+    if (!own && (r = shim_config_encode(cfg, &msg)) < 0) {
         ipb_buf_free(&msg);
         return ipb_error_set(err, -r, "encoding the sandbox configuration");
     }
@@ -124,11 +139,74 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         goto started;
     }
     /* User mode: the shim is ours to start (the monitor finds its own). */
-    if (ipb_find_shim(&shim, err) < 0) {
+    r = spawn_own(cfg, in_fd, out_fd, err_fd, sv[1], &sb, &msg, err);
+    close(sv[1]);
+    if (r < 0) {
         close(sv[0]);
-        close(sv[1]);
         ipb_buf_free(&msg);
+        if (sb.pid > 0) {
+            sb.fd = -1;
+            ipb_sandbox_destroy(&sb);
+        }
         return -1;
+    }
+    pid = sb.pid;
+    if (getsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl) == 0 && (size_t)sndbuf < msg.len + 4096) {
+        sndbuf = (int)msg.len + 4096;
+        setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    }
+started:
+    sb.pid = pid;
+    sb.fd = sv[0];
+    size_t msg_len = msg.len;
+    ssize_t n = send(sb.fd, msg.data, msg_len, MSG_NOSIGNAL);
+    int send_errno = errno;
+    ipb_buf_free(&msg);
+    if (n != (ssize_t)msg_len) {
+        ipb_error_set(err, n < 0 ? send_errno : EIO, "sending the sandbox configuration");
+        return start_failed(&sb, false);
+    }
+    long deadline = ipb_now_ms() + timeout_ms;
+    bool got_any = false;
+    for (;;) {
+        struct shim_msg m;
+        long left = deadline - ipb_now_ms();
+        r = ipb_sandbox_next(&sb, left > 0 ? (int)left : 0, &m, err);
+        if (r == 0)
+            ipb_error_set(err, ETIMEDOUT, "building the sandbox took longer than %d ms", timeout_ms);
+        if (r <= 0)
+            return start_failed(&sb, got_any || r == 0);
+        got_any = true;
+        if (m.type == SHIM_EV_READY)
+            break;
+        if (m.type == SHIM_EV_ERROR) {
+            ipb_sandbox_destroy(&sb);
+            return ipb_error_set(err, 0, "cannot build the sandbox: %s: %s", m.step, m.text);
+        }
+    }
+    if (own)
+        ipb_ulimits_attach(&sb.ul, sb.pid, &sb.mon);
+    *ret = sb;
+    return 0;
+}
+
+/* User mode: starts the shim (through systemd-run when its limits come from a scope) and
+ * moves it into its cgroups before it has its configuration. */
+static int spawn_own(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd, ipb_sandbox *sb,
+                     ipb_buf *msg, ipb_error **err) {
+    cleanup_free char *shim = NULL;
+    if (ipb_find_shim(&shim, err) < 0)
+        return -1;
+    shim_config c = *cfg;
+    const char *path = shim;
+    char *argv[24] = {(char *)"ipybox-shim", NULL};
+    char *envp[4] = {NULL};
+    if (ipb_ulimits_prepare(&sb->ul, &c, shim, &path, argv, envp, err) < 0)
+        return -1;
+    int r = shim_config_encode(&c, msg);
+    if (r < 0) {
+        ipb_ulimits_release(&sb->ul, &sb->mon);
+        return ipb_error_set(err, -r, "encoding the sandbox configuration");
     }
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
@@ -143,49 +221,31 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
     posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
     posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
     posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-    posix_spawn_file_actions_adddup2(&fa, sv[1], SHIM_SYNC_FD);
-    char *argv[] = {(char *)"ipybox-shim", NULL};
-    char *envp[] = {NULL};
-    r = posix_spawn(&pid, shim, &fa, &attr, argv, envp);
+    posix_spawn_file_actions_adddup2(&fa, sync_fd, SHIM_SYNC_FD);
+    pid_t pid;
+    r = posix_spawn(&pid, path, &fa, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
-    close(sv[1]);
     if (r != 0) {
-        close(sv[0]);
-        ipb_buf_free(&msg);
-        return ipb_error_set(err, r, "starting %s", shim);
+        ipb_ulimits_release(&sb->ul, &sb->mon);
+        return ipb_error_set(err, r, "starting %s", path);
     }
-started:
-    sb.pid = pid;
-    sb.fd = sv[0];
-    size_t msg_len = msg.len;
-    ssize_t n = send(sb.fd, msg.data, msg_len, MSG_NOSIGNAL);
-    int send_errno = errno;
-    ipb_buf_free(&msg);
-    if (n != (ssize_t)msg_len) {
-        ipb_sandbox_destroy(&sb);
-        return ipb_error_set(err, n < 0 ? send_errno : EIO, "sending the sandbox configuration");
-    }
-    long deadline = ipb_now_ms() + timeout_ms;
-    for (;;) {
-        struct shim_msg m;
-        long left = deadline - ipb_now_ms();
-        r = ipb_sandbox_next(&sb, left > 0 ? (int)left : 0, &m, err);
-        if (r == 0)
-            ipb_error_set(err, ETIMEDOUT, "building the sandbox took longer than %d ms", timeout_ms);
-        if (r <= 0) {
-            ipb_sandbox_destroy(&sb);
-            return -1;
-        }
-        if (m.type == SHIM_EV_READY)
-            break;
-        if (m.type == SHIM_EV_ERROR) {
-            ipb_sandbox_destroy(&sb);
-            return ipb_error_set(err, 0, "cannot build the sandbox: %s: %s", m.step, m.text);
-        }
-    }
-    *ret = sb;
+    sb->pid = pid;
+    if (ipb_ulimits_enter(&sb->ul, pid, err) < 0)
+        return -1; /* the caller destroys it */
     return 0;
+}
+
+int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms,
+                      ipb_sandbox *ret, ipb_error **err) {
+    for (int attempt = 0;; attempt++) {
+        int r = sandbox_start(cfg, in_fd, out_fd, err_fd, timeout_ms, ret, err);
+        if (r != -2 || attempt > 0)
+            return r < 0 ? -1 : r;
+        /* The scope could not be made: once more, limited the next best way. */
+        ipb_error_free(*err);
+        *err = NULL;
+    }
 }
 
 /* Reaps the outer shim (killing it first when asked) and releases the channel and the
@@ -205,6 +265,8 @@ static int release(ipb_sandbox *sb, bool kill_first, int none) {
             ;
         sb->pid = -1;
     }
+    if (!sb->mon.id)
+        ipb_ulimits_release(&sb->ul, &sb->mon);
     if (sb->fd >= 0) {
         close(sb->fd);
         sb->fd = -1;

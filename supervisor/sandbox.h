@@ -8,6 +8,7 @@
 #include "netns.h"
 #include "proxy.h"
 #include "shim_proto.h"
+#include "ulimits.h"
 
 typedef struct ipb_sandbox {
     pid_t pid;   /* the outer shim; -1 when none */
@@ -15,10 +16,14 @@ typedef struct ipb_sandbox {
     ipb_egress_fds egress; /* the listeners inside its network namespace, from READY */
     ipb_proxy *proxy;      /* serving them, once ipb_sandbox_serve_egress ran */
     uint32_t proxy_id;
-    ipb_monitor_sandbox mon; /* system service: the monitor owns the shim (mon.id != 0) */
+    ipb_monitor_sandbox mon; /* system service: the monitor owns the shim (mon.id != 0); user
+                              * mode: the limits' event files (ulimits.h) */
+    ipb_ulimits_sb ul;       /* user mode: how its limits are applied */
 } ipb_sandbox;
 
-#define IPB_SANDBOX_INIT {.pid = -1, .fd = -1, .egress = {{-1, -1, -1, -1, -1, -1}}, .mon = {.mem_ev = -1, .pids_ev = -1}}
+#define IPB_SANDBOX_INIT                                                                                               \
+    {.pid = -1, .fd = -1, .egress = {{-1, -1, -1, -1, -1, -1}}, .mon = {.mem_ev = -1, .pids_ev = -1},                  \
+     .ul = IPB_ULIMITS_SB_INIT}
 
 /* Starts the shim with the given stdio, sends cfg and waits (up to timeout_ms) until the
  * sandbox is built. A failure comes back as the shim's sentence naming the step. */

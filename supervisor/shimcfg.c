@@ -9,6 +9,7 @@
 #include "monclient.h"
 #include "mountplan.h"
 #include "seccomp_policy.h"
+#include "ulimits.h"
 
 int ipb_shim_config_build(const ipb_options *o, const ipb_session_dirs *d, uint32_t mode, char *const *argv,
                           shim_config *ret, ipb_error **err) {
@@ -35,6 +36,9 @@ int ipb_shim_config_build(const ipb_options *o, const ipb_session_dirs *d, uint3
             if (c.plan.m[i].flags & IPB_MNT_USER)
                 c.plan.m[i].flags |= IPB_MNT_FD;
         ipb_monitor_set_limits(o);
+    } else {
+        /* User mode: the limits are ours to apply, where the host lets us (ulimits.h). */
+        ipb_ulimits_setup(o);
     }
     if (ipb_sandbox_env(o, mode == SHIM_MODE_KERNEL, &c.env, err) < 0)
         goto fail;
