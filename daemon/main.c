@@ -18,6 +18,7 @@
 #include "options.h"
 #include "statedir.h"
 #include "strbuf.h"
+#include "ulimits.h"
 
 #define DEFAULT_IDLE_TIMEOUT_S 1800L
 #define DEFAULT_MAX_SESSIONS 64U
@@ -243,6 +244,11 @@ int ipbd_main(int argc, char **argv) {
         ipb_options_free(&o);
         free(sargs);
         return 2;
+    }
+    if (!frontend) {
+        /* Said once here, at start, rather than by each session's worker. */
+        ipb_ulimits_setup(&o);
+        setenv(IPB_ULIMITS_TOLD_ENV, "1", 1);
     }
     ipb_options_free(&o);
 

@@ -417,8 +417,13 @@ bool ipbm_cgroup_remove(const ipbm_cgroups *c, int slot) {
 bool ipbm_cgroups_init_user(ipbm_cgroups *c, char *desc, size_t desclen) {
     memset(c, 0, sizeof(*c));
     snprintf(c->prefix, sizeof(c->prefix), "u%d-", (int)getpid());
-    if (init_v1(c, "ipybox", desc, desclen))
+    /* Ours to write only if we may make cgroups there (the base may be another user's). */
+    if (init_v1(c, "ipybox", desc, desclen) && access(c->mem, W_OK) == 0 && access(c->pids, W_OK) == 0) {
+        if (c->cpu[0] && access(c->cpu, W_OK) < 0)
+            c->cpu[0] = '\0';
         return true;
+    }
+    desc[0] = '\0';
     memset(c, 0, sizeof(*c));
     return false;
 }

@@ -165,7 +165,8 @@ enum ipb_ulimits_kind ipb_ulimits_setup(const ipb_options *o) {
         choose_fallback(notice, sizeof(notice));
     }
     log_info("limits in user mode: %s", U.desc);
-    tell(notice);
+    if (!getenv(IPB_ULIMITS_TOLD_ENV))
+        tell(notice);
     return U.kind;
 }
 

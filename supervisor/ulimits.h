@@ -22,6 +22,9 @@
 #include "options.h"
 #include "shim_proto.h"
 
+/* Set by ipyboxd --user once it has said what cannot be enforced: its workers do not repeat it. */
+#define IPB_ULIMITS_TOLD_ENV "IPYBOX_LIMITS_TOLD"
+
 enum ipb_ulimits_kind { IPB_ULIMITS_NONE, IPB_ULIMITS_SCOPE, IPB_ULIMITS_CGROUP1, IPB_ULIMITS_RLIMIT };
 
 /* Takes the options' limits and chooses how to apply them (nothing when none is asked for);
