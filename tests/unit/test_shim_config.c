@@ -14,7 +14,8 @@
 #include "shim_proto.h"
 
 /* Tags as in shim_config.c's encoding comment: {u16 tag, u32 length, payload}. */
-enum { TAG_MODE = 1, TAG_UID, TAG_GID, TAG_ROOT, TAG_HOSTNAME, TAG_CWD, TAG_MOUNT, TAG_ARGV, TAG_ENV, TAG_BPF };
+enum { TAG_MODE = 1, TAG_UID, TAG_GID, TAG_ROOT, TAG_HOSTNAME, TAG_CWD, TAG_MOUNT, TAG_ARGV, TAG_ENV, TAG_BPF, TAG_SYSTEM,
+       TAG_RLIMITS };
 
 static const uint8_t bpf16[16] = {0x20, 0, 0, 0, 4, 0, 0, 0, 0x06, 0, 0, 0, 0, 0, 0xff, 0x7f};
 
@@ -172,6 +173,34 @@ START_TEST(round_trip_optional_fields_absent) {
     ipb_buf_free(&b);
     shim_config_free(&in);
     shim_config_free(&out);
+}
+END_TEST
+
+/* User mode's rlimits travel as one record, absent when both are 0; a record of another size
+ * is refused. */
+START_TEST(rlimits_round_trip) {
+    shim_config in, out;
+    sample_config(&in);
+    in.nproc_max = 40;
+    in.as_max = 512ull << 20;
+    ipb_buf b;
+    encode(&in, &b);
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), 0);
+    ck_assert_uint_eq(out.nproc_max, 40);
+    ck_assert_uint_eq(out.as_max, 512ull << 20);
+    shim_config_free(&out);
+    ipb_buf_free(&b);
+    in.nproc_max = in.as_max = 0;
+    encode(&in, &b);
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), 0);
+    ck_assert_uint_eq(out.nproc_max, 0);
+    ck_assert_uint_eq(out.as_max, 0);
+    shim_config_free(&out);
+    uint64_t one = 40;
+    put_record(&b, TAG_RLIMITS, &one, sizeof(one));
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), -1);
+    ipb_buf_free(&b);
+    shim_config_free(&in);
 }
 END_TEST
 
@@ -507,6 +536,7 @@ static Suite *shim_config_suite(void) {
     TCase *c = tcase_create("config");
     tcase_add_test(c, round_trip_all_fields);
     tcase_add_test(c, round_trip_optional_fields_absent);
+    tcase_add_test(c, rlimits_round_trip);
     tcase_add_test(c, refuses_every_truncation);
     tcase_add_test(c, minimal_by_hand_is_accepted);
     tcase_add_test(c, refuses_missing_required_fields);
