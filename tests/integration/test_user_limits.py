@@ -158,6 +158,10 @@ class UserModeLimits(LimitsCase):
         self.assertTrue(user_cgroups(pid))
         os.kill(pid, signal.SIGKILL)
         c.proc.wait()
+        try:
+            c.proc.stdin.close()
+        except OSError:
+            pass
         nxt, _ = self.client("--max-processes", str(PROCS))
         nxt.execute("print(1)")
         self.assertTrue(wait_for(lambda: not user_cgroups(pid), 20), user_cgroups(pid))
