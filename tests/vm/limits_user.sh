@@ -10,6 +10,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 echo "== $(systemctl --version | head -1); $(stat -fc %T /sys/fs/cgroup) at /sys/fs/cgroup"
+# A stock Debian 12 has pam_systemd (without it user@.service cannot start: no XDG_RUNTIME_DIR);
+# the minimal VM image may not. systemd-container gives `systemd-run -M user@ --user`.
+need=""
+[ -e /lib/security/pam_systemd.so ] || [ -e /usr/lib/x86_64-linux-gnu/security/pam_systemd.so ] || need="libpam-systemd"
+command -v machinectl >/dev/null || need="$need systemd-container"
+if [ -n "$need" ]; then
+    echo "== installing$need (a stock Debian 12 has libpam-systemd)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need >/tmp/apt.log 2>&1 ||
+        { tail -20 /tmp/apt.log; exit 1; }
+fi
 echo "== build"
 make -j"$(nproc)" >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
 dest=/opt/ipybox-vm
