@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@ static struct {
     ipbm_cgroups cg;           /* cgroup1 */
     int next_slot;
     char systemd_run[32];
+    int systemd_version;       /* of systemd-run, 0 when unknown */
     char runtime_env[PATH_MAX + 20];
     char no_scope[300];        /* why no scope, for the notice */
     bool cpu_told;
@@ -50,6 +52,37 @@ static bool has_word(const char *list, const char *w) {
         if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
             return true;
     return false;
+}
+
+/* systemd-run's version ("systemd 252 (252.39-1~deb12u2)"), 0 when it does not say. */
+static int systemd_version(const char *run) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return 0;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    char *argv[] = {(char *)"systemd-run", (char *)"--version", NULL};
+    char *envp[] = {NULL};
+    pid_t pid;
+    int r = posix_spawn(&pid, run, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    close(p[1]);
+    int v = 0;
+    if (r == 0) {
+        char buf[256];
+        ssize_t n, got = 0;
+        while (got < (ssize_t)sizeof(buf) - 1 && (n = read(p[0], buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
+            got += n;
+        buf[got > 0 ? got : 0] = '\0';
+        if (sscanf(buf, "systemd %d", &v) != 1)
+            v = 0;
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    close(p[0]);
+    return v;
 }
 
 /* Whether the user's systemd manager can give each sandbox a scope with these limits: a
@@ -92,6 +125,7 @@ static bool scope_possible(char *why, size_t whylen) {
         return false;
     }
     snprintf(U.runtime_env, sizeof(U.runtime_env), "XDG_RUNTIME_DIR=%s", rt);
+    U.systemd_version = systemd_version(U.systemd_run);
     return true;
 }
 
@@ -161,6 +195,21 @@ enum ipb_ulimits_kind ipb_ulimits_setup(const ipb_options *o) {
     if (scope_possible(U.no_scope, sizeof(U.no_scope))) {
         U.kind = IPB_ULIMITS_SCOPE;
         snprintf(U.desc, sizeof(U.desc), "a transient scope of the user's systemd manager per sandbox (cgroup v2)");
+        /* Whether the manager hands the cpu controller down (Debian 12's user@.service
+         * delegates memory and pids only); where its cgroup is not at the usual place, the
+         * first sandbox's scope tells. */
+        char p[128], *ctrls = NULL;
+        size_t len;
+        snprintf(p, sizeof(p), CG_ROOT "/user.slice/user-%u.slice/user@%u.service/cgroup.subtree_control",
+                 (unsigned)geteuid(), (unsigned)geteuid());
+        if (U.cpu_weight && ipb_read_file(p, 4096, &ctrls, &len) == 0) {
+            if (!has_word(ctrls, "cpu"))
+                part(notice, sizeof(notice), "--cpu-weight %u cannot be enforced here: the user's systemd manager "
+                     "does not delegate the cpu controller (user@%u.service has %.*s); the kernel gets the default "
+                     "CPU share", U.cpu_weight, (unsigned)geteuid(), (int)strcspn(ctrls, "\n"), ctrls);
+            U.cpu_told = true;
+        }
+        free(ctrls);
     } else {
         choose_fallback(notice, sizeof(notice));
     }
@@ -219,6 +268,12 @@ int ipb_ulimits_prepare(ipb_ulimits_sb *u, shim_config *cfg, const char *shim, c
         if (U.cpu_weight) {
             ret_argv[n++] = (char *)"-p";
             ret_argv[n++] = a_cpu;
+        }
+        /* From systemd 252 a scope has an OOM policy, by default "stop": one OOM kill would
+         * end the whole sandbox. Only the killed process goes (the kernel, replaced at once). */
+        if (U.systemd_version >= 252) {
+            ret_argv[n++] = (char *)"-p";
+            ret_argv[n++] = (char *)"OOMPolicy=continue";
         }
         ret_argv[n++] = (char *)"--";
         ret_argv[n++] = (char *)shim;

@@ -101,5 +101,46 @@ c.proc.wait(30)
 err = c.proc.stderr.read().decode(errors="replace")
 c.close()
 check("no 'cannot be enforced' notice with a user manager", "cannot be enforced" not in err, err[-300:])
+# ipyboxd --user with the limits among its options: each session's worker gets a scope.
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+from daemon_fixture import SocketClient  # noqa: E402
+tmp = tempfile.mkdtemp(prefix="ipyboxd-vm-")
+sock = os.path.join(tmp, "ipybox.sock")
+log = open(os.path.join(tmp, "log"), "w+")
+d = subprocess.Popen([os.path.join(os.path.dirname(sys.argv[1]), "ipyboxd"), "--user", "--socket", sock,
+                      "--memory", "256M", "--max-processes", "40"], stdout=log, stderr=log,
+                     env=dict(os.environ, XDG_STATE_HOME=os.path.join(tmp, "state")))
+wait_for(lambda: os.path.exists(sock), timeout=30)
+c = SocketClient(sock)
+c.request("ipybox/createSession", {"name": "lim"})
+text, r = c.execute("marker = 1\nx = bytearray(600 << 20)")
+check("ipyboxd --user: the hog is OOM-killed and reported", "ran out of memory (its limit is 256 MiB" in text,
+      text[-300:].replace("\n", " | "))
+dscopes = glob.glob(CG + "/user.slice/**/ipybox-*.scope", recursive=True)
+check("ipyboxd --user: the session's sandbox has a scope with memory.max 256M",
+      len(dscopes) == 1 and read(dscopes[0] + "/memory.max") == str(256 << 20), str(dscopes))
+text, r = c.execute("print('marker' in globals(), 2 + 2)")
+check("ipyboxd --user: the next call runs in a fresh kernel", "False 4" in text, text[-200:])
+c.request("ipybox/closeSession", {"name": "lim"})
+c.close()
+d.terminate()
+d.wait(30)
+check("ipyboxd --user: no scope left after the daemon stops",
+      wait_for(lambda: not glob.glob(CG + "/user.slice/**/ipybox-*.scope", recursive=True), timeout=20))
+log.seek(0)
+check("ipyboxd --user: no 'cannot be enforced' notice", "cannot be enforced" not in log.read())
+# --cpu-weight: enforced where the manager delegates the cpu controller, else said at start.
+c = McpClient("--embedded", "--cpu-weight", "50")
+c.execute("print(1)")
+d = scope_of(c)
+c.proc.stdin.close()
+c.proc.wait(30)
+err = c.proc.stderr.read().decode(errors="replace")
+c.close()
+has_cpu = bool(d) and os.path.exists(d + "/cpu.weight")
+told = [l for l in err.splitlines() if "--cpu-weight 50 cannot be enforced" in l]
+check("--cpu-weight is set on the scope or said to be unenforceable in one line",
+      (has_cpu and not told) or (not has_cpu and len(told) == 1), told[0] if told else "cpu.weight present")
 print("== %d failed" % len(failed), flush=True)
 sys.exit(1 if failed else 0)

@@ -37,17 +37,17 @@ for _ in $(seq 100); do
 done
 echo "== user@$uid.service: $(systemctl is-active "user@$uid.service"); delegated controllers:" \
      "$(cat "/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service/cgroup.subtree_control")"
-# As the user, in a unit of the user's own manager (a proper user session: XDG_RUNTIME_DIR,
-# the manager's private socket), as a desktop agent would start ipybox; else (no machined for
-# -M) through runuser with XDG_RUNTIME_DIR set.
-drive=(/usr/bin/python3 "$dest/tests/vm/limits_user.py" "$dest/bin/ipybox")
+# As the user, as a desktop agent would start ipybox: in a unit of the user's own manager
+# (systemd-run -M user@ --user), else in a PAM login session (runuser -l: pam_systemd gives a
+# session scope and XDG_RUNTIME_DIR).
+drive="/usr/bin/python3 $dest/tests/vm/limits_user.py $dest/bin/ipybox"
 rc=0
-if systemd-run -q -M "$user@" --user --wait --pipe /bin/true 2>/dev/null; then
+if out=$(systemd-run -q -M "$user@" --user --wait --pipe /bin/true 2>&1); then
     echo "== as $user via systemd-run -M $user@ --user (a service of the user's manager)"
-    systemd-run -q -M "$user@" --user --wait --pipe -p WorkingDirectory="~" "${drive[@]}" || rc=$?
+    systemd-run -q -M "$user@" --user --wait --pipe -p WorkingDirectory="~" $drive || rc=$?
 else
-    echo "== as $user via runuser (systemd-run -M $user@ needs systemd-machined, not installed)"
-    runuser -u "$user" -- env -C /tmp HOME="/home/$user" XDG_RUNTIME_DIR="/run/user/$uid" "${drive[@]}" || rc=$?
+    echo "== as $user via runuser -l (a login session; systemd-run -M said: ${out//$'\n'/ })"
+    runuser -l "$user" -c "$drive" || rc=$?
 fi
 echo "== scopes of ipybox left under user@$uid.service: $(find /sys/fs/cgroup/user.slice -name 'ipybox-*.scope' | wc -l)"
 echo "== result: $([ $rc -eq 0 ] && echo PASS || echo "FAIL ($rc)")"
