@@ -167,8 +167,8 @@ static void choose_fallback(char *notice, size_t nlen) {
              "which bounds no sum, and running out shows as MemoryError, not as an out-of-memory kill",
              mem, U.no_scope, mem);
     if (U.pids_max && geteuid() == 0)
-        part(notice, nlen, "--max-processes %u cannot be enforced here: no cgroups (as above) and RLIMIT_NPROC "
-             "does not apply to uid 0", U.pids_max);
+        part(notice, nlen, "--max-processes %u cannot be enforced here: %s, no writable cgroup v1 pids "
+             "controller, and RLIMIT_NPROC does not apply to uid 0", U.pids_max, U.no_scope);
     if (U.cpu_weight)
         part(notice, nlen, "--cpu-weight %u cannot be enforced here: no cgroup with a cpu controller; the kernel "
              "gets the default CPU share", U.cpu_weight);
