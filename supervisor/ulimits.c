@@ -195,12 +195,12 @@ enum ipb_ulimits_kind ipb_ulimits_setup(const ipb_options *o) {
     if (scope_possible(U.no_scope, sizeof(U.no_scope))) {
         U.kind = IPB_ULIMITS_SCOPE;
         snprintf(U.desc, sizeof(U.desc), "a transient scope of the user's systemd manager per sandbox (cgroup v2)");
-        /* Whether the manager hands the cpu controller down (Debian 12's user@.service
-         * delegates memory and pids only); where its cgroup is not at the usual place, the
-         * first sandbox's scope tells. */
+        /* Whether the manager may hand the cpu controller down (it enables it in its subtree
+         * only once a unit asks for it); where its cgroup is not at the usual place, the first
+         * sandbox's scope tells. */
         char p[128], *ctrls = NULL;
         size_t len;
-        snprintf(p, sizeof(p), CG_ROOT "/user.slice/user-%u.slice/user@%u.service/cgroup.subtree_control",
+        snprintf(p, sizeof(p), CG_ROOT "/user.slice/user-%u.slice/user@%u.service/cgroup.controllers",
                  (unsigned)geteuid(), (unsigned)geteuid());
         if (U.cpu_weight && ipb_read_file(p, 4096, &ctrls, &len) == 0) {
             if (!has_word(ctrls, "cpu"))

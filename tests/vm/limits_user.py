@@ -138,9 +138,10 @@ c.proc.stdin.close()
 c.proc.wait(30)
 err = c.proc.stderr.read().decode(errors="replace")
 c.close()
-has_cpu = bool(d) and os.path.exists(d + "/cpu.weight")
+weight = read(d + "/cpu.weight") if d and os.path.exists(d + "/cpu.weight") else None
 told = [l for l in err.splitlines() if "--cpu-weight 50 cannot be enforced" in l]
-check("--cpu-weight is set on the scope or said to be unenforceable in one line",
-      (has_cpu and not told) or (not has_cpu and len(told) == 1), told[0] if told else "cpu.weight present")
+check("--cpu-weight is the scope's cpu.weight, or said to be unenforceable in one line",
+      (weight == "50" and not told) or (weight is None and len(told) == 1),
+      "scope=%s cpu.weight=%s notice=%s" % (d, weight, told))
 print("== %d failed" % len(failed), flush=True)
 sys.exit(1 if failed else 0)
