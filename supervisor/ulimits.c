@@ -202,11 +202,10 @@ enum ipb_ulimits_kind ipb_ulimits_setup(const ipb_options *o) {
         size_t len;
         snprintf(p, sizeof(p), CG_ROOT "/user.slice/user-%u.slice/user@%u.service/cgroup.controllers",
                  (unsigned)geteuid(), (unsigned)geteuid());
-        if (U.cpu_weight && ipb_read_file(p, 4096, &ctrls, &len) == 0) {
-            if (!has_word(ctrls, "cpu"))
-                part(notice, sizeof(notice), "--cpu-weight %u cannot be enforced here: the user's systemd manager "
-                     "does not delegate the cpu controller (user@%u.service has %.*s); the kernel gets the default "
-                     "CPU share", U.cpu_weight, (unsigned)geteuid(), (int)strcspn(ctrls, "\n"), ctrls);
+        if (U.cpu_weight && ipb_read_file(p, 4096, &ctrls, &len) == 0 && !has_word(ctrls, "cpu")) {
+            part(notice, sizeof(notice), "--cpu-weight %u cannot be enforced here: the user's systemd manager "
+                 "does not delegate the cpu controller (user@%u.service has %.*s); the kernel gets the default "
+                 "CPU share", U.cpu_weight, (unsigned)geteuid(), (int)strcspn(ctrls, "\n"), ctrls);
             U.cpu_told = true;
         }
         free(ctrls);
@@ -377,9 +376,11 @@ void ipb_ulimits_attach(ipb_ulimits_sb *u, pid_t pid, ipb_monitor_sandbox *mon) 
         snprintf(f, sizeof(f), "%s/cpu.weight", dir);
         if (access(f, F_OK) < 0) {
             U.cpu_told = true;
-            fprintf(stderr, "ipybox: --cpu-weight %u cannot be enforced here: the user's systemd manager does not "
-                    "delegate the cpu controller (its scopes have no cpu.weight); the kernel gets the default "
-                    "CPU share\n", U.cpu_weight);
+            /* Seen with systemd 252: a scope added to a slice that had no cpu member yet
+             * sometimes gets no cpu controller, though CPUWeight is set on the unit. */
+            fprintf(stderr, "ipybox: --cpu-weight %u is not in effect for this sandbox: the user's systemd manager "
+                    "did not enable the cpu controller for its scope %s (no cpu.weight); the kernel gets the "
+                    "default CPU share\n", U.cpu_weight, u->unit);
         }
     }
 }

@@ -43,8 +43,25 @@ def scopes(pid):
     return glob.glob(CG + "/user.slice/**/ipybox-%d-*.scope" % pid, recursive=True)
 
 
+def cpu_weight_check(when):
+    """--cpu-weight: the scope's cpu.weight, or one line saying it is not in effect."""
+    c = McpClient("--embedded", "--cpu-weight", "50")
+    c.execute("print(1)")
+    d = scope_of(c)
+    c.proc.stdin.close()
+    c.proc.wait(30)
+    err = c.proc.stderr.read().decode(errors="replace")
+    c.close()
+    weight = read(d + "/cpu.weight") if d and os.path.exists(d + "/cpu.weight") else None
+    told = [l for l in err.splitlines() if l.startswith("ipybox: --cpu-weight 50 ")]
+    check("--cpu-weight (%s) is the scope's cpu.weight, or said not to be in effect in one line" % when,
+          (weight == "50" and not told) or (weight is None and len(told) == 1),
+          "cpu.weight=%s notice=%s" % (weight, told))
+
+
 print("running as uid %d, XDG_RUNTIME_DIR=%s, in %s" % (os.getuid(), os.environ.get("XDG_RUNTIME_DIR"),
                                                         read("/proc/self/cgroup")), flush=True)
+cpu_weight_check("first sandbox of the session's user manager")
 c = McpClient("--embedded", "--memory", "256M", "--max-processes", "40")
 text, r = c.execute("marker = 1\nprint('up')")
 check("kernel starts", "up" in text, text[-300:])
@@ -130,18 +147,6 @@ check("ipyboxd --user: no scope left after the daemon stops",
       wait_for(lambda: not glob.glob(CG + "/user.slice/**/ipybox-*.scope", recursive=True), timeout=20))
 log.seek(0)
 check("ipyboxd --user: no 'cannot be enforced' notice", "cannot be enforced" not in log.read())
-# --cpu-weight: enforced where the manager delegates the cpu controller, else said at start.
-c = McpClient("--embedded", "--cpu-weight", "50")
-c.execute("print(1)")
-d = scope_of(c)
-c.proc.stdin.close()
-c.proc.wait(30)
-err = c.proc.stderr.read().decode(errors="replace")
-c.close()
-weight = read(d + "/cpu.weight") if d and os.path.exists(d + "/cpu.weight") else None
-told = [l for l in err.splitlines() if "--cpu-weight 50 cannot be enforced" in l]
-check("--cpu-weight is the scope's cpu.weight, or said to be unenforceable in one line",
-      (weight == "50" and not told) or (weight is None and len(told) == 1),
-      "scope=%s cpu.weight=%s notice=%s" % (d, weight, told))
+cpu_weight_check("after other scopes")
 print("== %d failed" % len(failed), flush=True)
 sys.exit(1 if failed else 0)
