@@ -376,8 +376,7 @@ void ipb_ulimits_attach(ipb_ulimits_sb *u, pid_t pid, ipb_monitor_sandbox *mon) 
         snprintf(f, sizeof(f), "%s/cpu.weight", dir);
         if (access(f, F_OK) < 0) {
             U.cpu_told = true;
-            /* Seen with systemd 252: a scope added to a slice that had no cpu member yet
-             * sometimes gets no cpu controller, though CPUWeight is set on the unit. */
+            /* The manager may have had cpu to give yet not enabled it for this scope. */
             fprintf(stderr, "ipybox: --cpu-weight %u is not in effect for this sandbox: the user's systemd manager "
                     "did not enable the cpu controller for its scope %s (no cpu.weight); the kernel gets the "
                     "default CPU share\n", U.cpu_weight, u->unit);

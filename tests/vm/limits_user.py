@@ -48,15 +48,15 @@ def cpu_weight_check(when):
     c = McpClient("--embedded", "--cpu-weight", "50")
     c.execute("print(1)")
     d = scope_of(c)
+    weight = read(d + "/cpu.weight") if d and os.path.exists(d + "/cpu.weight") else None
     c.proc.stdin.close()
     c.proc.wait(30)
     err = c.proc.stderr.read().decode(errors="replace")
     c.close()
-    weight = read(d + "/cpu.weight") if d and os.path.exists(d + "/cpu.weight") else None
     told = [l for l in err.splitlines() if l.startswith("ipybox: --cpu-weight 50 ")]
     check("--cpu-weight (%s) is the scope's cpu.weight, or said not to be in effect in one line" % when,
           (weight == "50" and not told) or (weight is None and len(told) == 1),
-          "cpu.weight=%s notice=%s" % (weight, told))
+          "scope=%s cpu.weight=%s notice=%s" % (d, weight, told))
 
 
 print("running as uid %d, XDG_RUNTIME_DIR=%s, in %s" % (os.getuid(), os.environ.get("XDG_RUNTIME_DIR"),

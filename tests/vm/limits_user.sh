@@ -16,7 +16,7 @@ need=""
 [ -e /lib/security/pam_systemd.so ] || [ -e /usr/lib/x86_64-linux-gnu/security/pam_systemd.so ] || need="libpam-systemd"
 command -v machinectl >/dev/null || need="$need systemd-container"
 if [ -n "$need" ]; then
-    echo "== installing$need (a stock Debian 12 has libpam-systemd)"
+    echo "== installing ${need# } (a stock Debian 12 has libpam-systemd)"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need >/tmp/apt.log 2>&1 ||
         { tail -20 /tmp/apt.log; exit 1; }
 fi
@@ -36,7 +36,7 @@ for _ in $(seq 100); do
     sleep 0.2
 done
 echo "== user@$uid.service: $(systemctl is-active "user@$uid.service"); delegated controllers:" \
-     "$(cat "/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service/cgroup.subtree_control")"
+     "$(cat "/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service/cgroup.controllers") / $(cat "/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service/cgroup.subtree_control")"
 # As the user, as a desktop agent would start ipybox: in a unit of the user's own manager
 # (systemd-run -M user@ --user), else in a PAM login session (runuser -l: pam_systemd gives a
 # session scope and XDG_RUNTIME_DIR).
