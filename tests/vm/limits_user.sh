@@ -35,7 +35,7 @@ for _ in $(seq 100); do
     systemctl is-active --quiet "user@$uid.service" && [ -S "/run/user/$uid/systemd/private" ] && break
     sleep 0.2
 done
-echo "== user@$uid.service: $(systemctl is-active "user@$uid.service"); delegated controllers:" \
+echo "== user@$uid.service: $(systemctl is-active "user@$uid.service"); controllers it has / enables below it:" \
      "$(cat "/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service/cgroup.controllers") / $(cat "/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service/cgroup.subtree_control")"
 # As the user, as a desktop agent would start ipybox: in a unit of the user's own manager
 # (systemd-run -M user@ --user), else in a PAM login session (runuser -l: pam_systemd gives a
