@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "shimcfg.h"
 
 /* The kernel's launcher: what `python -m ipykernel_launcher` does, plus the working
@@ -56,6 +57,15 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
     if (s->ws_fd < 0) {
         ipb_error_set(err, errno, "opening the workspace %s", s->dirs.workspace);
         goto fail;
+    }
+    /* Host paths of upload_file and download_file are opened below these fds only; a
+     * directory created later is not looked up by name. */
+    char *missing = NULL;
+    if (ipb_host_dirs_open(&s->host_dirs, &o->allowed_dirs, &missing, err) < 0)
+        goto fail;
+    if (missing) {
+        log_warn("upload_file/download_file: %s", missing);
+        free(missing);
     }
     s->bind_fds = calloc(o->n_binds + 1, sizeof(int));
     for (size_t i = 0; i < o->n_binds; i++) {
@@ -112,6 +122,7 @@ void ipb_session_close(ipb_session *s) {
                 close(s->bind_fds[i]);
         free(s->bind_fds);
     }
+    ipb_host_dirs_free(&s->host_dirs);
     ipb_session_dirs_remove(&s->dirs);
     s->open = false;
 }
