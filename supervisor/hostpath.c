@@ -245,19 +245,23 @@ static int locate(const ipb_host_dirs *d, const char *local_path, bool for_write
     if (!dir || dir->fd < 0) {
         /* Not in an allowed directory by name (or only through '..'): where it leads now is a
          * hint to which directory it is in; the open below is what decides. */
+        int r = 0;
         if (for_write) {
-            if (canonical_for_write(local_path, canon, err) < 0)
-                return -1;
+            r = canonical_for_write(local_path, canon, err);
         } else {
             char *c = realpath(local_path, NULL);
-            if (!c) {
-                if (errno == ENOENT)
-                    return ipb_error_set(err, 0, "file not found: %s", local_path);
-                return ipb_error_set(err, errno, "%s", local_path);
+            if (c) {
+                snprintf(canon, sizeof(canon), "%s", c);
+                free(c);
+            } else if (!dir) {
+                r = errno == ENOENT ? ipb_error_set(err, 0, "file not found: %s", local_path)
+                                    : ipb_error_set(err, errno, "%s", local_path);
+            } else {
+                canon[0] = '\0';
             }
-            snprintf(canon, sizeof(canon), "%s", c);
-            free(c);
         }
+        if (r < 0)
+            return -1;
         size_t cl = 0;
         const ipb_host_dir *cd = match_dir(d, canon, true, &cl);
         if (cd && (cd->fd >= 0 || !dir)) {
@@ -283,7 +287,12 @@ static int locate(const ipb_host_dirs *d, const char *local_path, bool for_write
 /* ---- messages ---- */
 
 static const char *kind_of(mode_t m) {
-    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISLNK(m) ? "a symlink" : "not a regular file";
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "of an unknown kind";
 }
 
 /* Where resolving t->rest left the directory (after EXDEV), for the message and for

@@ -320,8 +320,8 @@ static json_t *tool_transfer(ipb_session *s, json_t *args, bool download, const 
     const char *relpath, *local;
     json_t *bad = NULL;
     int timeout_ms;
-    if (get_string(args, "relpath", true, &relpath, &bad) < 0 || get_string(args, "local_path", true, &local, &bad) < 0 ||
-        transfer_timeout_ms(args, &timeout_ms, &bad) < 0)
+    if (get_string(args, "relpath", true, &relpath, &bad) < 0 ||
+        get_string(args, "local_path", true, &local, &bad) < 0 || transfer_timeout_ms(args, &timeout_ms, &bad) < 0)
         return bad;
     ipb_error *err = NULL;
     if (ipb_check_relpath(relpath, strlen(relpath), &err) < 0)

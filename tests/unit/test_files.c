@@ -652,6 +652,10 @@ START_TEST(host_missing_allowed_dir) {
     ck_assert_ptr_null(read_host(&d, P("later/f"), &e));
     ck_assert_msg(strstr(ipb_error_msg(e), "could not be opened when the session started"), "%s", ipb_error_msg(e));
     ipb_error_free(e);
+    e = NULL;
+    ck_assert_ptr_null(read_host(&d, P("later/none"), &e));
+    ck_assert_msg(strstr(ipb_error_msg(e), "could not be opened when the session started"), "%s", ipb_error_msg(e));
+    ipb_error_free(e);
     ipb_host_dirs_free(&d);
     ipb_strv_free(&dirs);
 }
