@@ -8,7 +8,6 @@
 #include <stddef.h>
 
 #include "error.h"
-#include "options.h"
 
 /* Asked just before a written temporary file is renamed into place: false means the
  * transfer was abandoned, and the temporary file is removed instead. */
