@@ -82,10 +82,20 @@ static int open_temp(int dirfd, char name[64], ipb_error **err) {
     return ipb_error_set(err, EEXIST, "creating a temporary file");
 }
 
+/* Copies in to EOF; a regular file only as far as it reached when the copy began, so that
+ * a file that sandbox code keeps appending to cannot keep the copy going. */
 static int copy_fd(int in, int out) {
     char buf[65536];
+    struct stat st;
+    bool capped = fstat(in, &st) == 0 && S_ISREG(st.st_mode);
+    off_t left = capped ? st.st_size : 0;
     for (;;) {
-        ssize_t n = read(in, buf, sizeof(buf));
+        size_t want = sizeof(buf);
+        if (capped && (off_t)want > left)
+            want = (size_t)left;
+        if (capped && want == 0)
+            return 0;
+        ssize_t n = read(in, buf, want);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -95,6 +105,7 @@ static int copy_fd(int in, int out) {
         int r = ipb_write_all(out, buf, (size_t)n);
         if (r < 0)
             return r;
+        left -= n;
     }
 }
 

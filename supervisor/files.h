@@ -22,7 +22,8 @@ int ipb_ws_open_parent(int basefd, const char *relpath, bool create, int *ret_di
                        ipb_error **err);
 /* Atomically writes data as relpath below basefd. */
 int ipb_ws_write(int basefd, const char *relpath, const void *data, size_t len, ipb_error **err);
-/* Atomically copies the content of src_fd (read to EOF) to relpath below basefd. */
+/* Atomically copies the content of src_fd (read to EOF; a regular file as far as it reached
+ * when the copy began) to relpath below basefd. */
 int ipb_ws_copy_in(int basefd, const char *relpath, int src_fd, const ipb_commit_gate *gate, ipb_error **err);
 /* Opens relpath below basefd for reading: a regular file with a single link, no symlinks. */
 int ipb_ws_open_read(int basefd, const char *relpath, int *ret_fd, ipb_error **err);

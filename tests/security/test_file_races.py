@@ -39,6 +39,15 @@ while True:
     swap()
 '''
 
+# The kernel's appender: grows /app/grow.bin by 64 KiB a millisecond, to 128 MiB at most.
+GROWER = r'''
+import time
+with open("/app/grow.bin", "wb", buffering=0) as f:
+    for _ in range(2048):
+        f.write(b"x" * 65536)
+        time.sleep(0.001)
+'''
+
 # Bounds of each race: whichever comes first.
 RACE_SECONDS = 6
 RACE_CALLS = 20000
@@ -187,6 +196,26 @@ class HostPathRaceTest(unittest.TestCase):
         self.assertTrue(err)
         self.assertIn("not a regular file (it is a FIFO)", text)
         self.assertEqual(self.c.request("ping", timeout=5), {})
+
+    def test_download_of_a_growing_file_ends(self):
+        # Kernel code keeps appending to the file being downloaded (64 KiB a millisecond, up to
+        # 128 MiB): the copy takes the file as far as it reached when the copy began.
+        text, _ = self.c.execute(
+            "import subprocess, sys, os, time\n"
+            "flipper = subprocess.Popen([sys.executable, '-c', %r])\n"
+            "while not os.path.exists('/app/grow.bin') or os.path.getsize('/app/grow.bin') < (1 << 20):\n"
+            "    time.sleep(0.01)\n"
+            "print('growing')" % GROWER)
+        self.assertIn("growing", text)
+        dst = os.path.join(self.allowed, "grow.copy")
+        err, text = self.call("download_file", timeout=60, relpath="grow.bin", local_path=dst)
+        self.assertFalse(err, text)
+        text, _ = self.c.execute("print('appending' if flipper.poll() is None else 'done')")
+        self.assertIn("appending", text, "the download waited for the appender to finish")
+        size = os.path.getsize(dst)
+        self.assertGreaterEqual(size, 1 << 20)
+        self.assertLess(size, 128 << 20)
+        self.c.execute("flipper.kill()\nflipper.wait()\nos.remove('/app/grow.bin')")
 
 
 class StalledHostFileTest(unittest.TestCase):

@@ -294,6 +294,21 @@ START_TEST(ws_copy_in_cases) {
     close(pf[0]);
     ck_assert_str_eq(content_of("ws/in/copy.txt"), "from a pipe");
 
+    /* a regular file is copied whole, over several reads */
+    char big[PATH_MAX];
+    p(big, "outside/big");
+    FILE *bf = fopen(big, "w");
+    ck_assert_ptr_nonnull(bf);
+    for (int i = 0; i < 200000; i++)
+        fputc('a' + i % 26, bf);
+    fclose(bf);
+    int bfd = open(big, O_RDONLY | O_CLOEXEC);
+    EXPECT_OK(ipb_ws_copy_in(wsfd, "big.copy", bfd, NULL, &err));
+    close(bfd);
+    struct stat bst;
+    ck_assert_int_eq(fstatat(wsfd, "big.copy", &bst, 0), 0);
+    ck_assert_int_eq(bst.st_size, 200000);
+
     /* refuses to replace a directory, which stays with its content */
     ck_assert_int_eq(mkdirat(wsfd, "dir", 0755), 0);
     put_file("ws/dir/keep", "k");
