@@ -58,7 +58,8 @@ static const char *const proc_masked[] = {
     "scsi", "sysrq-trigger", "kmsg", "vmallocinfo", "slabinfo", "kpagecount", "kpageflags",
     "kpagecgroup", "config.gz", "mtrr",
 };
-static const char *const proc_readonly[] = {"sys", "bus", "fs", "irq"};
+/* pressure: writing a trigger there holds kernel resources and polls host-wide stalls. */
+static const char *const proc_readonly[] = {"sys", "bus", "fs", "irq", "pressure"};
 
 static const char etc_passwd[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                                  "appuser:x:1000:1000:ipybox sandbox user:/home/appuser:/bin/sh\n"

@@ -338,14 +338,22 @@ class MountsAndProc(SandboxCase):
                       "/proc/sys/user/max_user_namespaces"]:
                 if os.path.exists(p):
                     out[p] = attempt(write, p, b"1", "ab")
+            # A pressure trigger (what unprivileged users may write on the host) holds kernel
+            # resources and watches host-wide stalls.
+            if os.path.exists("/proc/pressure/memory"):
+                out["/proc/pressure/memory"] = attempt(write, "/proc/pressure/memory", b"some 150000 2000000\\0", "wb")
             flags = {}
             for line in read("/proc/self/mountinfo", 1 << 20).decode().splitlines():
                 f = line.split()
                 flags[f[4]] = f[5].split(",")
             for m in ["/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq", "/", "/usr"]:
                 out["ro " + m] = "ro" in flags.get(m, [])
+            if os.path.exists("/proc/pressure"):
+                out["ro /proc/pressure"] = "ro" in flags.get("/proc/pressure", [])
         """)
         self.assertIn("/proc/sys/kernel/core_pattern", res)
+        if os.path.exists("/proc/pressure/memory"):
+            self.assertIn("ro /proc/pressure", res)
         for k, v in res.items():
             with self.subTest(key=k):
                 if k.startswith("ro "):
