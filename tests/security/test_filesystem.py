@@ -535,3 +535,58 @@ class Privileges(SandboxCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PlantedSymlinks(unittest.TestCase):
+    """A persistent workspace outlives its session: a symlink that kernel code leaves there must
+    not steer where a later session's --container-bind lands, inside the sandbox or out."""
+
+    def setUp(self):
+        self.ws = ipybox_test.tempfile.mkdtemp(prefix="ipybox-sec-ws-")
+        self.host = ipybox_test.tempfile.mkdtemp(prefix="ipybox-sec-bind-")
+        with open(os.path.join(self.host, "marker"), "w") as f:
+            f.write("bound")
+
+    def tearDown(self):
+        shutil.rmtree(self.ws, ignore_errors=True)
+        shutil.rmtree(self.host, ignore_errors=True)
+
+    def plant(self, code):
+        c = ipybox_test.McpClient("--workspace", self.ws)
+        try:
+            out, res = c.execute(code)
+            self.assertFalse(res["isError"], out)
+        finally:
+            c.close()
+
+    def later_session(self, rel):
+        """A session with a bind at rel: its first call's outcome, and the server's stderr."""
+        c = None
+        try:
+            c = ipybox_test.McpClient("--workspace", self.ws, "--container-bind", "%s:%s" % (self.host, rel))
+            out, _ = c.execute("import os\n"
+                               "print([p for p in ('/usr/share/doc/marker', '/app/sub/marker', '/app/sub/x/marker')"
+                               " if os.path.exists(p)])")
+            return out, c.stderr_text()
+        except EOFError as e:
+            return None, str(e)
+        finally:
+            if c:
+                c.close()
+
+    def test_bind_through_a_planted_symlink_refused_with_its_name(self):
+        self.plant("import os\nos.makedirs('/app/sub')\nos.symlink('../usr/share/doc', '/app/lnk')\n"
+                   "os.symlink('sub', '/app/inner')\nos.symlink('/usr/share/doc', '/app/abs')")
+        for rel in ("lnk", "inner", "inner/x", "abs", "lnk/sub"):
+            with self.subTest(bind=rel):
+                out, err = self.later_session(rel)
+                self.assertNotIn("marker", out or "", "the bind at %s landed through the symlink: %s" % (rel, out))
+                self.assertIsNone(out, "the session started with a bind through a symlink")
+                self.assertIn("/app/%s" % rel.split("/")[0], err)
+                self.assertIn("symlink", err)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.ws, "sub"))), [], "a mount point was made in sub/")
+
+    def test_bind_at_a_real_directory_still_works(self):
+        self.plant("import os\nos.makedirs('/app/sub')")
+        out, err = self.later_session("sub")
+        self.assertEqual(out, "['/app/sub/marker']\n", err)
