@@ -15,7 +15,9 @@
  * lies inside the special block (so "10.1.0.0/16" allows those, "0.0.0.0/0" does not), or for
  * the host's own addresses, an entry of exactly that address. A --resolve pin is explicit
  * too: the address it gives is used even when special. Cloud metadata names are always
- * refused. */
+ * refused. An IPv6 address that carries an IPv4 one (NAT64 64:ff9b::/96, 6to4 2002::/16,
+ * IPv4-mapped, IPv4-compatible) is judged by that IPv4 address as well, against the special
+ * blocks and the host's own addresses. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>

@@ -211,6 +211,53 @@ START_TEST(host_addresses_need_an_exact_entry) {
 }
 END_TEST
 
+START_TEST(embedded_ipv4_of_the_hosts_own_address) {
+    /* 198.51.100.7 stands for the host's own public address: public in every form, so only
+     * the host-own comparison can refuse it. */
+    ipb_egress_policy p = {0};
+    ipb_addr own = addr("198.51.100.7");
+    ck_assert_int_eq(ipb_egress_set_host_addrs(&p, &own, 1), 0);
+    static const char *const forms[] = {
+        "198.51.100.7",
+        "64:ff9b::c633:6407",    /* NAT64 */
+        "64:ff9b::198.51.100.7", /* the same, written with the dotted quad */
+        "2002:c633:6407::1",     /* 6to4 */
+        "2002:c633:6407:42::9",
+        "::ffff:198.51.100.7",   /* IPv4-mapped */
+        "::198.51.100.7",        /* IPv4-compatible */
+    };
+    for (size_t i = 0; i < sizeof(forms) / sizeof(*forms); i++) {
+        ck_assert_msg(!addr_ok(&p, forms[i], false), "allowed %s with no list", forms[i]);
+        ck_assert_msg(!addr_ok(&p, forms[i], true), "allowed %s as an allowed name's answer", forms[i]);
+    }
+    const char *why = NULL;
+    ipb_addr x = addr("64:ff9b::c633:6407");
+    ck_assert(!ipb_egress_addr_allowed(&p, &x, false, false, &why));
+    ck_assert_str_eq(why, "the address carries one of the host's own IPv4 addresses");
+    /* A mapped address built by hand (never parsed into IPv4) is judged the same. */
+    memset(&x, 0, sizeof(x));
+    x.family = AF_INET6;
+    x.b[10] = x.b[11] = 0xff;
+    memcpy(x.b + 12, own.b, 4);
+    ck_assert(!ipb_egress_addr_allowed(&p, &x, true, false, &why));
+    /* The same forms of another public address stay allowed. */
+    ck_assert(addr_ok(&p, "64:ff9b::c633:6408", false));
+    ck_assert(addr_ok(&p, "2002:c633:6408::1", false));
+    /* An exact entry of the address names it, in either form. */
+    ipb_error *err = NULL;
+    ck_assert_int_eq(ipb_egress_add_rule(&p, "198.51.100.7", &err), 0);
+    ck_assert(addr_ok(&p, "64:ff9b::c633:6407", false));
+    ck_assert(addr_ok(&p, "2002:c633:6407::1", false));
+    ipb_egress_free(&p);
+    const char *entries[] = {"64:ff9b::c633:6407", NULL};
+    p = policy_of(entries);
+    ck_assert_int_eq(ipb_egress_set_host_addrs(&p, &own, 1), 0);
+    ck_assert(addr_ok(&p, "64:ff9b::c633:6407", false));
+    ck_assert(!addr_ok(&p, "2002:c633:6407::1", false));
+    ipb_egress_free(&p);
+}
+END_TEST
+
 START_TEST(pins) {
     ipb_egress_policy p = {0};
     ipb_error *err = NULL;
@@ -274,6 +321,7 @@ int main(void) {
     tcase_add_test(c, addresses_need_an_entry_when_there_are_entries);
     tcase_add_test(c, special_ranges_need_an_explicit_block);
     tcase_add_test(c, host_addresses_need_an_exact_entry);
+    tcase_add_test(c, embedded_ipv4_of_the_hosts_own_address);
     tcase_add_test(c, pins);
     tcase_add_test(c, sockaddr_round_trip);
     suite_add_tcase(s, c);
