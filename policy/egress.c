@@ -518,3 +518,81 @@ bool ipb_egress_addr_allowed(const ipb_egress_policy *p, const ipb_addr *a, bool
     *reason = has_cidr(p) ? "the address is not allowed" : "only names are allowed, and this address is not one";
     return false;
 }
+
+/* Whether an address may be reached on its own, when no name is visible: an address entry
+ * (or no list and a public address), a --resolve pin of an allowed name, or an answer the DNS
+ * stub gave out for an allowed name. */
+static bool addr_on_its_own(const ipb_egress_policy *p, const ipb_addr *a, const ipb_egress_memo *memo,
+                            ipb_egress_verdict *v) {
+    const char *why = NULL;
+    v->addr = *a;
+    if (ipb_egress_addr_allowed(p, a, false, false, &why)) {
+        v->why = p->n_rules ? "address allowed" : "public address";
+        return true;
+    }
+    for (size_t i = 0; i < p->n_pins; i++)
+        if (ipb_addr_equal(&p->pins[i].addr, a) && ipb_egress_name_allowed(p, p->pins[i].name, NULL)) {
+            snprintf(v->name, sizeof(v->name), "%s", p->pins[i].name);
+            v->why = "pinned address of an allowed name";
+            return true;
+        }
+    const char *name = memo && memo->recall ? memo->recall(memo->ctx, a) : NULL;
+    if (name && ipb_egress_name_allowed(p, name, NULL)) {
+        snprintf(v->name, sizeof(v->name), "%s", name);
+        v->why = "address the DNS stub gave for an allowed name";
+        return true;
+    }
+    v->why = why ? why : "not allowed";
+    return false;
+}
+
+bool ipb_egress_decide(const ipb_egress_policy *p, const char *host, const ipb_addr *dialled,
+                       const ipb_egress_memo *memo, ipb_egress_verdict *v) {
+    memset(v, 0, sizeof(*v));
+    v->route = IPB_EGRESS_REFUSE;
+    if (!host || !host[0]) {
+        /* No name visible: the dialled address alone decides. */
+        if (!dialled) {
+            v->why = "no destination: neither a name nor an original address";
+            return false;
+        }
+        if (!addr_on_its_own(p, dialled, memo, v))
+            return false;
+        v->route = IPB_EGRESS_TO_ADDR;
+        return true;
+    }
+    ipb_addr lit;
+    if (ipb_addr_parse(host, strlen(host), &lit)) {
+        /* An address literal is judged as an address, and is where the connection goes. */
+        if (!addr_on_its_own(p, &lit, memo, v))
+            return false;
+        v->route = IPB_EGRESS_TO_ADDR;
+        return true;
+    }
+    if (!ipb_name_normalize(host, strlen(host), v->name)) {
+        v->name[0] = '\0';
+        v->why = "malformed host name";
+        return false;
+    }
+    /* A visible name decides, whatever address was dialled: an address allowed on its own
+     * (an entry, a pin, a DNS stub answer) never carries a name that is not allowed. */
+    if (!ipb_egress_name_allowed(p, v->name, &v->why))
+        return false;
+    /* Dialled at an answer the DNS stub gave for this very name (so checked for it): there,
+     * without resolving again. A name with --resolve pins goes to its pins only. */
+    ipb_addr pin;
+    if (dialled && memo && memo->gave && !ipb_egress_pins(p, v->name, &pin, 1) &&
+        memo->gave(memo->ctx, dialled, v->name)) {
+        v->addr = *dialled;
+        v->route = IPB_EGRESS_TO_ADDR;
+        v->why = "address the DNS stub gave for this name";
+        return true;
+    }
+    v->route = IPB_EGRESS_TO_NAME;
+    v->why = "allowed name";
+    return true;
+}
+
+bool ipb_egress_unread_ok(const ipb_egress_policy *p, const ipb_addr *dialled) {
+    return p->n_rules == 0 && ipb_egress_addr_allowed(p, dialled, false, false, NULL);
+}
