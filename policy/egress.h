@@ -94,13 +94,15 @@ bool ipb_egress_name_allowed(const ipb_egress_policy *p, const char *name, const
  * came from a --resolve pin (then it is allowed as given). */
 bool ipb_egress_addr_allowed(const ipb_egress_policy *p, const ipb_addr *a, bool by_name, bool pinned,
                              const char **reason);
+
 /* ---- the decision on a connection, once its first bytes have been read
 
  * The name the client uses decides: when the bytes carry a name (a TLS server name, an HTTP
  * Host or absolute URI, a CONNECT authority), that name must be allowed, whatever address was
- * dialled, and the connection then goes only to addresses checked for that name (its
- * --resolve pins, else what the host resolves it to, through ipb_egress_addr_allowed with
- * by_name). An address literal in those places is judged as an address. Only when no name is
+ * dialled, and the connection then goes only to addresses checked for that name: its
+ * --resolve pins, else the dialled address when the DNS stub gave it out for that very name,
+ * else what the host resolves it to (through ipb_egress_addr_allowed with by_name). An
+ * address literal in those places is judged as an address. Only when no name is
  * visible does the dialled address decide on its own: an address or CIDR entry (or no list
  * and a public address), a --resolve pin of an allowed name, or an address the DNS stub gave
  * out for an allowed name. So an address handed out for an allowed name, or allowed by an

@@ -1,6 +1,7 @@
-/* A connection's life in the proxy: its original destination, the address shortcut, the
- * sniffed name, the decision, the upstream connect, and refusals. The loop (proxy.c) calls
- * in on events and deadlines; the relay (relay.c) takes over once connected. */
+/* A connection's life in the proxy: its original destination, the sniffed name, the decision
+ * (ipb_egress_decide: a visible name decides, the dialled address only when there is none),
+ * the upstream connect, a CONNECT tunnel's own first bytes, and refusals. The loop (proxy.c)
+ * calls in on events and deadlines; the relay (relay.c) takes over once connected. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
