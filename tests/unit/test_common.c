@@ -18,6 +18,7 @@
 #include "run_suite.h"
 #include "cleanup.h"
 #include "error.h"
+#include "fdio.h"
 #include "strbuf.h"
 #include "tree.h"
 
@@ -466,6 +467,20 @@ START_TEST(rm_rf_races_with_symlink_swaps) {
 }
 END_TEST
 
+/* A FIFO where a file is expected (an env file in a workspace that sandbox code can
+ * replace) is refused at once, not waited on for a writer. */
+START_TEST(read_file_refuses_fifo_without_blocking) {
+    char p[PATH_MAX];
+    path_in(p, "fifo");
+    ck_assert_int_eq(mkfifo(p, 0644), 0);
+    char *text = NULL;
+    alarm(5);
+    ck_assert_int_eq(ipb_read_file(p, 4096, &text, NULL), -EINVAL);
+    alarm(0);
+    ck_assert_ptr_null(text);
+}
+END_TEST
+
 /* FIXED BUG (common/tree.c:27, ipb_mkdir_p): ipb_mkdir_p() ignores EEXIST for the last component
  * without checking that what exists is a directory, so it reports success for a path that is a
  * regular file ("mkdir -p" fails with "File exists"). */
@@ -507,6 +522,7 @@ static Suite *common_suite(void) {
     tcase_add_test(t, rm_rf_at_and_empty_dir_at);
     tcase_add_test(t, rm_rf_very_deep_tree);
     tcase_add_test(t, rm_rf_races_with_symlink_swaps);
+    tcase_add_test(t, read_file_refuses_fifo_without_blocking);
     tcase_set_timeout(t, 60);
     suite_add_tcase(s, t);
 
