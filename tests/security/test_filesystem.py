@@ -533,10 +533,6 @@ class Privileges(SandboxCase):
                 self.assertEqual(v["Seccomp"], "2")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class PlantedSymlinks(unittest.TestCase):
     """A persistent workspace outlives its session: a symlink that kernel code leaves there must
     not steer where a later session's --container-bind lands, inside the sandbox or out."""
@@ -590,3 +586,88 @@ class PlantedSymlinks(unittest.TestCase):
         self.plant("import os\nos.makedirs('/app/sub')")
         out, err = self.later_session("sub")
         self.assertEqual(out, "['/app/sub/marker']\n", err)
+
+
+# Run in the kernel: leaves in $HOME and in the run directory what a removal must not follow,
+# wait on or give up on: symlinks (absolute and relative) to a host directory and file, FIFOs,
+# a tree deeper than any fixed limit with the same at its bottom, a directory without write
+# permission, and a process that keeps swapping a directory with a symlink to the host
+# directory (RENAME_EXCHANGE) for as long as it lives.
+PLANT_FOR_CLEANUP = r"""
+import ctypes, os, subprocess, sys
+HOST = %r
+for top in (os.environ["HOME"], "/run/ipybox"):
+    os.symlink(HOST, top + "/victim")
+    os.symlink(HOST + "/keep.txt", top + "/victim-file")
+    os.symlink("../" * 12 + HOST.lstrip("/"), top + "/victim-rel")
+    os.mkfifo(top + "/fifo")
+    fd = os.open(top, os.O_RDONLY)
+    for i in range(%d):
+        os.mkdir("d", dir_fd=fd)
+        n = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = n
+    os.symlink(HOST, "host", dir_fd=fd)
+    os.mkfifo("fifo", dir_fd=fd)
+    os.close(fd)
+    os.makedirs(top + "/a/b/c")
+    os.chmod(top + "/a/b", 0o500)
+racer = ("import ctypes\nlibc = ctypes.CDLL(None)\nh = %%r\n"
+         "while True:\n    libc.renameat2(-100, (h + '/a').encode(), -100, (h + '/victim').encode(), 2)\n"
+         %% os.environ["HOME"])
+subprocess.Popen([sys.executable, "-c", racer], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print("planted")
+"""
+
+
+class SessionCleanup(unittest.TestCase):
+    """When a session ends, the supervisor removes its private directories (the sandbox's
+    $HOME and run directory) recursively. Whatever kernel code left there must not make it
+    remove anything outside, wait for ever, or leave the session directory behind."""
+
+    def setUp(self):
+        ipybox_test.require_sandbox(self)
+        self.tmp = ipybox_test.tempfile.mkdtemp(prefix="ipybox-sec-cleanup-")
+        self.host = os.path.join(self.tmp, "host")
+        os.makedirs(os.path.join(self.host, "sub"))
+        for p in ("keep.txt", "sub/keep.txt"):
+            with open(os.path.join(self.host, p), "w") as f:
+                f.write("keep")
+        self.ws = os.path.join(self.tmp, "ws")
+        os.mkdir(self.ws)
+        self.env = dict(os.environ, XDG_STATE_HOME=os.path.join(self.tmp, "state"))
+        self.sessions = os.path.join(self.tmp, "state", "ipybox", "sessions")
+
+    def tearDown(self):
+        subprocess.run(["chmod", "-R", "u+rwX", self.tmp], capture_output=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def assert_host_untouched_and_nothing_left(self):
+        for p in ("keep.txt", "sub/keep.txt"):
+            self.assertTrue(os.path.exists(os.path.join(self.host, p)), "the cleanup removed the host's %s" % p)
+        left = os.listdir(self.sessions) if os.path.isdir(self.sessions) else []
+        self.assertEqual(left, [], "session directories left behind")
+
+    def test_kernel_session_dirs_removed_without_touching_the_host(self):
+        c = ipybox_test.McpClient("--workspace", self.ws, env=self.env)
+        try:
+            out, res = c.execute(PLANT_FOR_CLEANUP % (self.host, 600), timeout=120)
+            self.assertFalse(res["isError"], out)
+            self.assertIn("planted", out)
+        finally:
+            rc = c.close(timeout=120)
+        self.assertEqual(rc, 0)
+        self.assert_host_untouched_and_nothing_left()
+
+    def test_run_session_dirs_removed_without_touching_the_host(self):
+        code = PLANT_FOR_CLEANUP.replace('"/run/ipybox"', '"/tmp"') % (self.host, 600)
+        r = subprocess.run([IPYBOX, "run", "--workspace", self.ws, "--", "/usr/bin/python3", "-c", code],
+                           capture_output=True, text=True, timeout=120, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertIn("planted", r.stdout)
+        self.assert_host_untouched_and_nothing_left()
+
+
+if __name__ == "__main__":
+    unittest.main()
