@@ -669,5 +669,78 @@ class SessionCleanup(unittest.TestCase):
         self.assert_host_untouched_and_nothing_left()
 
 
+
+class NamedPathsThroughPlantedSymlinks(unittest.TestCase):
+    """A workspace keeps what the kernel left in it. A path the user names for a later session
+    (its --workspace, a --container-bind source, a --container-env-file, an --mcp-config) that
+    runs through that directory must not be steered by a symlink planted there: the later
+    session is refused, naming the symlink, and the host directory is never bound."""
+
+    def setUp(self):
+        ipybox_test.require_sandbox(self)
+        self.tmp = ipybox_test.tempfile.mkdtemp(prefix="ipybox-sec-named-")
+        self.ws = os.path.join(self.tmp, "project")
+        os.mkdir(self.ws)
+        self.secret = os.path.join(self.tmp, "secret")  # a host directory nobody bound
+        os.mkdir(self.secret)
+        with open(os.path.join(self.secret, "marker"), "w") as f:
+            f.write("SECRET_MARKER")
+        with open(os.path.join(self.secret, "env"), "w") as f:
+            f.write("TOKEN=SECRET_MARKER\n")
+        self.env = dict(os.environ, XDG_STATE_HOME=os.path.join(self.tmp, "state"))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_in(self, options, code):
+        return subprocess.run([IPYBOX, "run", *options, "--", "/usr/bin/python3", "-c", code],
+                              capture_output=True, text=True, timeout=120, env=self.env)
+
+    def plant(self):
+        """Session 1: kernel code with the project as its workspace plants symlinks there."""
+        r = self.run_in(["--workspace", self.ws], textwrap.dedent("""
+            import os
+            os.symlink(%r, "/app/data")
+            os.symlink("../secret", "/app/rel")
+            os.makedirs("/app/real")
+            os.symlink(%r, "/app/real/inner")
+            os.symlink(%r, "/app/.env")
+            print("planted")
+            """ % (self.secret, self.secret, os.path.join(self.secret, "env"))))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    LOOK = ("import os\nprint([p for p in ('/app/marker', '/app/d/marker', '/app/d/inner/marker') "
+            "if os.path.exists(p)], os.environ.get('TOKEN'))")
+
+    def test_later_session_refuses_paths_through_planted_symlinks(self):
+        self.plant()
+        cases = {
+            "--workspace data": ["--workspace", os.path.join(self.ws, "data")],
+            "--workspace rel": ["--workspace", os.path.join(self.ws, "rel")],
+            "bind data": ["--container-bind", os.path.join(self.ws, "data") + ":d"],
+            "bind real/inner": ["--container-bind", os.path.join(self.ws, "real", "inner") + ":d"],
+            "env file": ["--container-env-file", os.path.join(self.ws, ".env")],
+        }
+        for name, opts in cases.items():
+            with self.subTest(case=name):
+                r = self.run_in(opts, self.LOOK)
+                self.assertNotIn("SECRET_MARKER", r.stdout, "%s: the host directory reached the sandbox" % name)
+                self.assertNotIn("marker", r.stdout, "%s: bound through the symlink: %s" % (name, r.stdout))
+                self.assertNotEqual(r.returncode, 0, "%s: the session started: %s" % (name, r.stdout))
+                self.assertIn("symlink", r.stderr)
+                self.assertIn(self.ws, r.stderr)
+
+    def test_real_paths_in_a_former_workspace_still_work(self):
+        self.plant()
+        with open(os.path.join(self.ws, "real", "marker"), "w") as f:
+            f.write("ok")
+        r = self.run_in(["--container-bind", os.path.join(self.ws, "real") + ":d"], self.LOOK)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("'/app/d/marker'", r.stdout)
+        r = self.run_in(["--workspace", os.path.join(self.ws, "real")], self.LOOK)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("'/app/marker'", r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
