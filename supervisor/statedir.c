@@ -226,6 +226,8 @@ static int check_named_paths(const ipb_options *o, const ipb_strv *trees, ipb_er
             return -1;
     if (o->mcp_config && check_named_path(trees, "--mcp-config", o->mcp_config, err) < 0)
         return -1;
+    if (o->rootfs && check_named_path(trees, "--rootfs", o->rootfs, err) < 0)
+        return -1;
     return 0;
 }
 

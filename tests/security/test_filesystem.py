@@ -720,6 +720,7 @@ class NamedPathsThroughPlantedSymlinks(unittest.TestCase):
             "bind data": ["--container-bind", os.path.join(self.ws, "data") + ":d"],
             "bind real/inner": ["--container-bind", os.path.join(self.ws, "real", "inner") + ":d"],
             "env file": ["--container-env-file", os.path.join(self.ws, ".env")],
+            "rootfs": ["--rootfs", os.path.join(self.ws, "data")],
         }
         for name, opts in cases.items():
             with self.subTest(case=name):
