@@ -29,6 +29,8 @@ static const char *const denied_syscalls[] = {
     /* kernel attack surface with a long history of privilege escalations */
     "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup",
     "io_uring_enter", "io_uring_register", "fanotify_init",
+    /* memory the kernel hides from itself: a young interface nothing in Python needs */
+    "memfd_secret",
     /* other processes' memory */
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
     /* 16-bit segments: old local-root bugs, nothing Python needs */
@@ -69,10 +71,11 @@ static int add_rules(scmp_filter_ctx ctx) {
             return r;
     }
 
-    /* Terminal injection: the kernel truncates the command to 32 bits, so compare only those
-     * (high bits set in the argument must not slip through). */
-    static const uint64_t bad_ioctls[] = {TIOCSTI, TIOCLINUX};
-    for (size_t i = 0; i < 2; i++) {
+    /* Terminal injection, and line disciplines (TIOCSETD can autoload n_gsm and friends, a
+     * known escalation path): the kernel truncates the command to 32 bits, so compare only
+     * those (high bits set in the argument must not slip through). */
+    static const uint64_t bad_ioctls[] = {TIOCSTI, TIOCLINUX, TIOCSETD};
+    for (size_t i = 0; i < sizeof(bad_ioctls) / sizeof(*bad_ioctls); i++) {
         struct scmp_arg_cmp c = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, bad_ioctls[i]);
         if ((r = add(ctx, EPERM_ACT, "ioctl", 1, &c)) < 0)
             return r;

@@ -315,6 +315,7 @@ class KernelSurface(SandboxCase):
             out["quotactl"] = sc(179, 0, None, 0, None)
             out["lookup_dcookie"] = sc(212, 0, None, 0)
             out["uselib"] = sc(134, "/nonexistent")
+            out["memfd_secret"] = sc(447, 0)
         """)
         for k, v in res.items():
             with self.subTest(call=k):
@@ -345,15 +346,20 @@ class KernelSurface(SandboxCase):
             m, s = os.openpty()
             _tty.setraw(s)
             c = ctypes.c_char(b"Z")
-            TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+            TIOCSTI, TIOCLINUX, TIOCSETD = 0x5412, 0x541C, 0x5423
             for name, req in (("TIOCSTI", TIOCSTI), ("TIOCSTI_hi", (1 << 32) | TIOCSTI),
                               ("TIOCLINUX", TIOCLINUX), ("TIOCLINUX_hi", (1 << 63) | TIOCLINUX)):
                 r = libc.syscall(ctypes.c_long(16), ctypes.c_long(s), ctypes.c_ulong(req), ctypes.byref(c))
                 out[name] = "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
+            # Line disciplines (n_gsm and friends are autoloaded where modules allow): even N_TTY,
+            # which the tty layer would accept, is refused.
+            for name, req in (("TIOCSETD", TIOCSETD), ("TIOCSETD_hi", (1 << 40) | TIOCSETD)):
+                r = libc.syscall(ctypes.c_long(16), ctypes.c_long(s), ctypes.c_ulong(req), ctypes.byref(ctypes.c_int(0)))
+                out[name] = "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
             os.set_blocking(s, False)
             out["injected"] = attempt(os.read, s, 10)
         """)
-        for k in ("TIOCSTI", "TIOCSTI_hi", "TIOCLINUX", "TIOCLINUX_hi"):
+        for k in ("TIOCSTI", "TIOCSTI_hi", "TIOCLINUX", "TIOCLINUX_hi", "TIOCSETD", "TIOCSETD_hi"):
             self.assertEqual(res[k], "EPERM", "%s: %s" % (k, res[k]))
         self.assertEqual(res["injected"], "EAGAIN")
 

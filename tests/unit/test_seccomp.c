@@ -165,6 +165,24 @@ static probe_result p_tioclinux(void) {
     char c = 0;
     return result(ioctl(0, TIOCLINUX, &c));
 }
+/* N_TTY on a pty of our own: allowed without the filter, so EPERM can only be the filter. */
+static probe_result p_tiocsetd(void) {
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0)
+        return result(-1);
+    int s = open(ptsname(m), O_RDWR | O_NOCTTY);
+    int ldisc = 0;
+    long r = s < 0 ? -1 : ioctl(s, TIOCSETD, &ldisc);
+    probe_result pr = result(r);
+    if (s >= 0)
+        close(s);
+    close(m);
+    return pr;
+}
+static probe_result p_tiocsetd_high_bits(void) {
+    int ldisc = 0;
+    return result(ioctl(0, TIOCSETD | (1UL << 32), &ldisc));
+}
 static probe_result p_ioctl_fionread(void) {
     int fds[2];
     if (pipe(fds) < 0)
@@ -235,6 +253,7 @@ static probe_result p_keyctl(void) { return result(syscall(SYS_keyctl, 0 /* KEYC
 static probe_result p_bpf(void) { return result(syscall(SYS_bpf, 0, NULL, 0)); }
 static probe_result p_io_uring(void) { return result(syscall(SYS_io_uring_setup, 1, NULL)); }
 static probe_result p_userfaultfd(void) { return result(syscall(SYS_userfaultfd, 0)); }
+static probe_result p_memfd_secret(void) { return result(syscall(447 /* memfd_secret, x86_64 and arm64 */, 0)); }
 static probe_result p_setns(void) { return result(setns(0, 0)); }
 static probe_result p_chroot(void) { return result(chroot("/")); }
 static probe_result p_getpid(void) { return result(getpid()); }
@@ -284,6 +303,8 @@ START_TEST(terminal_injection_refused) {
     EXPECT_ERRNO(p_tiocsti, EPERM);
     EXPECT_ERRNO(p_tiocsti_high_bits, EPERM);
     EXPECT_ERRNO(p_tioclinux, EPERM);
+    EXPECT_ERRNO(p_tiocsetd, EPERM);
+    EXPECT_ERRNO(p_tiocsetd_high_bits, EPERM);
     EXPECT_OK(p_ioctl_fionread);
 }
 END_TEST
@@ -351,6 +372,7 @@ START_TEST(kernel_attack_surface_refused) {
     EXPECT_ERRNO(p_bpf, EPERM);
     EXPECT_ERRNO(p_io_uring, EPERM);
     EXPECT_ERRNO(p_userfaultfd, EPERM);
+    EXPECT_ERRNO(p_memfd_secret, EPERM);
     EXPECT_OK(p_getpid);
 }
 END_TEST
