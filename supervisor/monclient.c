@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -27,6 +29,26 @@ static struct {
     int status;
 } exited[16];
 static unsigned nexited;
+
+static pid_t private_pid;
+static int private_chan = -1;
+
+/* At exit: our end closes, the private monitor kills what is left of ours, frees the slots
+ * and ends; we wait for that (a while), so that nothing of ours outlives us. */
+static void private_end(void) {
+    if (private_pid <= 0)
+        return;
+    if (private_chan >= 0)
+        close(private_chan);
+    for (int i = 0; i < 1000; i++) {
+        pid_t r = waitpid(private_pid, NULL, WNOHANG);
+        if (r == private_pid || (r < 0 && errno != EINTR))
+            break;
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    private_pid = 0;
+}
 
 int ipb_monitor_start_private(bool frontend) {
     int sv[2];
@@ -65,12 +87,14 @@ int ipb_monitor_start_private(bool frontend) {
     char *argv[] = {(char *)"ipyboxd", (char *)"--private-monitor", (char *)(frontend ? "frontend" : "worker"),
                     NULL};
     pid_t pid;
-    posix_spawn(&pid, exe, &fa, &attr, argv, environ);
+    if (posix_spawn(&pid, exe, &fa, &attr, argv, environ) == 0 && !private_pid) {
+        private_pid = pid;
+        private_chan = sv[0];
+        atexit(private_end);
+    }
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close(theirs);
-    /* Not waited for: it ends after us (our end closing is its end), and is reaped by our
-     * parent or init. */
     return sv[0];
 }
 
