@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import IPYBOX, PROBE_PRELUDE, McpClient, SandboxCase  # noqa: E402
+from ipybox_test import IPYBOX, PROBE_PRELUDE, McpClient, SandboxCase, descendants  # noqa: E402
 
 # Every open descriptor of this process (and of PID 1, when its fd directory can be read):
 # what it is, and what fchmod, fchown, write and a writable re-open do to it. A changed
@@ -172,6 +172,118 @@ class InheritedDescriptors(SandboxCase):
                 self.assertNotEqual(res["self"][fd]["fchmod"], "ok", "fd %s: fchmod of /dev/null succeeded" % fd)
         self.check_fds(res["self"], "the kernel's")
         self.check_fds(res["pid1"], "PID 1's")
+
+
+# Inside: the sandbox's uid, its map, a file made in /app, and every object under the trees the
+# host lends (system directories, /etc, /dev) that shows as the sandbox's own user. Only what
+# is the sandbox's by design may: its workspace and home (idmapped to the invoking user), its
+# tmpfs, its /proc.
+OWNED_PROBE = r'''
+out["uid"] = os.getuid()
+out["uid_map"] = open("/proc/self/uid_map").read().split()
+with open("/app/made-inside", "w") as f:
+    f.write("x")
+owned, seen = [], 0
+SKIP = ("/app", "/home", "/tmp", "/dev/shm", "/dev/pts", "/proc", "/run/ipybox", "/opt/ipybox", "/sys")
+for top in ("/", "/usr", "/etc", "/dev", "/run", "/var", "/usr/bin", "/usr/lib", "/usr/share"):
+    for root, dirs, files in os.walk(top):
+        if root.startswith(SKIP) and root != "/":
+            dirs[:] = []
+            continue
+        dirs[:] = [d for d in dirs if not os.path.join(root, d).startswith(SKIP)][:40]
+        for n in (dirs + files)[:200]:
+            p = os.path.join(root, n)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            seen += 1
+            if st.st_uid == os.getuid() or st.st_gid == os.getgid():
+                owned.append(p)
+        if seen > 20000:
+            break
+out["owned"] = owned[:50]
+out["seen"] = seen
+'''
+
+
+def host_uids(pid):
+    """Host uids (real, effective, saved, fs) of pid's descendants that run in another user
+    namespace than ours: the sandbox's processes."""
+    mine = os.readlink("/proc/self/ns/user")
+    found = {}
+    for d in descendants(pid):
+        try:
+            if os.readlink("/proc/%d/ns/user" % d) == mine:
+                continue
+            with open("/proc/%d/status" % d) as f:
+                uids = [line.split()[1:] for line in f if line.startswith("Uid:")][0]
+            with open("/proc/%d/cmdline" % d, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:80]
+        except (OSError, IndexError):
+            continue
+        found[d] = (cmd, [int(u) for u in uids])
+    return found
+
+
+class RootIsNeverTheSandboxUser(SandboxCase):
+    """Started by root (this suite runs as root), `ipybox run`, `ipybox mcp` (embedded) and
+    `ipyboxd --user` run the sandbox as a uid of the pool: no host file is the sandbox's own,
+    and what it makes in /app belongs on the host to root, the invoking user."""
+    PRELUDE = PROBE_PRELUDE + "out = {}\n"
+    TMP_PREFIX = "ipybox-sec-rootuser-"
+
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.skipTest("the case is ipybox started by root; this suite runs as uid %d" % os.geteuid())
+        super().setUp()
+
+    def check(self, res, uids):
+        self.assertGreater(res["seen"], 100, "the walk saw almost nothing: %s" % res)
+        self.assertEqual(res["owned"], [], "host objects owned by the sandbox's user %d" % res["uid"])
+        self.assertTrue(uids, "no sandbox process found on the host")
+        for pid, (cmd, ids) in uids.items():
+            self.assertNotIn(0, ids, "sandbox process %d (%s) runs as host uid 0: %s" % (pid, cmd, ids))
+        made = os.stat(os.path.join(self.ws, "made-inside"))
+        self.assertEqual((made.st_uid, made.st_gid), (0, 0), "a file the sandbox made in /app is not root's")
+
+    def test_ipybox_run(self):
+        body = OWNED_PROBE + "\nprint(json.dumps(out), flush=True)\nsys.stdin.read()\n"
+        p = subprocess.Popen([IPYBOX, "run", *self.opts(), "--", "/usr/bin/python3", "-c", self.code(body, False)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = p.stdout.readline()
+            uids = host_uids(p.pid)
+            rest, errs = p.communicate("", timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.assertEqual(p.returncode, 0, "stdout: %s%s\nstderr: %s" % (line, rest, errs[-2000:]))
+        self.check(json.loads(line), uids)
+
+    def test_ipybox_mcp_embedded(self):
+        c = McpClient("--workspace", self.ws, env=self.state_env())
+        try:
+            text, _ = c.execute(self.code(OWNED_PROBE, epilogue=False) + "\nprint(json.dumps(out))\n")
+            uids = host_uids(c.proc.pid)
+        finally:
+            c.close()
+        self.check(json.loads(text.strip().splitlines()[-1]), uids)
+
+    def test_ipyboxd_user(self):
+        from daemon_fixture import Daemon
+        d = Daemon("--workspace", self.ws)
+        try:
+            c = d.client()
+            try:
+                text, _ = c.execute(self.code(OWNED_PROBE, epilogue=False) + "\nprint(json.dumps(out))\n")
+                uids = host_uids(d.proc.pid)
+            finally:
+                c.close()
+        finally:
+            d.close()
+        self.check(json.loads(text.strip().splitlines()[-1]), uids)
 
 
 if __name__ == "__main__":
