@@ -201,11 +201,16 @@ int cmd_run(int argc, char **argv) {
         relay_close(&rerr);
         goto out;
     }
+    bool tty_in = isatty(0);
     for (;;) {
+        /* A terminal is read only while we are its foreground job: a background `ipybox run`
+         * must not be stopped (SIGTTIN) by what is typed for the shell. Looked at again every
+         * quarter second meanwhile. */
+        bool bg = tty_in && rin.src >= 0 && tcgetpgrp(0) != getpgrp();
         struct pollfd p[6] = {{sb.fd, POLLIN, 0}, {sfd, POLLIN, 0},
-                              {rin.dst >= 0 && !rin.len ? rin.src : -1, POLLIN, 0}, {rin.len ? rin.dst : -1, POLLOUT, 0},
-                              {rout.src, POLLIN, 0}, {rerr.src, POLLIN, 0}};
-        if (poll(p, 6, -1) < 0) {
+                              {rin.dst >= 0 && !rin.len && !bg ? rin.src : -1, POLLIN, 0},
+                              {rin.len ? rin.dst : -1, POLLOUT, 0}, {rout.src, POLLIN, 0}, {rerr.src, POLLIN, 0}};
+        if (poll(p, 6, bg ? 250 : -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;
