@@ -174,10 +174,12 @@ static bool init_v1(ipbm_cgroups *c, const uint8_t *mine, uint32_t nslots, char 
     return true;
 }
 
-void ipbm_cgroups_init(ipbm_cgroups *c, const uint8_t *mine, uint32_t nslots, char *desc, size_t desclen) {
+void ipbm_cgroups_init(ipbm_cgroups *c, bool v2, const uint8_t *mine, uint32_t nslots, char *desc, size_t desclen) {
     memset(c, 0, sizeof(*c));
     char why[2048] = "";
-    if (init_v2(c, mine, nslots, why, sizeof(why)) && (snprintf(desc, desclen, "%s", why), true))
+    if (!v2)
+        snprintf(why, sizeof(why), "cgroup v2 is not ours to divide");
+    else if (init_v2(c, mine, nslots, why, sizeof(why)) && (snprintf(desc, desclen, "%s", why), true))
         return;
     if (init_v1(c, mine, nslots, desc, desclen))
         return;

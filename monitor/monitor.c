@@ -467,7 +467,7 @@ static int pool_setup(struct ipbm *M, bool clean, ipb_error **err) {
     if (left)
         log_warn("killed what %d sandbox uid range%s held from an earlier run", left, left == 1 ? "" : "s");
     char desc[4096];
-    ipbm_cgroups_init(&M->cg, mine, n, desc, sizeof(desc));
+    ipbm_cgroups_init(&M->cg, !M->private_mon, mine, n, desc, sizeof(desc));
     log_info("limits: %s", desc);
     for (uint32_t i = 0; i < n; i++)
         if (M->slot_lock[i] >= 0) {
@@ -523,6 +523,12 @@ static int private_main(int argc, char **argv) {
     free(shim);
     if (pool_setup(M, false, &err) < 0)
         goto failed;
+    /* Root's sandboxes keep the CPU share of the process that started them (a cpu cgroup of
+     * ours would put all of them under one share), and without cgroups no address-space
+     * limit unless --memory asks for one: as before they ran in the pool. */
+    M->cg.cpu[0] = '\0';
+    if (M->cg.kind == IPBM_LIMITS_RLIMIT)
+        M->conf.memory_max = M->conf.memory_max_bound;
     M->ep = epoll_create1(EPOLL_CLOEXEC);
     if (M->ep < 0 || (mkdir("/run/ipybox", 0755) < 0 && errno != EEXIST) ||
         (mkdir(IPBM_ROOT_DIR, 0755) < 0 && errno != EEXIST)) {
