@@ -87,8 +87,9 @@ static void slot_dir(const char *base, int slot, char *out, size_t len) {
     snprintf(out, len, "%s/sb-%d", base, slot);
 }
 
-/* Kills and removes sb-* cgroups under base that an earlier run left. */
-static int sweep(const ipbm_cgroups *c, const char *base) {
+/* Kills and removes sb-* cgroups under base that an earlier run left, of the slots in mine
+ * only (the others may be another monitor's, in use). */
+static int sweep(const ipbm_cgroups *c, const char *base, const uint8_t *mine, uint32_t nslots) {
     DIR *d = opendir(base);
     if (!d)
         return 0;
@@ -97,7 +98,7 @@ static int sweep(const ipbm_cgroups *c, const char *base) {
     while ((e = readdir(d))) {
         int slot;
         char tail;
-        if (sscanf(e->d_name, "sb-%d%c", &slot, &tail) != 1 || slot < 0)
+        if (sscanf(e->d_name, "sb-%d%c", &slot, &tail) != 1 || slot < 0 || (uint32_t)slot >= nslots || !mine[slot])
             continue;
         ipbm_cgroup_kill(c, slot);
         for (int i = 0; i < 50 && !ipbm_cgroup_remove(c, slot); i++)
@@ -108,7 +109,7 @@ static int sweep(const ipbm_cgroups *c, const char *base) {
     return n;
 }
 
-static bool init_v2(ipbm_cgroups *c, char *desc, size_t desclen) {
+static bool init_v2(ipbm_cgroups *c, const uint8_t *mine, uint32_t nslots, char *desc, size_t desclen) {
     char own[400];
     if (!is_fs(CG_ROOT, CGROUP2_MAGIC) || own_path("", own, sizeof(own)) < 0)
         return false;
@@ -140,7 +141,7 @@ static bool init_v2(ipbm_cgroups *c, char *desc, size_t desclen) {
     }
     c->kind = IPBM_LIMITS_CGROUP2;
     snprintf(c->v2, sizeof(c->v2), "%s", parent);
-    int left = sweep(c, parent);
+    int left = sweep(c, parent, mine, nslots);
     snprintf(desc, desclen, "cgroup v2 under %s (memory, pids%s)%s", parent, cpu ? ", cpu" : "",
              left ? "; removed sandbox cgroups an earlier run left" : "");
     return true;
@@ -156,7 +157,7 @@ static bool v1_base(const char *ctrl, char *out, size_t outlen) {
     return mkdir(out, 0755) == 0 || errno == EEXIST;
 }
 
-static bool init_v1(ipbm_cgroups *c, char *desc, size_t desclen) {
+static bool init_v1(ipbm_cgroups *c, const uint8_t *mine, uint32_t nslots, char *desc, size_t desclen) {
     if (!v1_base("memory", c->mem, sizeof(c->mem)) || !v1_base("pids", c->pids, sizeof(c->pids))) {
         c->mem[0] = c->pids[0] = '\0';
         return false;
@@ -166,19 +167,21 @@ static bool init_v1(ipbm_cgroups *c, char *desc, size_t desclen) {
     /* Children count against their parent's memory (a no-op on kernels where it is always so). */
     put(c->mem, "memory.use_hierarchy", "1");
     c->kind = IPBM_LIMITS_CGROUP1;
-    int left = sweep(c, c->mem) + sweep(c, c->pids);
+    int left = sweep(c, c->mem, mine, nslots) + sweep(c, c->pids, mine, nslots);
     snprintf(desc, desclen, "cgroup v1 controllers: memory at %s, pids at %s%s%s%s", c->mem, c->pids,
              c->cpu[0] ? ", cpu at " : " (no cpu controller: no CPU share)", c->cpu,
              left ? "; removed sandbox cgroups an earlier run left" : "");
     return true;
 }
 
-void ipbm_cgroups_init(ipbm_cgroups *c, char *desc, size_t desclen) {
+void ipbm_cgroups_init(ipbm_cgroups *c, bool v2, const uint8_t *mine, uint32_t nslots, char *desc, size_t desclen) {
     memset(c, 0, sizeof(*c));
     char why[2048] = "";
-    if (init_v2(c, why, sizeof(why)) && (snprintf(desc, desclen, "%s", why), true))
+    if (!v2)
+        snprintf(why, sizeof(why), "cgroup v2 is not ours to divide");
+    else if (init_v2(c, mine, nslots, why, sizeof(why)) && (snprintf(desc, desclen, "%s", why), true))
         return;
-    if (init_v1(c, desc, desclen))
+    if (init_v1(c, mine, nslots, desc, desclen))
         return;
     c->kind = IPBM_LIMITS_RLIMIT;
     snprintf(desc, desclen,

@@ -22,8 +22,10 @@ typedef struct ipbm_cgroups {
 } ipbm_cgroups;
 
 /* Finds what the host offers, makes our parent cgroups and removes any sandbox cgroups an
- * earlier run left (killing what still runs in them). desc gets a sentence for the log. */
-void ipbm_cgroups_init(ipbm_cgroups *c, char *desc, size_t desclen);
+ * earlier run left (killing what still runs in them) of the slots set in mine (nslots
+ * entries: those whose lock this monitor holds). v2: whether cgroup v2 may be used (only by
+ * the service, whose own cgroup is delegated to it). desc gets a sentence for the log. */
+void ipbm_cgroups_init(ipbm_cgroups *c, bool v2, const uint8_t *mine, uint32_t nslots, char *desc, size_t desclen);
 /* Makes the slot's cgroup with these limits. *dirfd gets the v2 directory (for
  * CLONE_INTO_CGROUP), else -1; *mem_ev and *pids_ev the event files (read-only), else -1. */
 int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, int *dirfd, int *mem_ev,
