@@ -163,7 +163,10 @@ class InheritedDescriptors(SandboxCase):
         finally:
             c.close()
         self.assertEqual(host_stat("/dev/null"), before, "the host's /dev/null changed")
-        res = json.loads(text.strip().splitlines()[-1])
+        # Output the kernel wrote to its own descriptors (fd 1 is captured too) may follow the
+        # report on its line: take the report alone.
+        line = [ln for ln in text.splitlines() if ln.startswith('{"self"')][-1]
+        res, _ = json.JSONDecoder().raw_decode(line)
         self.assertNotEqual(res["dev_null"], "ok", "chmod of /dev/null succeeded in the sandbox")
         for fd in ("0", "1", "2"):
             t = res["self"][fd]["target"]
@@ -284,6 +287,40 @@ class RootIsNeverTheSandboxUser(SandboxCase):
         finally:
             d.close()
         self.check(json.loads(text.strip().splitlines()[-1]), uids)
+
+
+class NoSetIdFilesInTheWorkspace(SandboxCase):
+    """What the sandbox writes in /app is a host file of the invoking user (root's, when root
+    started ipybox): kernel code must not leave a set-user-ID or set-group-ID program there for
+    other users of the host to run."""
+    PRELUDE = PROBE_PRELUDE + "out = {}\n"
+    TMP_PREFIX = "ipybox-sec-setid-"
+
+    def test_set_id_bits_refused_in_every_form(self):
+        c = McpClient("--workspace", self.ws, env=self.state_env())
+        try:
+            text, _ = c.execute(self.code("""
+                import shutil, stat
+                shutil.copy("/usr/bin/true", "/app/prog")
+                out["chmod 4755"] = attempt(os.chmod, "/app/prog", 0o4755)
+                out["chmod 2755"] = attempt(os.chmod, "/app/prog", 0o2755)
+                fd = os.open("/app/prog", os.O_RDONLY)
+                out["fchmod 4755"] = attempt(os.fchmod, fd, 0o4755)
+                os.close(fd)
+                out["open O_CREAT 4755"] = attempt(lambda: os.close(os.open("/app/made", os.O_WRONLY | os.O_CREAT, 0o4755)))
+                out["mknod S_IFREG 6755"] = attempt(os.mknod, "/app/node", stat.S_IFREG | 0o6755)
+                out["chmod 0755"] = attempt(os.chmod, "/app/prog", 0o755)
+            """, epilogue=False) + "\nprint(json.dumps(out))\n")
+        finally:
+            c.close()
+        res = json.loads(text.strip().splitlines()[-1])
+        for k, v in res.items():
+            with self.subTest(call=k):
+                self.assertEqual(v, "ok" if k == "chmod 0755" else "EPERM", "%s: %s" % (k, v))
+        for root, dirs, files in os.walk(self.ws):
+            for n in dirs + files:
+                m = os.lstat(os.path.join(root, n)).st_mode
+                self.assertFalse(m & 0o6000, "%s is set-id on the host: %o" % (os.path.join(root, n), m))
 
 
 if __name__ == "__main__":
