@@ -138,8 +138,8 @@ static int outside_error(const ipb_host_dirs *d, const char *local_path, ipb_err
  * giving a path of real directories. Only a hint to the directory: the walk beneath it
  * decides. For a write, the parent is walked as far as it exists; the rest is appended and
  * may not hold '..'. */
-static int hint(const ipb_host_dirs *d, const char *local_path, const char *clean, bool for_write, char *out,
-                ipb_error **err) {
+static int hint(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, const char *clean,
+                bool for_write, char *out, ipb_error **err) {
     char parent[PATH_MAX];
     const char *name = "";
     snprintf(parent, sizeof(parent), "%s", clean);
@@ -149,7 +149,7 @@ static int hint(const ipb_host_dirs *d, const char *local_path, const char *clea
         *slash = '\0';
     }
     ipb_hw_result r;
-    if (ipb_hw_walk(d, local_path, NULL, parent, for_write ? IPB_HW_HINT_PARENT : IPB_HW_HINT, &r, err) < 0)
+    if (ipb_hw_walk(d, trees, local_path, NULL, parent, for_write ? IPB_HW_HINT_PARENT : IPB_HW_HINT, &r, err) < 0)
         return -1;
     ipb_hw_result_close(&r);
     const char *tail = for_write ? r.missing : r.name;
@@ -158,7 +158,8 @@ static int hint(const ipb_host_dirs *d, const char *local_path, const char *clea
     return n >= PATH_MAX ? ipb_error_set(err, ENAMETOOLONG, "%s", local_path) : 0;
 }
 
-static int locate(const ipb_host_dirs *d, const char *local_path, bool for_write, host_target *t, ipb_error **err) {
+static int locate(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, bool for_write,
+                  host_target *t, ipb_error **err) {
     if (local_path[0] != '/')
         return ipb_error_set(err, 0, "local_path '%s' must be an absolute host path", local_path);
     size_t len = strlen(local_path);
@@ -177,7 +178,7 @@ static int locate(const ipb_host_dirs *d, const char *local_path, bool for_write
     if (!dir || dir->fd < 0) {
         /* Not in an allowed directory by name (or only through '..'). */
         ipb_error *herr = NULL;
-        if (hint(d, local_path, clean, for_write, canon, &herr) < 0) {
+        if (hint(d, trees, local_path, clean, for_write, canon, &herr) < 0) {
             if (!dir || for_write) {
                 *err = herr;
                 return -1;
@@ -220,11 +221,14 @@ static const char *kind_of(mode_t m) {
 
 int ipb_host_open_read(const ipb_host_dirs *d, const char *local_path, int *ret_fd, ipb_error **err) {
     host_target t;
-    if (locate(d, local_path, false, &t, err) < 0)
-        return -1;
+    ipb_hw_trees trees = {0};
     /* Walked with O_PATH: a device or FIFO is looked at, not opened. */
     ipb_hw_result r;
-    if (ipb_hw_walk(d, local_path, t.dir, t.rest, IPB_HW_READ, &r, err) < 0)
+    int w = locate(d, &trees, local_path, false, &t, err);
+    if (w == 0)
+        w = ipb_hw_walk(d, &trees, local_path, t.dir, t.rest, IPB_HW_READ, &r, err);
+    ipb_hw_trees_free(&trees);
+    if (w < 0)
         return -1;
     struct stat st, st2;
     int ret = -1;
@@ -273,11 +277,17 @@ out:
 int ipb_host_write_from(const ipb_host_dirs *d, const char *local_path, int src_fd, const ipb_commit_gate *gate,
                         ipb_error **err) {
     host_target t;
-    if (locate(d, local_path, true, &t, err) < 0)
+    ipb_hw_trees trees = {0};
+    int ret = locate(d, &trees, local_path, true, &t, err);
+    if (ret < 0) {
+        ipb_hw_trees_free(&trees);
         return -1;
-    if (!*t.rest)
+    }
+    if (!*t.rest) {
+        ipb_hw_trees_free(&trees);
         return ipb_error_set(err, 0, "local_path '%s' is an allowed directory itself; name a file in it",
                              local_path);
+    }
     char parent[PATH_MAX];
     snprintf(parent, sizeof(parent), "%s", t.rest);
     char *slash = strrchr(parent, '/');
@@ -286,13 +296,15 @@ int ipb_host_write_from(const ipb_host_dirs *d, const char *local_path, int src_
         *slash = '\0';
     else
         parent[0] = '\0';
-    if (!strcmp(name, "..") || !strcmp(name, "."))
-        return ipb_error_set(err, 0, "local_path '%s' must name a file", local_path);
     /* The parent: each component a real directory (made where missing), symlinks judged. */
     ipb_hw_result r;
-    if (ipb_hw_walk(d, local_path, t.dir, parent, IPB_HW_PARENT, &r, err) < 0)
+    if (!strcmp(name, "..") || !strcmp(name, "."))
+        ret = ipb_error_set(err, 0, "local_path '%s' must name a file", local_path);
+    else
+        ret = ipb_hw_walk(d, &trees, local_path, t.dir, parent, IPB_HW_PARENT, &r, err);
+    ipb_hw_trees_free(&trees);
+    if (ret < 0)
         return -1;
-    int ret;
     struct stat st;
     if (fstatat(r.dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
         ret = ipb_error_set(err, 0, "local_path '%s' is a directory; name a file", local_path);

@@ -109,8 +109,7 @@ typedef struct walk {
     char link[PATH_MAX];     /* the symlink followed last, and its target (for messages) */
     char target[PATH_MAX];
     int hops;
-    ipb_strv trees;
-    bool trees_loaded;
+    ipb_hw_trees *trees;
 } walk;
 
 static void disp(const walk *w, const char *name, char out[PATH_MAX]) {
@@ -219,18 +218,18 @@ static int in_sandbox_tree(walk *w, const char *link, ipb_error **err) {
         ((size_t)n >= sizeof(deleted) - 1 && !memcmp(where + n - (sizeof(deleted) - 1), deleted, sizeof(deleted) - 1)))
         return 1;
     where[n] = '\0';
-    if (!w->trees_loaded) {
+    if (!w->trees->loaded) {
         ipb_error *e = NULL;
-        if (ipb_sandbox_trees(&w->trees, &e) < 0) {
+        if (ipb_sandbox_trees(&w->trees->v, &e) < 0) {
             ipb_error_set(err, 0, "'%s': cannot tell whether the symlink %s was planted by a sandbox (%s); not "
                                   "following it", w->local_path, link, ipb_error_msg(e));
             ipb_error_free(e);
             return -1;
         }
-        w->trees_loaded = true;
+        w->trees->loaded = true;
     }
-    for (size_t i = 0; i < w->trees.n; i++)
-        if (path_within(where, w->trees.v[i]))
+    for (size_t i = 0; i < w->trees->v.n; i++)
+        if (path_within(where, w->trees->v.v[i]))
             return 1;
     return own_tree_above(w) ? 1 : 0;
 }
@@ -425,14 +424,21 @@ static int run(walk *w, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **e
     return 0;
 }
 
-int ipb_hw_walk(const ipb_host_dirs *d, const char *local_path, const ipb_host_dir *dir, const char *rel,
-                enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **err) {
+void ipb_hw_trees_free(ipb_hw_trees *t) {
+    if (t->loaded)
+        ipb_strv_free(&t->v);
+    t->loaded = false;
+}
+
+int ipb_hw_walk(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, const ipb_host_dir *dir,
+                const char *rel, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **err) {
     memset(ret, 0, sizeof(*ret));
     ret->dirfd = ret->fd = -1;
     walk *w = calloc(1, sizeof(*w));
     if (!w)
         return ipb_error_set(err, ENOMEM, "%s", local_path);
     w->d = d;
+    w->trees = trees;
     w->local_path = local_path;
     w->slashfd = w->cur = -1;
     int r = -1;
@@ -457,8 +463,6 @@ int ipb_hw_walk(const ipb_host_dirs *d, const char *local_path, const ipb_host_d
         close(w->cur);
     if (w->slashfd >= 0)
         close(w->slashfd);
-    if (w->trees_loaded)
-        ipb_strv_free(&w->trees);
     free(w);
     return r;
 }

@@ -28,10 +28,18 @@ typedef struct ipb_hw_result {
     char missing[PATH_MAX];  /* IPB_HW_HINT_PARENT: the components from the first missing one */
 } ipb_hw_result;
 
+/* The trees that sandboxes could write (ipb_sandbox_trees), read when the first symlink is
+ * met and kept for the rest of the call; zero-initialised, freed with ipb_hw_trees_free. */
+typedef struct ipb_hw_trees {
+    ipb_strv v;
+    bool loaded;
+} ipb_hw_trees;
+void ipb_hw_trees_free(ipb_hw_trees *t);
+
 /* Walks rel beneath dir (NULL: from "/", for the IPB_HW_HINT modes). local_path is for
  * messages. On success the result's fds are to be released with ipb_hw_result_close. */
-int ipb_hw_walk(const ipb_host_dirs *d, const char *local_path, const ipb_host_dir *dir, const char *rel,
-                enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **err);
+int ipb_hw_walk(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, const ipb_host_dir *dir,
+                const char *rel, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **err);
 void ipb_hw_result_close(ipb_hw_result *r);
 /* openat2 with these resolve flags, retried on EAGAIN; O_CLOEXEC added. */
 int ipb_hw_openat2(int dirfd, const char *path, int flags, unsigned long long resolve);
