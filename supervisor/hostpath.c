@@ -8,26 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cleanup.h"
 #include "fdio.h"
-#include "pathrules.h"
+#include "hostwalk.h"
 #include "strbuf.h"
-
-#define BENEATH (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
-
-static int openat2_beneath(int dirfd, const char *path, int flags) {
-    struct open_how how = {.flags = (unsigned long long)(flags | O_CLOEXEC), .resolve = BENEATH};
-    for (int tries = 0;; tries++) {
-        int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        /* EAGAIN: a rename raced with a '..' and the kernel could not be sure it stayed
-         * beneath; retrying is what the man page advises. */
-        if (fd >= 0 || errno != EAGAIN || tries >= 8)
-            return fd;
-    }
-}
 
 /* ---- the allowed directories ---- */
 
@@ -75,9 +61,18 @@ int ipb_host_dirs_open(ipb_host_dirs *d, const ipb_strv *allowed, char **ret_mis
 }
 
 int ipb_host_dirs_dup(const ipb_host_dirs *src, ipb_host_dirs *ret, ipb_error **err) {
-    ipb_host_dirs d = {calloc(src->n + 1, sizeof(*d.v)), 0};
+    ipb_host_dirs d = {calloc(src->n + 1, sizeof(*d.v)), 0, NULL, 0};
     if (!d.v)
         return ipb_error_set(err, ENOMEM, "allowed directories");
+    if (src->n_roots) {
+        d.roots = calloc(src->n_roots, sizeof(*d.roots));
+        if (!d.roots) {
+            free(d.v);
+            return ipb_error_set(err, ENOMEM, "allowed directories");
+        }
+        memcpy(d.roots, src->roots, src->n_roots * sizeof(*d.roots));
+        d.n_roots = src->n_roots;
+    }
     for (size_t i = 0; i < src->n; i++) {
         const ipb_host_dir *s = &src->v[i];
         ipb_host_dir *h = &d.v[d.n++];
@@ -103,8 +98,22 @@ void ipb_host_dirs_free(ipb_host_dirs *d) {
         free(d->v[i].canon);
     }
     free(d->v);
+    free(d->roots);
     d->v = NULL;
-    d->n = 0;
+    d->roots = NULL;
+    d->n = d->n_roots = 0;
+}
+
+int ipb_host_dirs_add_sandbox_root(ipb_host_dirs *d, int fd, ipb_error **err) {
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return ipb_error_set(err, errno, "a directory given to the sandbox");
+    struct ipb_host_root *r = realloc(d->roots, (d->n_roots + 1) * sizeof(*r));
+    if (!r)
+        return ipb_error_set(err, ENOMEM, "a directory given to the sandbox");
+    d->roots = r;
+    d->roots[d->n_roots++] = (struct ipb_host_root){st.st_dev, st.st_ino};
+    return 0;
 }
 
 /* ---- from local_path to (allowed directory, path below it) ---- */
@@ -113,70 +122,6 @@ typedef struct host_target {
     const ipb_host_dir *dir;
     char rest[PATH_MAX]; /* relative to dir->fd; "" for the directory itself */
 } host_target;
-
-/* local_path with '//' and '.' components dropped ('..' kept: only the kernel knows where
- * it leads once symlinks are involved). */
-static void lexical_clean(const char *in, char *out, bool *ret_dotdot) {
-    size_t o = 0;
-    *ret_dotdot = false;
-    for (const char *c = in; *c;) {
-        while (*c == '/')
-            c++;
-        const char *e = strchrnul(c, '/');
-        size_t l = (size_t)(e - c);
-        if (l == 0)
-            break;
-        if (!(l == 1 && c[0] == '.')) {
-            if (l == 2 && c[0] == '.' && c[1] == '.')
-                *ret_dotdot = true;
-            out[o++] = '/';
-            memcpy(out + o, c, l);
-            o += l;
-        }
-        c = e;
-    }
-    if (o == 0)
-        out[o++] = '/';
-    out[o] = '\0';
-}
-
-/* Length of the part of path that is dir (at a component boundary), or 0. */
-static size_t prefix_match(const char *path, const char *dir) {
-    if (!dir)
-        return 0;
-    size_t l = strlen(dir);
-    if (l == 1 && dir[0] == '/')
-        return 1;
-    if (strncmp(path, dir, l) || (path[l] != '/' && path[l] != '\0'))
-        return 0;
-    return l;
-}
-
-/* The longest allowed directory that path is in, judged by the names as given and as
- * canonical at start. Directories that could not be opened count, so that the answer can
- * say so, unless an open one matches too. */
-static const ipb_host_dir *match_dir(const ipb_host_dirs *d, const char *path, bool canon_only, size_t *ret_len) {
-    const ipb_host_dir *best = NULL;
-    size_t best_len = 0;
-    for (size_t i = 0; i < d->n; i++) {
-        const ipb_host_dir *h = &d->v[i];
-        size_t l = prefix_match(path, h->canon);
-        if (!canon_only) {
-            size_t g = prefix_match(path, h->given);
-            if (g > l)
-                l = g;
-        }
-        if (!l)
-            continue;
-        bool better = !best || (h->fd >= 0 && best->fd < 0) || ((h->fd >= 0) == (best->fd >= 0) && l > best_len);
-        if (better) {
-            best = h;
-            best_len = l;
-        }
-    }
-    *ret_len = best_len;
-    return best;
-}
 
 static int outside_error(const ipb_host_dirs *d, const char *local_path, ipb_error **err) {
     char list[1024] = "";
@@ -188,45 +133,33 @@ static int outside_error(const ipb_host_dirs *d, const char *local_path, ipb_err
                                  "allow another", local_path, d->n ? list : "none");
 }
 
-/* The canonical form of a path to write: its deepest existing ancestor resolved, then the
- * rest, which may not hold '..' (it does not exist yet, so nothing can say where it leads). */
-static int canonical_for_write(const char *local_path, char *out, ipb_error **err) {
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof(buf), "%s", local_path);
-    const char *rest = NULL;
-    char *canon = NULL;
-    for (;;) {
-        canon = realpath(buf, NULL);
-        if (canon)
-            break;
-        if (errno != ENOENT && errno != ENOTDIR)
-            return ipb_error_set(err, errno, "%s", local_path);
-        char *slash = strrchr(buf, '/');
-        if (!slash || slash == buf) {
-            canon = strdup("/");
-            rest = local_path + 1;
-            break;
-        }
+/* Where the path leads, for a path that names no allowed directory (or does so only through
+ * '..'): walked from "/" with the same rules (no symlink inside a sandbox's tree followed),
+ * giving a path of real directories. Only a hint to the directory: the walk beneath it
+ * decides. For a write, the parent is walked as far as it exists; the rest is appended and
+ * may not hold '..'. */
+static int hint(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, const char *clean,
+                bool for_write, char *out, ipb_error **err) {
+    char parent[PATH_MAX];
+    const char *name = "";
+    snprintf(parent, sizeof(parent), "%s", clean);
+    if (for_write) {
+        char *slash = strrchr(parent, '/');
+        name = clean + (slash - parent) + 1;
         *slash = '\0';
-        rest = local_path + (slash - buf) + 1;
     }
-    if (!canon)
-        return ipb_error_set(err, ENOMEM, "%s", local_path);
-    for (const char *c = rest; c && *c;) {
-        const char *e = strchrnul(c, '/');
-        if (e - c == 2 && c[0] == '.' && c[1] == '.') {
-            free(canon);
-            return ipb_error_set(err, 0, "local_path '%s' has a '..' after a directory that does not exist; "
-                                         "give the path without '..'", local_path);
-        }
-        c = *e ? e + 1 : e;
-    }
-    int n = snprintf(out, PATH_MAX, "%s%s%s", canon, rest && strcmp(canon, "/") ? "/" : "", rest ? rest : "");
-    free(canon);
+    ipb_hw_result r;
+    if (ipb_hw_walk(d, trees, local_path, NULL, parent, for_write ? IPB_HW_HINT_PARENT : IPB_HW_HINT, &r, err) < 0)
+        return -1;
+    ipb_hw_result_close(&r);
+    const char *tail = for_write ? r.missing : r.name;
+    int n = snprintf(out, PATH_MAX, "/%s%s%s%s%s", r.path, *r.path && *tail ? "/" : "", tail,
+                     (*r.path || *tail) && *name ? "/" : "", name);
     return n >= PATH_MAX ? ipb_error_set(err, ENAMETOOLONG, "%s", local_path) : 0;
 }
 
-static int locate(const ipb_host_dirs *d, const char *local_path, bool for_write, host_target *t, ipb_error **err) {
+static int locate(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, bool for_write,
+                  host_target *t, ipb_error **err) {
     if (local_path[0] != '/')
         return ipb_error_set(err, 0, "local_path '%s' must be an absolute host path", local_path);
     size_t len = strlen(local_path);
@@ -237,33 +170,24 @@ static int locate(const ipb_host_dirs *d, const char *local_path, bool for_write
         return ipb_error_set(err, 0, "local_path '%s' must name a file", local_path);
     char clean[PATH_MAX];
     bool dotdot;
-    lexical_clean(local_path, clean, &dotdot);
+    ipb_hw_lexical_clean(local_path, clean, &dotdot);
     size_t ml = 0;
-    const ipb_host_dir *dir = dotdot ? NULL : match_dir(d, clean, false, &ml);
+    const ipb_host_dir *dir = dotdot ? NULL : ipb_hw_match_dir(d, clean, false, &ml);
     char canon[PATH_MAX];
     const char *path = clean;
     if (!dir || dir->fd < 0) {
-        /* Not in an allowed directory by name (or only through '..'): where it leads now is a
-         * hint to which directory it is in; the open below is what decides. */
-        int r = 0;
-        if (for_write) {
-            r = canonical_for_write(local_path, canon, err);
-        } else {
-            char *c = realpath(local_path, NULL);
-            if (c) {
-                snprintf(canon, sizeof(canon), "%s", c);
-                free(c);
-            } else if (!dir) {
-                r = errno == ENOENT ? ipb_error_set(err, 0, "file not found: %s", local_path)
-                                    : ipb_error_set(err, errno, "%s", local_path);
-            } else {
-                canon[0] = '\0';
+        /* Not in an allowed directory by name (or only through '..'). */
+        ipb_error *herr = NULL;
+        if (hint(d, trees, local_path, clean, for_write, canon, &herr) < 0) {
+            if (!dir || for_write) {
+                *err = herr;
+                return -1;
             }
+            ipb_error_free(herr); /* the message below says more */
+            canon[0] = '\0';
         }
-        if (r < 0)
-            return -1;
         size_t cl = 0;
-        const ipb_host_dir *cd = match_dir(d, canon, true, &cl);
+        const ipb_host_dir *cd = ipb_hw_match_dir(d, canon, true, &cl);
         if (cd && (cd->fd >= 0 || !dir)) {
             dir = cd;
             ml = cl;
@@ -284,8 +208,6 @@ static int locate(const ipb_host_dirs *d, const char *local_path, bool for_write
     return 0;
 }
 
-/* ---- messages ---- */
-
 static const char *kind_of(mode_t m) {
     return S_ISDIR(m)    ? "a directory"
            : S_ISFIFO(m) ? "a FIFO"
@@ -295,235 +217,104 @@ static const char *kind_of(mode_t m) {
                          : "of an unknown kind";
 }
 
-/* Where resolving t->rest left the directory (after EXDEV), for the message and for
- * absolute symlinks: the length of the prefix whose last component did it, and what that is:
- * 0 a '..', 1 a symlink (its target in target), -1 not found. */
-static int find_escape(const host_target *t, size_t *ret_len, char target[PATH_MAX]) {
-    char prefix[PATH_MAX];
-    target[0] = '\0';
-    for (const char *c = t->rest;;) {
-        const char *e = strchrnul(c, '/');
-        size_t plen = (size_t)(e - t->rest);
-        memcpy(prefix, t->rest, plen);
-        prefix[plen] = '\0';
-        int fd = openat2_beneath(t->dir->fd, prefix, O_PATH);
-        if (fd >= 0) {
-            close(fd);
-        } else if (errno == EXDEV) {
-            *ret_len = plen;
-            if (e - c == 2 && c[0] == '.' && c[1] == '.')
-                return 0;
-            int lfd = openat2_beneath(t->dir->fd, prefix, O_PATH | O_NOFOLLOW);
-            if (lfd < 0)
-                return -1;
-            ssize_t n = readlinkat(lfd, "", target, PATH_MAX - 1);
-            close(lfd);
-            if (n <= 0)
-                return -1;
-            target[n] = '\0';
-            return 1;
-        } else {
-            return -1;
-        }
-        if (!*e)
-            return -1;
-        c = e + 1;
-    }
-}
-
-static int escape_error(const host_target *t, const char *local_path, ipb_error **err) {
-    size_t plen;
-    char target[PATH_MAX];
-    int kind = find_escape(t, &plen, target);
-    if (kind == 0)
-        return ipb_error_set(err, 0, "'%s': a '..' in it leads outside the allowed directory %s", local_path,
-                             t->dir->given);
-    if (kind == 1)
-        return ipb_error_set(err, 0, "'%s': a symlink, %s/%.*s (to '%s'), leads outside the allowed directory %s",
-                             local_path, t->dir->given, (int)plen, t->rest, target, t->dir->given);
-    return ipb_error_set(err, 0, "'%s': a symlink or '..' in it leads outside the allowed directory %s", local_path,
-                         t->dir->given);
-}
-
-/* RESOLVE_BENEATH refuses every absolute symlink, also one that names a place inside an
- * allowed directory (~/data -> /home/me/big/data): such a link is followed here, by mapping
- * its target (and what follows it in the path) to an allowed directory again. Whatever
- * readlink says, the next open is still beneath an allowed directory's fd. Returns 1 when t
- * was redirected, 0 when the escape is real. */
-static int follow_absolute_link(const ipb_host_dirs *d, host_target *t) {
-    size_t plen;
-    char target[PATH_MAX];
-    if (find_escape(t, &plen, target) != 1 || target[0] != '/')
-        return 0;
-    char joined[PATH_MAX], clean[PATH_MAX];
-    if (snprintf(joined, sizeof(joined), "%s%s", target, t->rest + plen) >= (int)sizeof(joined))
-        return 0;
-    bool dotdot;
-    lexical_clean(joined, clean, &dotdot);
-    size_t ml;
-    const ipb_host_dir *dir = dotdot ? NULL : match_dir(d, clean, false, &ml);
-    if (!dir || dir->fd < 0)
-        return 0;
-    const char *rest = clean + ml;
-    while (*rest == '/')
-        rest++;
-    snprintf(t->rest, sizeof(t->rest), "%s", rest);
-    t->dir = dir;
-    return 1;
-}
-
-#define MAX_LINK_HOPS 8
-
-static int open_error(const host_target *t, const char *local_path, int e, const char *what, ipb_error **err) {
-    switch (e) {
-    case EXDEV:
-        return escape_error(t, local_path, err);
-    case ENOENT:
-        return ipb_error_set(err, 0, "%s not found: %s", what, local_path);
-    case ENOTDIR:
-        return ipb_error_set(err, 0, "'%s': a part of the path is not a directory", local_path);
-    case ELOOP:
-        return ipb_error_set(err, 0, "'%s': too many levels of symlinks, or a /proc magic link (refused)", local_path);
-    case ENOSYS:
-        return ipb_error_set(err, e, "'%s': openat2 is needed (Linux 5.6 or later)", local_path);
-    case EAGAIN:
-        return ipb_error_set(err, 0, "'%s' kept changing while it was resolved (a rename race); try again",
-                             local_path);
-    default:
-        return ipb_error_set(err, e, "opening %s", local_path);
-    }
-}
-
 /* ---- reading ---- */
 
 int ipb_host_open_read(const ipb_host_dirs *d, const char *local_path, int *ret_fd, ipb_error **err) {
     host_target t;
-    if (locate(d, local_path, false, &t, err) < 0)
+    ipb_hw_trees trees = {0};
+    /* Walked with O_PATH: a device or FIFO is looked at, not opened. */
+    ipb_hw_result r;
+    int w = locate(d, &trees, local_path, false, &t, err);
+    if (w == 0)
+        w = ipb_hw_walk(d, &trees, local_path, t.dir, t.rest, IPB_HW_READ, &r, err);
+    ipb_hw_trees_free(&trees);
+    if (w < 0)
         return -1;
-    /* Look first without opening: a device is not opened at all unless it was swapped in
-     * after this look (then the fstat below refuses it). */
-    cleanup_close int pfd = -1;
-    for (int hops = 0;; hops++) {
-        pfd = openat2_beneath(t.dir->fd, *t.rest ? t.rest : ".", O_PATH);
-        if (pfd >= 0 || errno != EXDEV || hops >= MAX_LINK_HOPS || !follow_absolute_link(d, &t))
-            break;
+    struct stat st, st2;
+    int ret = -1;
+    cleanup_close int fd = -1;
+    if (fstat(r.fd, &st) < 0) {
+        ipb_error_set(err, errno, "%s", local_path);
+        goto out;
     }
-    if (pfd < 0)
-        return open_error(&t, local_path, errno, "file", err);
-    const char *rest = *t.rest ? t.rest : ".";
-    struct stat st;
-    if (fstat(pfd, &st) < 0)
-        return ipb_error_set(err, errno, "%s", local_path);
-    if (!S_ISREG(st.st_mode))
-        return ipb_error_set(err, 0, "'%s' is not a regular file (it is %s)", local_path, kind_of(st.st_mode));
-    /* O_NONBLOCK: a FIFO swapped in after the look opens at once (and is refused below)
-     * instead of waiting for a writer. */
-    cleanup_close int fd = openat2_beneath(t.dir->fd, rest, O_RDONLY | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return open_error(&t, local_path, errno, "file", err);
-    if (fstat(fd, &st) < 0)
-        return ipb_error_set(err, errno, "%s", local_path);
-    if (!S_ISREG(st.st_mode))
-        return ipb_error_set(err, 0, "'%s' is not a regular file (it is %s)", local_path, kind_of(st.st_mode));
+    if (!S_ISREG(st.st_mode)) {
+        ipb_error_set(err, 0, "'%s' is not a regular file (it is %s)", local_path, kind_of(st.st_mode));
+        goto out;
+    }
+    /* The name in the directory held, following nothing. O_NONBLOCK: a FIFO swapped in
+     * after the look opens at once (and is refused below) instead of waiting for a writer. */
+    fd = ipb_hw_openat2(r.dirfd, r.name, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
+                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    if (fd < 0) {
+        if (errno == ELOOP || errno == ENOENT)
+            ipb_error_set(err, 0, "'%s' kept changing while it was opened; try again", local_path);
+        else
+            ipb_error_set(err, errno, "opening %s", local_path);
+        goto out;
+    }
+    if (fstat(fd, &st2) < 0) {
+        ipb_error_set(err, errno, "%s", local_path);
+        goto out;
+    }
+    if (!S_ISREG(st2.st_mode)) {
+        ipb_error_set(err, 0, "'%s' is not a regular file (it is %s)", local_path, kind_of(st2.st_mode));
+        goto out;
+    }
+    if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
+        ipb_error_set(err, 0, "'%s' kept changing while it was opened; try again", local_path);
+        goto out;
+    }
     ipb_set_nonblock(fd, 0);
     *ret_fd = steal_fd(fd);
-    return 0;
+    ret = 0;
+out:
+    ipb_hw_result_close(&r);
+    return ret;
 }
 
 /* ---- writing ---- */
 
-/* The directory `parent` (relative to the allowed directory), created where missing: each
- * created component is made with mkdirat() in its parent's fd and then opened again from
- * the allowed directory's fd with RESOLVE_BENEATH, never by name from anywhere else.
- * Returns -EXDEV (no error set) when the path leads outside, else -1 with *err. */
-static int open_parent(const host_target *t, const char *local_path, const char *parent, int *ret_fd,
-                       ipb_error **err) {
-    int fd = openat2_beneath(t->dir->fd, parent, O_PATH | O_DIRECTORY);
-    if (fd >= 0) {
-        *ret_fd = fd;
-        return 0;
-    }
-    if (errno == EXDEV)
-        return -EXDEV;
-    if (errno != ENOENT)
-        return open_error(t, local_path, errno, "directory", err);
-    cleanup_close int cur = fcntl(t->dir->fd, F_DUPFD_CLOEXEC, 3);
-    if (cur < 0)
-        return ipb_error_set(err, errno, "%s", local_path);
-    char prefix[PATH_MAX];
-    for (const char *c = parent;;) {
-        const char *e = strchrnul(c, '/');
-        size_t plen = (size_t)(e - parent);
-        memcpy(prefix, parent, plen);
-        prefix[plen] = '\0';
-        int nfd = openat2_beneath(t->dir->fd, prefix, O_PATH | O_DIRECTORY);
-        if (nfd < 0 && errno == ENOENT) {
-            char comp[NAME_MAX + 1];
-            size_t cl = (size_t)(e - c);
-            if (cl > NAME_MAX)
-                return ipb_error_set(err, ENAMETOOLONG, "%s", local_path);
-            memcpy(comp, c, cl);
-            comp[cl] = '\0';
-            /* mkdirat does not follow a symlink in the last place (a dangling one gives EEXIST
-             * and the open below then fails): nothing is created where a link points. */
-            if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
-                return ipb_error_set(err, errno, "creating %s/%s", t->dir->given, prefix);
-            nfd = openat2_beneath(t->dir->fd, prefix, O_PATH | O_DIRECTORY);
-        }
-        if (nfd < 0) {
-            int e2 = errno;
-            if (e2 == ENOENT) /* there now, yet not found: a dangling symlink */
-                return ipb_error_set(err, 0, "'%s': %s/%s is a symlink to nowhere; refusing to create its target",
-                                     local_path, t->dir->given, prefix);
-            if (e2 == ENOTDIR)
-                return ipb_error_set(err, 0, "'%s': %s/%s is not a directory", local_path, t->dir->given, prefix);
-            if (e2 == EXDEV)
-                return -EXDEV;
-            return open_error(t, local_path, e2, "directory", err);
-        }
-        close(cur);
-        cur = nfd;
-        if (!*e)
-            break;
-        c = e + 1;
-    }
-    *ret_fd = steal_fd(cur);
-    return 0;
-}
-
 int ipb_host_write_from(const ipb_host_dirs *d, const char *local_path, int src_fd, const ipb_commit_gate *gate,
                         ipb_error **err) {
     host_target t;
-    if (locate(d, local_path, true, &t, err) < 0)
+    ipb_hw_trees trees = {0};
+    int ret = locate(d, &trees, local_path, true, &t, err);
+    if (ret < 0) {
+        ipb_hw_trees_free(&trees);
         return -1;
-    if (!*t.rest)
+    }
+    if (!*t.rest) {
+        ipb_hw_trees_free(&trees);
         return ipb_error_set(err, 0, "local_path '%s' is an allowed directory itself; name a file in it",
                              local_path);
-    char parent[PATH_MAX];
-    const char *name;
-    cleanup_close int pfd = -1;
-    for (int hops = 0;; hops++) {
-        snprintf(parent, sizeof(parent), "%s", t.rest);
-        char *slash = strrchr(parent, '/');
-        name = slash ? t.rest + (slash - parent) + 1 : t.rest;
-        if (!slash) {
-            if ((pfd = fcntl(t.dir->fd, F_DUPFD_CLOEXEC, 3)) < 0)
-                return ipb_error_set(err, errno, "%s", local_path);
-            break;
-        }
-        *slash = '\0';
-        int e = open_parent(&t, local_path, parent, &pfd, err);
-        if (e == 0)
-            break;
-        if (e != -EXDEV || hops >= MAX_LINK_HOPS || !follow_absolute_link(d, &t))
-            return e == -EXDEV ? escape_error(&t, local_path, err) : -1;
     }
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof(parent), "%s", t.rest);
+    char *slash = strrchr(parent, '/');
+    const char *name = slash ? t.rest + (slash - parent) + 1 : t.rest;
+    if (slash)
+        *slash = '\0';
+    else
+        parent[0] = '\0';
+    /* The parent: each component a real directory (made where missing), symlinks judged. */
+    ipb_hw_result r;
     if (!strcmp(name, "..") || !strcmp(name, "."))
-        return ipb_error_set(err, 0, "local_path '%s' must name a file", local_path);
+        ret = ipb_error_set(err, 0, "local_path '%s' must name a file", local_path);
+    else
+        ret = ipb_hw_walk(d, &trees, local_path, t.dir, parent, IPB_HW_PARENT, &r, err);
+    ipb_hw_trees_free(&trees);
+    if (ret < 0)
+        return -1;
     struct stat st;
-    if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-        return ipb_error_set(err, 0, "local_path '%s' is a directory; name a file", local_path);
-    char what[PATH_MAX + 16];
-    snprintf(what, sizeof(what), "writing %s", local_path);
-    return ipb_atomic_write_at(pfd, name, src_fd, NULL, 0, gate, what, err);
+    if (fstatat(r.dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+        ret = ipb_error_set(err, 0, "local_path '%s' is a directory; name a file", local_path);
+    } else {
+        char what[PATH_MAX + 16];
+        snprintf(what, sizeof(what), "writing %s", local_path);
+        /* A temporary in that directory's fd, renamed over the name: a symlink there is
+         * replaced, never followed. */
+        ret = ipb_atomic_write_at(r.dirfd, name, src_fd, NULL, 0, gate, what, err);
+    }
+    ipb_hw_result_close(&r);
+    return ret;
 }

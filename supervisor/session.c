@@ -75,6 +75,12 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
             goto fail;
         }
     }
+    /* The sandbox writes these: upload/download never follow a symlink inside them. */
+    if (ipb_host_dirs_add_sandbox_root(&s->host_dirs, s->ws_fd, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < o->n_binds; i++)
+        if (ipb_host_dirs_add_sandbox_root(&s->host_dirs, s->bind_fds[i], err) < 0)
+            goto fail;
     char *argv[] = {o->python, (char *)"-c", (char *)kernel_launch, (char *)"-f",
                     (char *)IPB_SANDBOX_RUNDIR "/connection.json", NULL};
     if (ipb_shim_config_build(o, &s->dirs, SHIM_MODE_KERNEL, argv, &s->cfg, err) < 0)

@@ -165,7 +165,8 @@ class HostPathRaceTest(unittest.TestCase):
         self.stop_flipper()
         self.assertEqual(leaked, [], "download_file wrote outside the allowed directories")
         self.assertGreater(dl["refused"], 0, dl)
-        self.assertTrue(any("leads outside the allowed directory" in x for x in messages), messages)
+        # The symlink lies in the workspace: refused as one kernel code may have planted.
+        self.assertTrue(any("a sandbox could write" in x for x in messages), messages)
         self.assert_outside_untouched()
         self.assert_no_temp_files()
         print("\n  %d uploads %s, %d downloads %s" % (n, outcomes, m, dl), file=sys.stderr)
@@ -216,6 +217,137 @@ class HostPathRaceTest(unittest.TestCase):
         self.assertGreaterEqual(size, 1 << 20)
         self.assertLess(size, 128 << 20)
         self.c.execute("flipper.kill()\nflipper.wait()\nos.remove('/app/grow.bin')")
+
+
+class PlantedSymlinkTest(unittest.TestCase):
+    """Symlinks kernel code plants in its workspace, pointing elsewhere beneath an allowed
+    directory (as with the defaults: the workspace in $HOME or /tmp, beside the user's own
+    files). upload_file and download_file never follow them."""
+
+    def setUp(self):
+        require_sandbox(self)
+        # Default-like: one allowed directory holding the workspace and the user's files.
+        self.base = tempfile.mkdtemp(prefix="ipybox-planted-")
+        self.ws = os.path.join(self.base, "ws")
+        self.ssh = os.path.join(self.base, "dot-ssh")
+        self.hostdir = os.path.join(self.base, "hostdir")
+        for d in (self.ws, self.ssh, self.hostdir):
+            os.makedirs(d)
+        self.key = os.path.join(self.ssh, "id_rsa")
+        with open(self.key, "w") as f:
+            f.write("TOP-SECRET host key")
+        self.c = McpClient("--workspace", self.ws, "--allowed-dir", self.base)
+
+    def tearDown(self):
+        try:
+            self.c.call("execute_ipython_cell", {"code": "try:\n    flipper.kill()\n    flipper.wait()\n"
+                                                         "except NameError:\n    pass"}, timeout=10)
+        except Exception:
+            self.c.proc.kill()
+        self.c.close()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def call(self, tool, **args):
+        r = self.c.call(tool, args, timeout=15)
+        return r["isError"], r["content"][0]["text"]
+
+    def app_holds_secret(self):
+        for p in walk_files(self.ws):
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, errors="replace") as f:
+                    if "TOP-SECRET" in f.read():
+                        return p
+        return None
+
+    def assert_host_untouched(self):
+        self.assertEqual(sorted(walk_files(self.ssh)), [self.key])
+        with open(self.key) as f:
+            self.assertEqual(f.read(), "TOP-SECRET host key")
+        self.assertEqual(walk_files(self.hostdir), [])
+
+    def test_planted_links_are_not_followed(self):
+        text, _ = self.c.execute(
+            "import os\n"
+            "os.symlink(%r, '/app/data.csv')\n"        # absolute, to the key
+            "os.symlink('../dot-ssh/id_rsa', '/app/rel.csv')\n"  # relative: the host resolves it
+            "os.symlink(%r, '/app/dir')\n"             # a host directory
+            "os.makedirs('/app/sub')\n"
+            "os.symlink(%r, '/app/sub/inner')\n"
+            "open('/app/payload.txt', 'w').write('ssh-ed25519 AAAA attacker')\n"
+            "print('planted')" % (self.key, self.hostdir, self.ssh))
+        self.assertIn("planted", text)
+        for name in ("data.csv", "rel.csv", "sub/inner/id_rsa"):
+            err, text = self.call("upload_file", relpath="got-" + name.replace("/", "-"),
+                                  local_path=os.path.join(self.ws, name))
+            self.assertTrue(err, "upload of %s worked: %s" % (name, text))
+            self.assertIn("a sandbox could write", text)
+            self.assertIn("kernel code may have planted it", text)
+            self.assertIn(os.path.join(self.ws, name.split("/inner")[0] + ("/inner" if "inner" in name else "")),
+                          text)
+        self.assertIsNone(self.app_holds_secret())
+        for dest in ("dir/authorized_keys", "dir/new/authorized_keys", "sub/inner/authorized_keys",
+                     "sub/../dir/authorized_keys"):
+            err, text = self.call("download_file", relpath="payload.txt", local_path=os.path.join(self.ws, dest))
+            self.assertTrue(err, "download to %s worked: %s" % (dest, text))
+            self.assertIn("a sandbox could write", text)
+        self.assert_host_untouched()
+        # A planted link as the destination itself is replaced, not written through.
+        err, text = self.call("download_file", relpath="payload.txt", local_path=os.path.join(self.ws, "data.csv"))
+        self.assertFalse(err, text)
+        self.assertFalse(os.path.islink(os.path.join(self.ws, "data.csv")))
+        self.assert_host_untouched()
+        # The user's own link, outside the workspace, is followed as before.
+        mine = os.path.join(self.base, "my-link")
+        os.symlink(self.key, mine)
+        err, text = self.call("upload_file", relpath="mine.txt", local_path=mine)
+        self.assertFalse(err, text)
+        with open(os.path.join(self.ws, "mine.txt")) as f:
+            self.assertEqual(f.read(), "TOP-SECRET host key")
+
+    def test_directory_and_link_swapped_during_calls(self):
+        # /app/d: a real directory holding a harmless id_rsa; /app/s: a symlink to the host
+        # directory that holds the real one (inside the allowed directory). The kernel
+        # exchanges the two names as fast as it can.
+        text, _ = self.c.execute(
+            "import os, subprocess, sys, time\n"
+            "os.makedirs('/app/d')\nopen('/app/d/id_rsa', 'w').write('public')\n"
+            "os.symlink(%r, '/app/s')\nopen('/app/payload.txt', 'w').write('payload')\n"
+            "flipper = subprocess.Popen([sys.executable, '-c', %r, '/app/d', '/app/s'])\ntime.sleep(0.3)\n"
+            "print('flipping' if flipper.poll() is None else 'flipper exited %%s' %% flipper.returncode)"
+            % (self.ssh, FLIPPER))
+        self.assertIn("flipping", text, text)
+        src = os.path.join(self.ws, "d", "id_rsa")
+        up = {"ok": 0, "refused": 0}
+        leaked = []
+        deadline = time.time() + 2 * RACE_SECONDS
+        while up["ok"] + up["refused"] < RACE_CALLS and time.time() < deadline:
+            err, text = self.call("upload_file", relpath="got.txt", local_path=src)
+            up["refused" if err else "ok"] += 1
+            if not err:
+                with open(os.path.join(self.ws, "got.txt")) as f:
+                    if "TOP-SECRET" in f.read():
+                        leaked.append(text)
+        self.assertEqual(leaked, [], "the host key reached /app")
+        self.assertGreater(up["ok"], 0, up)
+        self.assertGreater(up["refused"], 0, up)
+        dl = {"ok": 0, "refused": 0}
+        deadline = time.time() + 2 * RACE_SECONDS
+        i = 0
+        while dl["ok"] + dl["refused"] < RACE_CALLS and time.time() < deadline:
+            i += 1
+            # alternately an existing directory and one to make (its mkdirat goes through the name)
+            dest = os.path.join(self.ws, "d", "out.txt" if i % 2 else "new%d/out.txt" % (i % 16))
+            err, text = self.call("download_file", relpath="payload.txt", local_path=dest)
+            dl["refused" if err else "ok"] += 1
+            if sorted(os.listdir(self.ssh)) != ["id_rsa"]:
+                leaked.append(text)
+        text, _ = self.c.execute("alive = flipper.poll() is None\nflipper.kill()\nflipper.wait()\nprint(alive)")
+        self.assertIn("True", text, "the flipper stopped during the race")
+        self.assertEqual(leaked, [], "download_file wrote into the host directory")
+        self.assertGreater(dl["refused"], 0, dl)
+        self.assertIsNone(self.app_holds_secret())
+        self.assert_host_untouched()
+        print("\n  %d uploads %s, %d downloads %s" % (sum(up.values()), up, sum(dl.values()), dl), file=sys.stderr)
 
 
 class StalledHostFileTest(unittest.TestCase):

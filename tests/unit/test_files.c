@@ -40,6 +40,10 @@ static void setup(void) {
         p(d, dirs[i]);
         ck_assert_int_eq(mkdir(d, 0755), 0);
     }
+    /* the state directory (its `granted` lists the trees given to sandboxes): a fresh one */
+    p(d, "state");
+    ck_assert_int_eq(mkdir(d, 0700), 0);
+    setenv("XDG_STATE_HOME", d, 1);
     p(d, "ws");
     wsfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     ck_assert_int_ge(wsfd, 0);
@@ -708,6 +712,158 @@ START_TEST(host_allowed_dir_rules) {
 }
 END_TEST
 
+/* Records rel (below top) in the state directory's `granted`, as a session that bound it
+ * into a sandbox would have. */
+static void grant(const char *rel) {
+    char path[PATH_MAX];
+    p(path, "state/ipybox");
+    mkdir(path, 0700);
+    p(path, "state/ipybox/granted");
+    FILE *f = fopen(path, "a");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s%c", P(rel), 0);
+    fclose(f);
+}
+
+#define PLANTED "inside a directory that a sandbox could write"
+
+START_TEST(host_planted_links_refused) {
+    /* allowed/ws was a workspace: kernel code may have left links there */
+    mkdir_p("allowed/ws");
+    mkdir_p("allowed/ws/sub");
+    mkdir_p("allowed/secret");
+    mkdir_p("allowed/hostdir");
+    put_file("allowed/secret/key", "SECRET");
+    put_file("allowed/ws/plain.txt", "plain");
+    grant("allowed/ws");
+    link_to("allowed/secret/key", "allowed/ws/data.csv");
+    ck_assert_int_eq(symlink("../secret/key", P("allowed/ws/rel.csv")), 0);
+    ck_assert_int_eq(symlink("../../secret/key", P("allowed/ws/sub/deep.csv")), 0);
+    link_to("allowed/hostdir", "allowed/ws/dir");
+    ck_assert_int_eq(symlink("sub", P("allowed/ws/inner")), 0); /* even one that stays inside */
+    /* reading: the file itself, relative or absolute, at any depth of the tree */
+    READ_FAILS(P("allowed/ws/data.csv"), PLANTED);
+    READ_FAILS(P("allowed/ws/data.csv"), "the way there passes through the symlink");
+    READ_FAILS(P("allowed/ws/data.csv"), "kernel code may have planted it");
+    char named[PATH_MAX + 32];
+    snprintf(named, sizeof(named), "symlink %s,", P("allowed/ws/data.csv"));
+    READ_FAILS(P("allowed/ws/data.csv"), named);
+    READ_FAILS(P("allowed/ws/rel.csv"), PLANTED);
+    READ_FAILS(P("allowed/ws/sub/deep.csv"), PLANTED);
+    READ_FAILS(P("allowed/ws/dir/anything"), PLANTED);
+    READ_FAILS(P("allowed/ws/inner/x"), PLANTED);
+    READ_OK(P("allowed/ws/plain.txt"), "plain");
+    /* through '..' or another name the same walk decides */
+    READ_FAILS(P("allowed/ws/sub/../data.csv"), PLANTED);
+    ck_assert_int_eq(symlink("ws", P("allowed/ws-by-link")), 0); /* the user's own link, outside the tree */
+    READ_FAILS(P("allowed/ws-by-link/data.csv"), PLANTED);
+    READ_OK(P("allowed/ws-by-link/plain.txt"), "plain");
+    /* writing: a directory on the way is never followed, nothing is written or made there */
+    WRITE_FAILS(P("allowed/ws/dir/authorized_keys"), PLANTED);
+    snprintf(named, sizeof(named), "symlink %s,", P("allowed/ws/dir"));
+    WRITE_FAILS(P("allowed/ws/dir/authorized_keys"), named);
+    WRITE_FAILS(P("allowed/ws/dir/new/x"), PLANTED);
+    WRITE_FAILS(P("allowed/ws/sub/../dir/x"), PLANTED);
+    WRITE_FAILS(P("allowed/ws-by-link/dir/x"), PLANTED);
+    ck_assert(!exists("allowed/hostdir/authorized_keys"));
+    ck_assert(!exists("allowed/hostdir/new"));
+    ck_assert(!exists("allowed/hostdir/x"));
+    /* a symlink at the destination itself is replaced, not followed */
+    WRITE_OK(P("allowed/ws/data.csv"), "replaced");
+    ck_assert_str_eq(content_of("allowed/secret/key"), "SECRET");
+    struct stat st;
+    ck_assert_int_eq(lstat(P("allowed/ws/data.csv"), &st), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    ck_assert_str_eq(content_of("allowed/ws/data.csv"), "replaced");
+    /* real directories of the tree are fine */
+    WRITE_OK(P("allowed/ws/sub/new/out.txt"), "o");
+    ck_assert_str_eq(content_of("allowed/ws/sub/new/out.txt"), "o");
+    assert_clean();
+}
+END_TEST
+
+START_TEST(host_links_outside_trees_followed) {
+    mkdir_p("allowed/ws");
+    mkdir_p("allowed/secret");
+    mkdir_p("allowed/hostdir");
+    put_file("allowed/secret/key", "SECRET");
+    grant("allowed/ws");
+    /* the same links, outside every tree a sandbox could write: the user's own, followed */
+    link_to("allowed/secret/key", "allowed/data.csv");
+    ck_assert_int_eq(symlink("secret/key", P("allowed/rel.csv")), 0);
+    link_to("allowed/hostdir", "allowed/dir");
+    READ_OK(P("allowed/data.csv"), "SECRET");
+    READ_OK(P("allowed/rel.csv"), "SECRET");
+    WRITE_OK(P("allowed/dir/sub/x"), "x");
+    ck_assert_str_eq(content_of("allowed/hostdir/sub/x"), "x");
+    /* into a tree and on: only links inside it are refused */
+    put_file("allowed/ws/plain.txt", "plain");
+    ck_assert_int_eq(symlink("ws/plain.txt", P("allowed/to-ws")), 0);
+    READ_OK(P("allowed/to-ws"), "plain");
+    /* '..' applies to where a link led (the directory walked), not to its name */
+    mkdir_p("allowed/real");
+    mkdir_p("allowed/real/deeper");
+    put_file("allowed/real/f.txt", "f");
+    ck_assert_int_eq(symlink("real/deeper", P("allowed/dl")), 0);
+    READ_OK(P("allowed/dl/../f.txt"), "f");
+    ck_assert_int_eq(symlink("deeper/../f.txt", P("allowed/real/dotted")), 0);
+    READ_OK(P("allowed/real/dotted"), "f");
+    put_file("outside/x", "no");
+    ck_assert_int_eq(symlink("../../..", P("allowed/real/deeper/way-up")), 0);
+    READ_FAILS(P("allowed/real/deeper/way-up/outside/x"), "leads outside the allowed directory");
+    READ_FAILS(P("allowed/real/../../outside/x"), "outside the allowed directories");
+    /* a loop ends */
+    ck_assert_int_eq(symlink("loop", P("allowed/loop")), 0);
+    READ_FAILS(P("allowed/loop"), "too many levels of symlinks");
+    /* a tree not recorded in the state directory, but this session's own (by identity) */
+    mkdir_p("allowed/ws2");
+    put_file("allowed/ws2/plain.txt", "p2");
+    link_to("allowed/secret/key", "allowed/ws2/data.csv");
+    READ_OK(P("allowed/ws2/data.csv"), "SECRET");
+    int fd = open(P("allowed/ws2"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ipb_error *e = NULL;
+    ck_assert_int_eq(ipb_host_dirs_add_sandbox_root(&hd, fd, &e), 0);
+    close(fd);
+    READ_FAILS(P("allowed/ws2/data.csv"), PLANTED);
+    READ_OK(P("allowed/ws2/plain.txt"), "p2");
+    /* a copy for a transfer keeps them */
+    ipb_host_dirs copy;
+    ck_assert_int_eq(ipb_host_dirs_dup(&hd, &copy, &e), 0);
+    ck_assert_ptr_null(read_host(&copy, P("allowed/ws2/data.csv"), &e));
+    ck_assert_msg(strstr(ipb_error_msg(e), PLANTED), "%s", ipb_error_msg(e));
+    ipb_error_free(e);
+    ipb_host_dirs_free(&copy);
+    assert_clean();
+}
+END_TEST
+
+START_TEST(host_state_dir_trees) {
+    /* the state directory's sessions/ and workspaces/ count without being recorded */
+    ipb_strv all = {0};
+    ipb_strv_push(&all, top);
+    ipb_host_dirs d = open_dirs(&all);
+    char rel[64];
+    mkdir_p("state/ipybox");
+    static const char *const subs[] = {"sessions", "workspaces"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(rel, sizeof(rel), "state/ipybox/%s", subs[i]);
+        mkdir_p(rel);
+        snprintf(rel, sizeof(rel), "state/ipybox/%s/x", subs[i]);
+        mkdir_p(rel);
+        snprintf(rel, sizeof(rel), "state/ipybox/%s/x/l", subs[i]);
+        ck_assert_int_eq(symlink("/etc", P(rel)), 0);
+        snprintf(rel, sizeof(rel), "state/ipybox/%s/x/l/hostname", subs[i]);
+        ipb_error *e = NULL;
+        ck_assert_ptr_null(read_host(&d, P(rel), &e));
+        ck_assert_msg(strstr(ipb_error_msg(e), PLANTED), "%s", ipb_error_msg(e));
+        ipb_error_free(e);
+    }
+    ipb_host_dirs_free(&d);
+    ipb_strv_free(&all);
+}
+END_TEST
+
 static Suite *files_suite(void) {
     Suite *s = suite_create("files");
     TCase *w = tcase_create("workspace");
@@ -732,6 +888,9 @@ static Suite *files_suite(void) {
     tcase_add_test(h, host_write_leaves_nothing_on_failure);
     tcase_add_test(h, host_missing_allowed_dir);
     tcase_add_test(h, host_allowed_dir_rules);
+    tcase_add_test(h, host_planted_links_refused);
+    tcase_add_test(h, host_links_outside_trees_followed);
+    tcase_add_test(h, host_state_dir_trees);
     suite_add_tcase(s, h);
     return s;
 }
