@@ -64,7 +64,9 @@ int ipb_read_all(int fd, void *buf, size_t max, size_t *ret_len) {
 }
 
 int ipb_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len) {
-    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* Non-blocking, so that a FIFO (say, an env file that sandbox code replaced in a workspace)
+     * is refused below instead of stalling the open; it changes nothing for regular files. */
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return -errno;
     struct stat st;

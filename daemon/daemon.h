@@ -25,7 +25,9 @@ typedef struct ipbd_config {
     unsigned max_sessions;
     unsigned warm;            /* sessions kept started ahead, with session_args only */
     unsigned max_clients;
-    int monitor_fd;           /* system service frontend: the channel to the monitor, else -1 */
+    int monitor_fd;           /* the channel to a monitor that adopts one for each worker: the system
+                               * service's (frontend), or root's private one; else -1 */
+    bool frontend;            /* started by the system service's monitor for a user */
 } ipbd_config;
 
 /* Serves until SIGTERM, SIGINT or SIGHUP, then closes every session (their workers stop their

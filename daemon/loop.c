@@ -144,7 +144,7 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err) {
     d.next_client_id = 1;
     /* `ipyboxd --user --warm N` was started to be used: its warm workers start at once. A
      * system service's frontend waits for its user's first connection. */
-    d.active_ms = cfg->monitor_fd < 0 ? ipbd_now_ms() : 0;
+    d.active_ms = !cfg->frontend ? ipbd_now_ms() : 0;
     if (setup(&d, err) < 0) {
         close(d.listen.fd);
         close(d.sig.fd);

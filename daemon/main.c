@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "fdio.h"
 #include "log.h"
+#include "monclient.h"
 #include "monitor.h"
 #include "options.h"
 #include "statedir.h"
@@ -294,7 +295,17 @@ int ipbd_main(int argc, char **argv) {
     stat(sock, &mine);
     ipbd_config cfg = {.listen_fd = lfd, .socket_path = sock, .uid = geteuid(), .self_exe = worker_exe,
                        .session_args = sargs, .idle_timeout_ms = idle * 1000, .max_sessions = (unsigned)max_sessions,
-                       .warm = (unsigned)warm, .max_clients = (unsigned)max_clients, .monitor_fd = frontend ? 4 : -1};
+                       .warm = (unsigned)warm, .max_clients = (unsigned)max_clients, .monitor_fd = frontend ? 4 : -1,
+                       .frontend = frontend};
+    /* Run by root: the sessions' sandboxes run in the system service's uid pool, through a
+     * private monitor that adopts a channel for each worker, never as root. */
+    if (!frontend && geteuid() == 0 && (cfg.monitor_fd = ipb_monitor_start_private(true)) < 0) {
+        log_error("cannot start the private monitor for root's sandboxes: %s", strerror(errno));
+        close(lfd);
+        free(sock);
+        free(sargs);
+        return 1;
+    }
     if (frontend)
         log_info("serving uid %d at %s", (int)cfg.uid, sock);
     else

@@ -10,6 +10,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +53,37 @@ static bool in_own_userns(void) {
     if (sscanf(buf, "%lu %lu %lu", &in, &out, &count) != 3 || (in == 0 && out == 0 && count == 4294967295ul))
         return false;
     return getuid() == 0 && geteuid() == 0;
+}
+
+/* An anonymous pipe or a socket: an object of no filesystem, which a chmod, chown or write
+ * from the sandbox cannot turn into a change of a host file. A named FIFO is a host file. */
+static bool anonymous(int fd) {
+    struct stat st;
+    struct statfs sf;
+    if (fstat(fd, &st) < 0)
+        return false;
+    if (S_ISSOCK(st.st_mode))
+        return true;
+    return S_ISFIFO(st.st_mode) && fstatfs(fd, &sf) == 0 && sf.f_type == PIPEFS_MAGIC;
+}
+
+/* PID 1's (and so the program's) stdio from inside the sandbox: whatever the supervisor gave
+ * that is not an anonymous pipe or socket (the host's /dev/null, a host file or tty) is
+ * replaced by the sandbox's /dev/null, a read-only bind on which chmod and chown fail. A host
+ * inode stays reachable through no descriptor of the sandbox's, so the sandbox's user can
+ * change none, whichever host user it maps to. Runs after pivot_root. */
+static int own_stdio(ipb_error **err) {
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (null < 0)
+        return ipb_error_set(err, errno, "opening the sandbox's /dev/null");
+    for (int i = 0; i < 3; i++)
+        if (!anonymous(i) && dup2(null, i) < 0) {
+            int e = errno;
+            close(null);
+            return ipb_error_set(err, e, "placing the sandbox's /dev/null on fd %d", i);
+        }
+    close(null);
+    return 0;
 }
 
 void shim_contain(int fd, shim_config *cfg) {
@@ -139,5 +173,7 @@ void shim_contain(int fd, shim_config *cfg) {
      *    size-limited /tmp and /dev/shm, fresh /proc with sensitive parts masked, pivot_root. */
     if (shim_build_root(cfg->root, &cfg->plan, cfg->system != 0, cfg->mount_fds, &err) < 0)
         fail(fd, "root filesystem", err);
+    if (own_stdio(&err) < 0)
+        fail(fd, "standard descriptors", err);
     shim_pid1(fd, cfg, &efds);
 }

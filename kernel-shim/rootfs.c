@@ -44,10 +44,12 @@ static int remount(const char *path, const char *name, unsigned long flags, ipb_
     return 0;
 }
 
-/* Every destination is resolved under the new root (openat2 RESOLVE_IN_ROOT), symlinks
- * included, as it would be inside the sandbox: a symlink planted in a tree that is mounted
- * there (the user's workspace, say) cannot point a step at the host. Objects are then named
- * through /proc/self/fd, which is exactly the object found. */
+/* Every destination is resolved under the new root (openat2 RESOLVE_IN_ROOT), as it would be
+ * inside the sandbox: a symlink planted in a tree that is mounted there cannot point a step
+ * at the host. In the workspace, which sandbox code writes and which outlives a session, no
+ * symlink is followed at all (RESOLVE_NO_SYMLINKS): one left by an earlier session must not
+ * steer where this session's binds land. Objects are then named through /proc/self/fd,
+ * which is exactly the object found. */
 static int root_fd = -1;
 
 typedef struct place {
@@ -55,11 +57,28 @@ typedef struct place {
     char path[40];
 } place;
 
+static bool in_workspace(const char *dst) {
+    size_t n = strlen(IPB_SANDBOX_APP);
+    while (dst[0] == '/' && dst[1] == '/')
+        dst++;
+    return !strncmp(dst, IPB_SANDBOX_APP, n) && (dst[n] == '\0' || dst[n] == '/');
+}
+
 static int open_in_root(const char *dst, int flags) {
     struct open_how how = {.flags = (uint64_t)(O_PATH | O_CLOEXEC | flags),
-                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
+                                      (in_workspace(dst) ? RESOLVE_NO_SYMLINKS : 0)};
     int fd = (int)syscall(SYS_openat2, root_fd, dst, &how, sizeof(how));
     return fd < 0 ? -errno : fd;
+}
+
+/* The error for a failed step at path; a symlink met in the workspace is named as such. */
+static int step_error(ipb_error **err, int e, const char *what, const char *path) {
+    if (e == ELOOP && in_workspace(path))
+        return ipb_error_set(err, 0, "%s %s: a symlink in the workspace is on the way (left there by sandbox "
+                                     "code?); ipybox never follows one when mounting: remove it or choose "
+                                     "another mount point", what, path);
+    return ipb_error_set(err, e, "%s %s", what, path);
 }
 
 /* mkdirat, or openat creating a file when file; EEXIST is fine. A tree idmapped to the
@@ -124,15 +143,17 @@ static int parent_of(const char *dst, const char **name, ipb_error **err) {
         int r = *p ? make_entry(dfd, p, false) : 0;
         if (r < 0) {
             close(dfd);
-            return ipb_error_set(err, -r, "creating %s", buf);
+            return step_error(err, -r, "creating", buf);
         }
         close(dfd);
         dfd = open_in_root(buf[0] ? buf : "/", O_DIRECTORY);
+        if (dfd < 0) {
+            int e2 = -dfd;
+            return step_error(err, e2, "creating the directories of", buf[0] ? buf : "/");
+        }
         *e = save;
         p = e;
     }
-    if (dfd < 0)
-        return ipb_error_set(err, -dfd, "creating the directories of %s", dst);
     return dfd;
 }
 
@@ -146,7 +167,7 @@ static int make_mountpoint(const char *dst, bool dir, place *pl, ipb_error **err
     close(dfd);
     if (r == 0 && (r = -place_at(pl, dst, 0)) == 0)
         return 0;
-    return ipb_error_set(err, r, "creating mount point %s", dst);
+    return step_error(err, r, "creating mount point", dst);
 }
 
 /* The tree at src_fd/src (a host path, or a place's fd with src ""), cloned (with whatever is

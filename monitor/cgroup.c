@@ -87,8 +87,9 @@ static void slot_dir(const ipbm_cgroups *c, const char *base, int slot, char *ou
     snprintf(out, len, "%s/%s%d", base, c->prefix, slot);
 }
 
-/* Kills and removes sb-* cgroups under base that an earlier run left. */
-static int sweep(const ipbm_cgroups *c, const char *base) {
+/* Kills and removes sb-* cgroups under base that an earlier run left, of the slots in mine
+ * only (the others may be another monitor's, in use). */
+static int sweep(const ipbm_cgroups *c, const char *base, const uint8_t *mine, uint32_t nslots) {
     DIR *d = opendir(base);
     if (!d)
         return 0;
@@ -97,7 +98,7 @@ static int sweep(const ipbm_cgroups *c, const char *base) {
     while ((e = readdir(d))) {
         int slot;
         char tail;
-        if (sscanf(e->d_name, "sb-%d%c", &slot, &tail) != 1 || slot < 0)
+        if (sscanf(e->d_name, "sb-%d%c", &slot, &tail) != 1 || slot < 0 || (uint32_t)slot >= nslots || !mine[slot])
             continue;
         ipbm_cgroup_kill(c, slot);
         for (int i = 0; i < 50 && !ipbm_cgroup_remove(c, slot); i++)
@@ -136,7 +137,7 @@ static int sweep_user(const ipbm_cgroups *c, const char *base) {
     return n;
 }
 
-static bool init_v2(ipbm_cgroups *c, char *desc, size_t desclen) {
+static bool init_v2(ipbm_cgroups *c, const uint8_t *mine, uint32_t nslots, char *desc, size_t desclen) {
     char own[400];
     if (!is_fs(CG_ROOT, CGROUP2_MAGIC) || own_path("", own, sizeof(own)) < 0)
         return false;
@@ -168,7 +169,7 @@ static bool init_v2(ipbm_cgroups *c, char *desc, size_t desclen) {
     }
     c->kind = IPBM_LIMITS_CGROUP2;
     snprintf(c->v2, sizeof(c->v2), "%s", parent);
-    int left = sweep(c, parent);
+    int left = sweep(c, parent, mine, nslots);
     snprintf(desc, desclen, "cgroup v2 under %s (memory, pids%s)%s", parent, cpu ? ", cpu" : "",
              left ? "; removed sandbox cgroups an earlier run left" : "");
     return true;
@@ -184,7 +185,10 @@ static bool v1_base(const char *ctrl, const char *name, char *out, size_t outlen
     return mkdir(out, 0755) == 0 || errno == EEXIST;
 }
 
-static bool init_v1(ipbm_cgroups *c, const char *name, char *desc, size_t desclen) {
+/* name: the directory under our own cgroup; mine and nslots: the monitor's slots (NULL: user
+ * mode, whose cgroups are swept by their supervisors' pids). */
+static bool init_v1(ipbm_cgroups *c, const char *name, const uint8_t *mine, uint32_t nslots, char *desc,
+                    size_t desclen) {
     if (!v1_base("memory", name, c->mem, sizeof(c->mem)) || !v1_base("pids", name, c->pids, sizeof(c->pids))) {
         c->mem[0] = c->pids[0] = '\0';
         return false;
@@ -194,21 +198,23 @@ static bool init_v1(ipbm_cgroups *c, const char *name, char *desc, size_t descle
     /* Children count against their parent's memory (a no-op on kernels where it is always so). */
     put(c->mem, "memory.use_hierarchy", "1");
     c->kind = IPBM_LIMITS_CGROUP1;
-    int left = c->prefix[0] == 'u' ? sweep_user(c, c->mem) + sweep_user(c, c->pids) + sweep_user(c, c->cpu)
-                                   : sweep(c, c->mem) + sweep(c, c->pids);
+    int left = !mine ? sweep_user(c, c->mem) + sweep_user(c, c->pids) + sweep_user(c, c->cpu)
+                     : sweep(c, c->mem, mine, nslots) + sweep(c, c->pids, mine, nslots);
     snprintf(desc, desclen, "cgroup v1 controllers: memory at %s, pids at %s%s%s%s", c->mem, c->pids,
              c->cpu[0] ? ", cpu at " : " (no cpu controller: no CPU share)", c->cpu,
              left ? "; removed sandbox cgroups an earlier run left" : "");
     return true;
 }
 
-void ipbm_cgroups_init(ipbm_cgroups *c, char *desc, size_t desclen) {
+void ipbm_cgroups_init(ipbm_cgroups *c, bool v2, const uint8_t *mine, uint32_t nslots, char *desc, size_t desclen) {
     memset(c, 0, sizeof(*c));
     snprintf(c->prefix, sizeof(c->prefix), "sb-");
     char why[2048] = "";
-    if (init_v2(c, why, sizeof(why)) && (snprintf(desc, desclen, "%s", why), true))
+    if (!v2)
+        snprintf(why, sizeof(why), "cgroup v2 is not ours to divide");
+    else if (init_v2(c, mine, nslots, why, sizeof(why)) && (snprintf(desc, desclen, "%s", why), true))
         return;
-    if (init_v1(c, "ipyboxd", desc, desclen))
+    if (init_v1(c, "ipyboxd", mine, nslots, desc, desclen))
         return;
     c->kind = IPBM_LIMITS_RLIMIT;
     snprintf(desc, desclen,
@@ -418,7 +424,7 @@ bool ipbm_cgroups_init_user(ipbm_cgroups *c, char *desc, size_t desclen) {
     memset(c, 0, sizeof(*c));
     snprintf(c->prefix, sizeof(c->prefix), "u%d-", (int)getpid());
     /* Ours to write only if we may make cgroups there (the base may be another user's). */
-    if (init_v1(c, "ipybox", desc, desclen) && access(c->mem, W_OK) == 0 && access(c->pids, W_OK) == 0) {
+    if (init_v1(c, "ipybox", NULL, 0, desc, desclen) && access(c->mem, W_OK) == 0 && access(c->pids, W_OK) == 0) {
         if (c->cpu[0] && access(c->cpu, W_OK) < 0)
             c->cpu[0] = '\0';
         return true;

@@ -22,9 +22,6 @@ typedef struct ipbm_cgroups {
     char prefix[24];              /* a sandbox cgroup is <prefix><slot>: "sb-" for the monitor */
 } ipbm_cgroups;
 
-/* Finds what the host offers, makes our parent cgroups and removes any sandbox cgroups an
- * earlier run left (killing what still runs in them). desc gets a sentence for the log. */
-void ipbm_cgroups_init(ipbm_cgroups *c, char *desc, size_t desclen);
 /* User mode (no monitor, no root needed where the host lets us): per-sandbox cgroups in the v1
  * memory and pids hierarchies (and cpu) when we may write there, named u<pid>-<n> under
  * <hierarchy><own cgroup>/ipybox; those of supervisors that are gone are removed. False when
@@ -32,6 +29,11 @@ void ipbm_cgroups_init(ipbm_cgroups *c, char *desc, size_t desclen);
 bool ipbm_cgroups_init_user(ipbm_cgroups *c, char *desc, size_t desclen);
 /* Moves pid (a child that has not forked yet) into the slot's cgroups. 0 or -errno. */
 int ipbm_cgroup_enter_pid(const ipbm_cgroups *c, int slot, pid_t pid);
+/* The monitor: finds what the host offers, makes our parent cgroups and removes any sandbox
+ * cgroups an earlier run left (killing what still runs in them) of the slots set in mine
+ * (nslots entries: those whose lock this monitor holds). v2: whether cgroup v2 may be used
+ * (only by the service, whose own cgroup is delegated to it). desc gets a sentence for the log. */
+void ipbm_cgroups_init(ipbm_cgroups *c, bool v2, const uint8_t *mine, uint32_t nslots, char *desc, size_t desclen);
 /* Makes the slot's cgroup with these limits. *dirfd gets the v2 directory (for
  * CLONE_INTO_CGROUP), else -1; *mem_ev and *pids_ev the event files (read-only), else -1. */
 int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, int *dirfd, int *mem_ev,

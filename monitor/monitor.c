@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -370,6 +372,11 @@ static int serve(struct ipbm *M) {
                 chan_close(M, c);
             }
         }
+        /* A private monitor has no one left to serve: it ends once its sandboxes are gone. */
+        if (M->private_mon && !M->chans && !M->stopping) {
+            M->stopping = true;
+            stop_deadline = ipbm_now_ms() + 10000;
+        }
         release_held(M);
     }
     return 0;
@@ -426,9 +433,146 @@ static void block_signals(void) {
     sigprocmask(SIG_BLOCK, &set, NULL);
 }
 
+/* The pool, its check against the host's users and delegated ranges, and (when clean: the
+ * system service) what an earlier run left in it (processes with its uids, sandbox cgroups),
+ * for every slot whose lock we get: the others are another monitor's, in use (slotlock.h).
+ * Then the cgroups. A private monitor cleans nothing up: it only skips a slot where something
+ * runs. */
+static int pool_setup(struct ipbm *M, bool clean, ipb_error **err) {
+    uint32_t n = M->conf.pool_size;
+    if (ipbm_pool_init(&M->pool, M->conf.pool_start, n) < 0 || !(M->slot_lock = malloc((n ? n : 1) * sizeof(int))))
+        return ipb_error_set(err, ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        M->slot_lock[i] = -1;
+    if (ipbm_pool_check_host(M, err) < 0)
+        return -1;
+    uint8_t *mine = calloc(n ? n : 1, 1), *busy = calloc(n ? n : 1, 1);
+    if (!mine || !busy) {
+        free(mine);
+        free(busy);
+        return ipb_error_set(err, ENOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; clean && i < n; i++) {
+        int fd = ipbm_slot_lock(&M->pool, (int)i);
+        if (fd >= 0) {
+            M->slot_lock[i] = fd;
+            mine[i] = 1;
+        }
+    }
+    if (clean)
+        ipbm_pool_scan(M->conf.pool_start, n, IPBM_RANGE, mine, busy);
+    int left = 0;
+    for (uint32_t i = 0; i < n; i++)
+        left += mine[i] && busy[i];
+    if (left)
+        log_warn("killed what %d sandbox uid range%s held from an earlier run", left, left == 1 ? "" : "s");
+    char desc[4096];
+    ipbm_cgroups_init(&M->cg, !M->private_mon, mine, n, desc, sizeof(desc));
+    log_info("limits: %s", desc);
+    for (uint32_t i = 0; i < n; i++)
+        if (M->slot_lock[i] >= 0) {
+            close(M->slot_lock[i]);
+            M->slot_lock[i] = -1;
+        }
+    free(mine);
+    free(busy);
+    return 0;
+}
+
+/* `ipyboxd --private-monitor worker|frontend`, with a channel on fd 3: the monitor of root's
+ * own ipybox (`ipybox mcp`, `ipybox run`, `ipyboxd --user` started by root), so that root's
+ * sandboxes, too, run in a uid range of the pool and never as root (monclient.h). The channel
+ * is root's (a worker's, or a frontend's that adopts one per worker); there are no sockets,
+ * no frontends and no other users. It ends with its channels, or when its parent dies. A
+ * failure at start is sent on the channel as an ERROR record. */
+static int private_main(int argc, char **argv) {
+    static struct ipbm M0;
+    struct ipbm *M = &M0;
+    ipb_error *err = NULL;
+    bool frontend = argc == 3 && !strcmp(argv[2], "frontend");
+    if (argc != 3 || (!frontend && strcmp(argv[2], "worker")) || geteuid() != 0 || !ipbm_is_seqpacket(3)) {
+        log_error("--private-monitor is for ipybox's own use");
+        return 2;
+    }
+    int chan = fcntl(3, F_DUPFD_CLOEXEC, 64);
+    pid_t parent = getppid();
+    if (chan < 0 || prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent || parent == 1)
+        return 1;
+    close(3);
+    unsetenv("NOTIFY_SOCKET");
+    M->private_mon = true;
+    struct ipbm_msg fail = {.magic = IPBM_MAGIC, .type = IPBM_ERROR, .err = EIO};
+    int fr = ipbm_fds_reserve();
+    if (fr < 0) {
+        ipb_error_set(&err, -fr, "cannot reserve descriptors for children");
+        goto failed;
+    }
+    if (load_config(&M->conf, IPBM_DEFAULT_CONFIG, false) < 0) {
+        ipb_error_set(&err, EINVAL, "the configuration " IPBM_DEFAULT_CONFIG " (its uid pool) is not valid");
+        goto failed;
+    }
+    /* Root sets its own limits: the configured defaults apply, the bounds do not. */
+    M->conf.memory_max_bound = 1ull << 50;
+    M->conf.pids_max_bound = 1u << 22;
+    M->conf.cpu_weight_bound = 10000;
+    M->conf.max_sessions_per_user = 10000;
+    char *shim = NULL;
+    if (ipb_find_shim(&shim, &err) < 0)
+        goto failed;
+    snprintf(M->shim, sizeof(M->shim), "%s", shim);
+    free(shim);
+    if (pool_setup(M, false, &err) < 0)
+        goto failed;
+    /* Root's sandboxes keep the CPU share of the process that started them (a cpu cgroup of
+     * ours would put all of them under one share), and without cgroups no address-space
+     * limit unless --memory asks for one: as before they ran in the pool. */
+    M->cg.cpu[0] = '\0';
+    if (M->cg.kind == IPBM_LIMITS_RLIMIT)
+        M->conf.memory_max = M->conf.memory_max_bound;
+    M->ep = epoll_create1(EPOLL_CLOEXEC);
+    if (M->ep < 0 || (mkdir("/run/ipybox", 0755) < 0 && errno != EEXIST) ||
+        (mkdir(IPBM_ROOT_DIR, 0755) < 0 && errno != EEXIST)) {
+        ipb_error_set(&err, errno, "preparing /run/ipybox");
+        goto failed;
+    }
+    struct ipbm_user *u = calloc(1, sizeof(*u));
+    if (!u) {
+        ipb_error_set(&err, ENOMEM, "out of memory");
+        goto failed;
+    }
+    snprintf(u->name, sizeof(u->name), "root");
+    u->uid = 0;
+    u->gid = 0;
+    u->listen_fd = -1;
+    M->users = u;
+    struct ipbm_chan *c = ipbm_chan_add(M, chan, frontend, u);
+    if (!c) {
+        log_error("cannot serve the private monitor's channel");
+        return 1;
+    }
+    if (frontend)
+        u->fchan = c;
+    int r = serve(M);
+    ipbm_sandboxes_sweep(M);
+    while (M->chans)
+        chan_close(M, M->chans);
+    ipbm_held_final(&u->held);
+    return r < 0 ? 1 : 0;
+failed:
+    snprintf(fail.text, sizeof(fail.text), "%s", ipb_error_msg(err));
+    fail.err = err && err->errnum ? err->errnum : EIO;
+    log_error("%s", fail.text);
+    ipbm_send(chan, &fail, NULL, 0, MSG_DONTWAIT);
+    return 1;
+}
+
 int ipbm_main(int argc, char **argv) {
     /* From the start: a SIGTERM during start-up is handled once the loop runs, not fatal. */
     block_signals();
+    if (argc >= 2 && !strcmp(argv[1], "--private-monitor")) {
+        ipb_log_init("ipybox-monitor", IPB_LOG_WARN);
+        return private_main(argc, argv);
+    }
     ipb_log_init("ipyboxd", IPB_LOG_INFO);
     const char *config = IPBM_DEFAULT_CONFIG;
     bool given = false;
@@ -486,19 +630,10 @@ int ipbm_main(int argc, char **argv) {
     M->self[sl] = '\0';
     snprintf(M->shim, sizeof(M->shim), "%s", shim);
     free(shim);
-    if (ipbm_pool_init(&M->pool, M->conf.pool_start, M->conf.pool_size) < 0)
-        return 1;
-    if (ipbm_pool_check_host(M, &err) < 0) {
+    if (pool_setup(M, true, &err) < 0) {
         log_error("%s", ipb_error_msg(err));
         return 2;
     }
-    /* Whatever an earlier run left in the pool's uids (with or without cgroups) goes now. */
-    int left = ipbm_range_procs(M->conf.pool_start, M->conf.pool_size * IPBM_RANGE, true);
-    if (left)
-        log_warn("killed %d process%s left in the sandbox uids by an earlier run", left, left == 1 ? "" : "es");
-    char desc[4096];
-    ipbm_cgroups_init(&M->cg, desc, sizeof(desc));
-    log_info("limits: %s", desc);
     M->ep = epoll_create1(EPOLL_CLOEXEC);
     if (M->ep < 0 || ipbm_users_load(M, &err) < 0) {
         log_error("%s", err ? ipb_error_msg(err) : strerror(errno));

@@ -4,11 +4,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "cgroup.h"
 #include "fds.h"
 #include "mon_proto.h"
 #include "pool.h"
+#include "slotlock.h"
 #include "sysconf.h"
 
 struct ipbm_user {
@@ -56,6 +58,7 @@ struct ipbm_sandbox {
 struct ipbm {
     ipbm_sysconf conf;
     ipbm_pool pool;
+    int *slot_lock;         /* pool.size entries: the lock held for each taken slot, or -1 */
     ipbm_cgroups cg;
     char shim[4096];
     char self[4096];
@@ -67,8 +70,20 @@ struct ipbm {
     unsigned nsandboxes;
     bool stopping;
     bool sweep_due;         /* a sandbox ended: sweep after this batch of events */
+    bool private_mon;       /* a private monitor of root's own ipybox (one channel, no users'
+                             * sockets or frontends): it ends when its channels are gone */
     int verbose;
 };
+
+/* A slot whose sandbox is gone and cleaned up: free here, and its lock released for other
+ * monitors. */
+static inline void ipbm_slot_free(struct ipbm *M, int slot) {
+    if (slot >= 0 && (uint32_t)slot < M->pool.size && M->slot_lock[slot] >= 0) {
+        close(M->slot_lock[slot]);
+        M->slot_lock[slot] = -1;
+    }
+    ipbm_pool_put(&M->pool, slot);
+}
 
 /* The most worker channels and sandboxes one user may hold: the frontend is the user's own
  * process, so the monitor enforces max_sessions_per_user itself (with room for a session's

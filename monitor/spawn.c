@@ -259,6 +259,25 @@ static int limits(const ipbm_sysconf *c, const struct ipbm_msg *req, ipbm_limits
     return 0;
 }
 
+/* A free slot whose lock we hold and in which nothing runs, or -1. A locked slot where
+ * something still runs (left by a monitor that died, or run by one that takes no locks) is
+ * not ours to kill or to share: it is skipped (the service cleans it at its next start). */
+static int take_slot(struct ipbm *M) {
+    for (uint32_t k = 0; k < M->pool.size; k++) {
+        int lock = -1;
+        int slot = ipbm_slot_take(&M->pool, &lock);
+        if (slot < 0)
+            return -1;
+        if (!ipbm_range_procs(ipbm_pool_uid(&M->pool, slot), IPBM_RANGE, false) && !ipbm_cgroup_busy(&M->cg, slot)) {
+            M->slot_lock[slot] = lock;
+            return slot;
+        }
+        close(lock);
+        ipbm_pool_put(&M->pool, slot);
+    }
+    return -1;
+}
+
 void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *req, int *fds, unsigned nfds,
                 struct ipbm_msg *rep, int *rfds, unsigned *nrfds) {
     *nrfds = 0;
@@ -301,10 +320,10 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
              "max_sessions_per_user)", chan->user->name, chan->user->nsandboxes);
         return;
     }
-    int slot = ipbm_pool_take(&M->pool);
+    int slot = take_slot(M);
     if (slot < 0) {
-        fail(rep, EAGAIN, "all %u sandbox uid ranges are in use (uid_pool_size in the configuration)",
-             M->pool.size);
+        fail(rep, EAGAIN, "all %u sandbox uid ranges are in use (uid_pool_size in the configuration; the system "
+             "service and root's own ipybox share them)", M->pool.size);
         return;
     }
     uint32_t base = ipbm_pool_uid(&M->pool, slot);
@@ -454,7 +473,7 @@ undo:
         if (ran && !undo_pid)
             ipbm_range_procs(base, IPBM_RANGE, true);
         if (!undo_pid && !(ran && ipbm_range_procs(base, IPBM_RANGE, false)) && ipbm_cgroup_remove(&M->cg, slot))
-            ipbm_pool_put(&M->pool, slot);
+            ipbm_slot_free(M, slot);
         else if ((z = calloc(1, sizeof(*z)))) {
             z->slot = slot;
             z->pid = undo_pid; /* 0, or reaped (and then swept) by the loop */
@@ -521,7 +540,7 @@ void ipbm_sandboxes_sweep(struct ipbm *M) {
         if (left)
             ipbm_cgroup_kill(&M->cg, s->slot);
         if (s->pid == 0 && !left && ipbm_cgroup_remove(&M->cg, s->slot)) {
-            ipbm_pool_put(&M->pool, s->slot);
+            ipbm_slot_free(M, s->slot);
             *pp = s->next;
             M->nsandboxes--;
             s->user->nsandboxes--;

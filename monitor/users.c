@@ -242,6 +242,8 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
 }
 
 void ipbm_frontends_start(struct ipbm *M) {
+    if (M->private_mon)
+        return; /* its one user is root, whose own process holds the channel */
     long now = ipbm_now_ms();
     for (struct ipbm_user *u = M->users; u; u = u->next) {
         if (u->frontend > 0 || now < u->restart_ms || M->stopping)

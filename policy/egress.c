@@ -175,13 +175,24 @@ static const special_block *special_block_of(const ipb_addr *a) {
     return NULL;
 }
 
-/* IPv6 forms that carry an IPv4 address a packet may end up at: NAT64 (64:ff9b::/96) and
- * 6to4 (2002::/16). They are judged by that IPv4 address as well. */
+/* IPv6 forms that carry an IPv4 address a packet may end up at: NAT64 (64:ff9b::/96, RFC
+ * 6052), 6to4 (2002::/16, the IPv4 address in bits 16-47), IPv4-mapped (::ffff:0:0/96; parsed
+ * addresses never keep this form, but one built elsewhere is judged the same) and
+ * IPv4-compatible (::/96, deprecated; :: and ::1 excepted). They are judged by that IPv4
+ * address as well: against the special blocks and against the host's own addresses. The
+ * local-use NAT64 block (64:ff9b:1::/48) has no fixed place for the IPv4 address and is
+ * refused as a whole (a special block). */
 static bool embedded_v4(const ipb_addr *a, ipb_addr *v4) {
     static const uint8_t nat64[12] = {0x00, 0x64, 0xff, 0x9b};
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    static const uint8_t zero[12] = {0};
     if (a->family != AF_INET6)
         return false;
-    if (!memcmp(a->b, nat64, 12)) {
+    if (!memcmp(a->b, nat64, 12) || !memcmp(a->b, mapped, 12)) {
+        set_v4(v4, a->b + 12);
+        return true;
+    }
+    if (!memcmp(a->b, zero, 12) && (a->b[12] | a->b[13] | a->b[14] || a->b[15] > 1)) {
         set_v4(v4, a->b + 12);
         return true;
     }
@@ -458,19 +469,25 @@ bool ipb_egress_addr_allowed(const ipb_egress_policy *p, const ipb_addr *a, bool
         *reason = "the address is pinned with --resolve";
         return true;
     }
+    ipb_addr v4;
+    bool has_v4 = embedded_v4(a, &v4);
     for (size_t i = 0; i < p->n_host_addrs; i++) {
-        if (p->host_addrs[i].family == a->family && !memcmp(p->host_addrs[i].b, a->b, 16)) {
-            if (explicitly_allowed(p, a, NULL, true)) {
+        const ipb_addr *h = &p->host_addrs[i];
+        bool direct = h->family == a->family && !memcmp(h->b, a->b, 16);
+        if (direct || (has_v4 && h->family == AF_INET && !memcmp(h->b, v4.b, 16))) {
+            /* An exact entry of that address (for an embedded one: of the IPv6 form, or of
+             * the IPv4 address it carries, which an entry then names). */
+            if (explicitly_allowed(p, a, NULL, true) || (!direct && explicitly_allowed(p, &v4, NULL, true))) {
                 *reason = "the host's own address is named by an entry";
                 return true;
             }
-            *reason = "the address is one of the host's own";
+            *reason = direct ? "the address is one of the host's own"
+                             : "the address carries one of the host's own IPv4 addresses";
             return false;
         }
     }
     const special_block *b = special_block_of(a);
-    ipb_addr v4;
-    const special_block *eb = !b && embedded_v4(a, &v4) ? special_block_of(&v4) : NULL;
+    const special_block *eb = !b && has_v4 ? special_block_of(&v4) : NULL;
     if (eb) {
         /* Judged as the IPv4 address it carries. */
         if (explicitly_allowed(p, &v4, eb, false)) {
@@ -500,4 +517,82 @@ bool ipb_egress_addr_allowed(const ipb_egress_policy *p, const ipb_addr *a, bool
     }
     *reason = has_cidr(p) ? "the address is not allowed" : "only names are allowed, and this address is not one";
     return false;
+}
+
+/* Whether an address may be reached on its own, when no name is visible: an address entry
+ * (or no list and a public address), a --resolve pin of an allowed name, or an answer the DNS
+ * stub gave out for an allowed name. */
+static bool addr_on_its_own(const ipb_egress_policy *p, const ipb_addr *a, const ipb_egress_memo *memo,
+                            ipb_egress_verdict *v) {
+    const char *why = NULL;
+    v->addr = *a;
+    if (ipb_egress_addr_allowed(p, a, false, false, &why)) {
+        v->why = p->n_rules ? "address allowed" : "public address";
+        return true;
+    }
+    for (size_t i = 0; i < p->n_pins; i++)
+        if (ipb_addr_equal(&p->pins[i].addr, a) && ipb_egress_name_allowed(p, p->pins[i].name, NULL)) {
+            snprintf(v->name, sizeof(v->name), "%s", p->pins[i].name);
+            v->why = "pinned address of an allowed name";
+            return true;
+        }
+    const char *name = memo && memo->recall ? memo->recall(memo->ctx, a) : NULL;
+    if (name && ipb_egress_name_allowed(p, name, NULL)) {
+        snprintf(v->name, sizeof(v->name), "%s", name);
+        v->why = "address the DNS stub gave for an allowed name";
+        return true;
+    }
+    v->why = why ? why : "not allowed";
+    return false;
+}
+
+bool ipb_egress_decide(const ipb_egress_policy *p, const char *host, const ipb_addr *dialled,
+                       const ipb_egress_memo *memo, ipb_egress_verdict *v) {
+    memset(v, 0, sizeof(*v));
+    v->route = IPB_EGRESS_REFUSE;
+    if (!host || !host[0]) {
+        /* No name visible: the dialled address alone decides. */
+        if (!dialled) {
+            v->why = "no destination: neither a name nor an original address";
+            return false;
+        }
+        if (!addr_on_its_own(p, dialled, memo, v))
+            return false;
+        v->route = IPB_EGRESS_TO_ADDR;
+        return true;
+    }
+    ipb_addr lit;
+    if (ipb_addr_parse(host, strlen(host), &lit)) {
+        /* An address literal is judged as an address, and is where the connection goes. */
+        if (!addr_on_its_own(p, &lit, memo, v))
+            return false;
+        v->route = IPB_EGRESS_TO_ADDR;
+        return true;
+    }
+    if (!ipb_name_normalize(host, strlen(host), v->name)) {
+        v->name[0] = '\0';
+        v->why = "malformed host name";
+        return false;
+    }
+    /* A visible name decides, whatever address was dialled: an address allowed on its own
+     * (an entry, a pin, a DNS stub answer) never carries a name that is not allowed. */
+    if (!ipb_egress_name_allowed(p, v->name, &v->why))
+        return false;
+    /* Dialled at an answer the DNS stub gave for this very name (so checked for it): there,
+     * without resolving again. A name with --resolve pins goes to its pins only. */
+    ipb_addr pin;
+    if (dialled && memo && memo->gave && !ipb_egress_pins(p, v->name, &pin, 1) &&
+        memo->gave(memo->ctx, dialled, v->name)) {
+        v->addr = *dialled;
+        v->route = IPB_EGRESS_TO_ADDR;
+        v->why = "address the DNS stub gave for this name";
+        return true;
+    }
+    v->route = IPB_EGRESS_TO_NAME;
+    v->why = "allowed name";
+    return true;
+}
+
+bool ipb_egress_unread_ok(const ipb_egress_policy *p, const ipb_addr *dialled) {
+    return p->n_rules == 0 && ipb_egress_addr_allowed(p, dialled, false, false, NULL);
 }

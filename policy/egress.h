@@ -15,7 +15,9 @@
  * lies inside the special block (so "10.1.0.0/16" allows those, "0.0.0.0/0" does not), or for
  * the host's own addresses, an entry of exactly that address. A --resolve pin is explicit
  * too: the address it gives is used even when special. Cloud metadata names are always
- * refused. */
+ * refused. An IPv6 address that carries an IPv4 one (NAT64 64:ff9b::/96, 6to4 2002::/16,
+ * IPv4-mapped, IPv4-compatible) is judged by that IPv4 address as well, against the special
+ * blocks and the host's own addresses. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -92,6 +94,55 @@ bool ipb_egress_name_allowed(const ipb_egress_policy *p, const char *name, const
  * came from a --resolve pin (then it is allowed as given). */
 bool ipb_egress_addr_allowed(const ipb_egress_policy *p, const ipb_addr *a, bool by_name, bool pinned,
                              const char **reason);
+
+/* ---- the decision on a connection, once its first bytes have been read
+
+ * The name the client uses decides: when the bytes carry a name (a TLS server name, an HTTP
+ * Host or absolute URI, a CONNECT authority), that name must be allowed, whatever address was
+ * dialled, and the connection then goes only to addresses checked for that name: its
+ * --resolve pins, else the dialled address when the DNS stub gave it out for that very name,
+ * else what the host resolves it to (through ipb_egress_addr_allowed with by_name). An
+ * address literal in those places is judged as an address. Only when no name is
+ * visible does the dialled address decide on its own: an address or CIDR entry (or no list
+ * and a public address), a --resolve pin of an allowed name, or an address the DNS stub gave
+ * out for an allowed name. So an address handed out for an allowed name, or allowed by an
+ * entry, never carries a request for another name (domain fronting on a shared CDN). */
+enum ipb_egress_route {
+    IPB_EGRESS_REFUSE,
+    IPB_EGRESS_TO_ADDR, /* connect to verdict.addr (the dialled address, or the literal named) */
+    IPB_EGRESS_TO_NAME, /* connect only to addresses checked for verdict.name */
+};
+
+typedef struct ipb_egress_verdict {
+    enum ipb_egress_route route;
+    ipb_addr addr;               /* TO_ADDR: where to go; REFUSE: the address refused (family 0 when a name was) */
+    char name[IPB_NAME_MAX + 1]; /* TO_NAME: the normalised name; TO_ADDR: the allowed name the address stands
+                                    for, or ""; REFUSE: the name refused, or "" */
+    const char *why;             /* how it was allowed, or why not (a static sentence fragment) */
+} ipb_egress_verdict;
+
+/* What the DNS stub gave out to this sandbox (recently), each answer checked for its name. */
+typedef struct ipb_egress_memo {
+    /* An allowed name it gave this address out for, or NULL. */
+    const char *(*recall)(void *ctx, const ipb_addr *a);
+    /* Whether it gave this address out for this name. */
+    bool (*gave)(void *ctx, const ipb_addr *a, const char *name);
+    void *ctx;
+} ipb_egress_memo;
+
+/* Decides a connection. host: the name or address literal its bytes carry, NULL or "" when
+ * they carry none. dialled: its original destination, NULL when it was made to the proxy
+ * itself. memo may be NULL. A visible, allowed name dialled at an address the DNS stub gave
+ * out for that very name goes there (TO_ADDR: the proxy checked it for the name); otherwise
+ * TO_NAME. Returns whether it is allowed (v->route != IPB_EGRESS_REFUSE). */
+bool ipb_egress_decide(const ipb_egress_policy *p, const char *host, const ipb_addr *dialled,
+                       const ipb_egress_memo *memo, ipb_egress_verdict *v);
+/* Whether a connection to this dialled address may go there without its bytes being read:
+ * only with no list (every public destination and every name but metadata ones allowed) and a
+ * public address, so that server-first protocols need not wait. With a list, every connection
+ * is read first, as the name it carries decides. */
+bool ipb_egress_unread_ok(const ipb_egress_policy *p, const ipb_addr *dialled);
+
 /* The pinned addresses of a name (repeated --resolve for one name adds addresses): up to max
  * into out; returns how many there are. */
 size_t ipb_egress_pins(const ipb_egress_policy *p, const char *name, ipb_addr *out, size_t max);

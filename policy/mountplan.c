@@ -58,7 +58,8 @@ static const char *const proc_masked[] = {
     "scsi", "sysrq-trigger", "kmsg", "vmallocinfo", "slabinfo", "kpagecount", "kpageflags",
     "kpagecgroup", "config.gz", "mtrr",
 };
-static const char *const proc_readonly[] = {"sys", "bus", "fs", "irq"};
+/* pressure: writing a trigger there holds kernel resources and polls host-wide stalls. */
+static const char *const proc_readonly[] = {"sys", "bus", "fs", "irq", "pressure"};
 
 static const char etc_passwd[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                                  "appuser:x:1000:1000:ipybox sandbox user:/home/appuser:/bin/sh\n"
@@ -100,9 +101,9 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
         ADD(IPB_MNT_BIND_RO, IPB_MNT_OPTIONAL | IPB_MNT_MIRROR, src, dst, NULL);
     }
 
-    ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, in->workspace, "/app", NULL);
+    ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, in->workspace, IPB_SANDBOX_APP, NULL);
     for (size_t i = 0; i < o->n_binds; i++) {
-        snprintf(dst, sizeof(dst), "/app/%s", o->binds[i].rel);
+        snprintf(dst, sizeof(dst), IPB_SANDBOX_APP "/%s", o->binds[i].rel);
         ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, o->binds[i].host, dst, NULL);
     }
     ADD(IPB_MNT_DIR, 0, NULL, "/home", NULL);

@@ -49,6 +49,9 @@ typedef struct ipb_plan_input {
     const char *mcpdir;     /* host directory behind /opt/ipybox (read-only), or NULL */
 } ipb_plan_input;
 
+/* The workspace: a tree that sandbox code writes and that outlives the session, so whatever
+ * is in it (a symlink left by an earlier session) is never followed when mounting there. */
+#define IPB_SANDBOX_APP "/app"
 #define IPB_SANDBOX_USER "appuser"
 #define IPB_SANDBOX_UID 1000
 #define IPB_SANDBOX_HOME "/home/appuser"

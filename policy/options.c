@@ -42,6 +42,7 @@ void ipb_options_free(ipb_options *o) {
     ipb_strv_free(&o->allowed_domains);
     ipb_egress_free(&o->egress);
     ipb_strv_free(&o->env);
+    ipb_strv_free(&o->env_files);
     for (size_t i = 0; i < o->n_binds; i++) {
         free(o->binds[i].host);
         free(o->binds[i].rel);
@@ -281,6 +282,8 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
         int r = ipb_read_file(v, 1 << 20, &text, &len);
         if (r < 0)
             return ipb_error_set(err, -r, "--container-env-file: cannot read '%s'", v);
+        if (ipb_strv_push(&o->env_files, v) < 0)
+            return ipb_error_set(err, ENOMEM, "%s", name);
         return ipb_parse_env_file(text, len, v, &o->env, err) < 0 ? ipb_error_wrap(err, "--container-env-file") : 0;
     }
     case OPT_BIND:

@@ -23,6 +23,7 @@ typedef struct ipb_options {
     ipb_strv allowed_domains;/* --allowed-domain entries as given (for messages) */
     ipb_egress_policy egress;/* the same entries parsed, plus --resolve pins */
     ipb_strv env;            /* KEY=VALUE for the kernel, in order; later wins */
+    ipb_strv env_files;      /* --container-env-file paths as given (checked again at start) */
     ipb_bind *binds;
     size_t n_binds;
     char *rootfs;            /* NULL: the host's /usr etc. */

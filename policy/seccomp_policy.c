@@ -29,6 +29,8 @@ static const char *const denied_syscalls[] = {
     /* kernel attack surface with a long history of privilege escalations */
     "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup",
     "io_uring_enter", "io_uring_register", "fanotify_init",
+    /* memory the kernel hides from itself: a young interface nothing in Python needs */
+    "memfd_secret",
     /* other processes' memory */
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
     /* 16-bit segments: old local-root bugs, nothing Python needs */
@@ -69,10 +71,11 @@ static int add_rules(scmp_filter_ctx ctx) {
             return r;
     }
 
-    /* Terminal injection: the kernel truncates the command to 32 bits, so compare only those
-     * (high bits set in the argument must not slip through). */
-    static const uint64_t bad_ioctls[] = {TIOCSTI, TIOCLINUX};
-    for (size_t i = 0; i < 2; i++) {
+    /* Terminal injection, and line disciplines (TIOCSETD can autoload n_gsm and friends, a
+     * known escalation path): the kernel truncates the command to 32 bits, so compare only
+     * those (high bits set in the argument must not slip through). */
+    static const uint64_t bad_ioctls[] = {TIOCSTI, TIOCLINUX, TIOCSETD};
+    for (size_t i = 0; i < sizeof(bad_ioctls) / sizeof(*bad_ioctls); i++) {
         struct scmp_arg_cmp c = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, bad_ioctls[i]);
         if ((r = add(ctx, EPERM_ACT, "ioctl", 1, &c)) < 0)
             return r;
@@ -110,6 +113,40 @@ static int add_rules(scmp_filter_ctx ctx) {
         struct scmp_arg_cmp pkt[2] = {SCMP_A0(SCMP_CMP_EQ, inet[i]), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_PACKET)};
         if ((r = add(ctx, EPERM_ACT, "socket", 2, raw)) < 0 || (r = add(ctx, EPERM_ACT, "socket", 2, pkt)) < 0)
             return r;
+    }
+
+    /* Set-user-ID and set-group-ID bits: files the sandbox writes in /app (and binds) are host
+     * files owned by whoever started ipybox (root too); with one of these bits they would
+     * be a set-id program on the host for anyone who can reach the workspace. Refused where a
+     * mode is given: chmod family, creating opens, mknod. openat2 carries its mode in memory
+     * that seccomp cannot read: ENOSYS, and callers fall back to openat. */
+    if ((r = add(ctx, SCMP_ACT_ERRNO(ENOSYS), "openat2", 0, NULL)) < 0)
+        return r;
+    static const uint64_t setid[] = {S_ISUID, S_ISGID};
+    static const struct {
+        const char *name;
+        unsigned mode_arg;
+    } mode_calls[] = {{"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2},
+                      {"creat", 1}, {"mknod", 1}, {"mknodat", 2}};
+    static const struct {
+        const char *name;
+        unsigned flags_arg;
+    } open_calls[] = {{"open", 1}, {"openat", 2}};
+    static const uint64_t creating[] = {O_CREAT, O_TMPFILE};
+    for (size_t b = 0; b < 2; b++) {
+        for (size_t i = 0; i < sizeof(mode_calls) / sizeof(*mode_calls); i++) {
+            struct scmp_arg_cmp c = {mode_calls[i].mode_arg, SCMP_CMP_MASKED_EQ, setid[b], setid[b]};
+            if ((r = add(ctx, EPERM_ACT, mode_calls[i].name, 1, &c)) < 0)
+                return r;
+        }
+        for (size_t i = 0; i < sizeof(open_calls) / sizeof(*open_calls); i++)
+            for (size_t k = 0; k < 2; k++) {
+                unsigned fa = open_calls[i].flags_arg;
+                struct scmp_arg_cmp c[2] = {{fa, SCMP_CMP_MASKED_EQ, creating[k], creating[k]},
+                                            {fa + 1, SCMP_CMP_MASKED_EQ, setid[b], setid[b]}};
+                if ((r = add(ctx, EPERM_ACT, open_calls[i].name, 2, c)) < 0)
+                    return r;
+            }
     }
 
     /* personality: no READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE and similar weakening flags. */

@@ -1,6 +1,7 @@
-/* A connection's life in the proxy: its original destination, the address shortcut, the
- * sniffed name, the decision, the upstream connect, and refusals. The loop (proxy.c) calls
- * in on events and deadlines; the relay (relay.c) takes over once connected. */
+/* A connection's life in the proxy: its original destination, the sniffed name, the decision
+ * (ipb_egress_decide: a visible name decides, the dialled address only when there is none),
+ * the upstream connect, a CONNECT tunnel's own first bytes, and refusals. The loop (proxy.c)
+ * calls in on events and deadlines; the relay (relay.c) takes over once connected. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -75,7 +76,7 @@ void conn_refuse(struct conn *c, const char *fmt, ...) {
     va_end(ap);
     dest_text(c, dst, sizeof(dst));
     proxy_warn(c->sb, "refused a connection to %s%s%s: %s", dst, c->name[0] ? " for " : "", c->name, why);
-    if (c->http || c->connect_mode || c->explicit_) {
+    if (c->tunnel ? c->http : (c->http || c->connect_mode || c->explicit_)) {
         char resp[512];
         int body = (int)strlen(why) + 9;
         int n = snprintf(resp, sizeof(resp),
@@ -123,12 +124,112 @@ void conn_try_connect(struct conn *c) {
     fail_upstream(c, strerror(c->conn_errno ? c->conn_errno : last));
 }
 
+static void peek_readable(struct conn *c);
+
+/* What the DNS stub gave out to this sandbox. */
+static const char *memo_recall(void *ctx, const ipb_addr *a) { return dns_recall(ctx, a); }
+static bool memo_gave(void *ctx, const ipb_addr *a, const char *name) { return dns_gave(ctx, a, name); }
+static ipb_egress_memo memo_of(struct conn *c) {
+    return (ipb_egress_memo){.recall = memo_recall, .gave = memo_gave, .ctx = c->sb};
+}
+
+/* ---- CONNECT tunnels
+
+ * An allowed CONNECT is answered once its upstream connection is made; what the client then
+ * sends through the tunnel is read and judged like a connection of its own before any of it
+ * goes on: a TLS server name, an HTTP Host or a nested CONNECT authority must be allowed too
+ * (an address literal must be allowed on its own, or be the address connected to). The
+ * tunnel still goes only to the checked address of the CONNECT's name. Bytes that carry no
+ * name go through; so does a tunnel whose server speaks first, before the client said
+ * anything (or after FIRST_BYTE_MS of silence). */
+
+static const char connect_ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+static void tunnel_open(struct conn *c) {
+    if (relay_start(c) < 0) {
+        proxy_close_conn(c);
+        return;
+    }
+    relay_pump(c);
+}
+
+static void tunnel_start(struct conn *c) {
+    if (send(c->cw.fd, connect_ok, sizeof(connect_ok) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) !=
+        (ssize_t)(sizeof(connect_ok) - 1)) {
+        proxy_close_conn(c); /* a fresh socket takes 39 bytes; the client is gone */
+        return;
+    }
+    c->tunnel = true;
+    c->http = false;
+    /* Bytes sent after the CONNECT head, without waiting for the answer, are the tunnel's. */
+    size_t head = c->sn.head_len;
+    memmove(c->buf, c->buf + head, c->len - head);
+    c->len -= head;
+    memset(&c->sn, 0, sizeof(c->sn));
+    c->st = C_TUNNEL;
+    c->deadline = proxy_now_ms() + (c->len ? PEEK_MS : FIRST_BYTE_MS);
+    if (c->len) {
+        enum ipb_sniff_kind k = ipb_sniff_bytes(c->buf, c->len, &c->sn);
+        if (k != IPB_SNIFF_MORE || c->h[0].eof || c->len >= IPB_SNIFF_MAX) {
+            if (k == IPB_SNIFF_MORE)
+                c->sn.kind = IPB_SNIFF_OTHER;
+            tunnel_decide(c);
+            return;
+        }
+    }
+    if (c->h[0].eof && !c->len) {
+        tunnel_open(c); /* nothing to judge: the relay carries the close */
+        return;
+    }
+    /* More may already wait in the socket: edge-triggered, so read now. */
+    peek_readable(c);
+}
+
+void tunnel_decide(struct conn *c) {
+    ipb_sniff *s = &c->sn;
+    c->http = s->kind == IPB_SNIFF_HTTP || s->kind == IPB_SNIFF_CONNECT;
+    if (s->kind == IPB_SNIFF_BAD) {
+        conn_refuse(c, "inside the CONNECT tunnel: %s", s->why);
+        return;
+    }
+    if (!s->host[0]) {
+        tunnel_open(c);
+        return;
+    }
+    const char *what = s->kind == IPB_SNIFF_TLS ? "the TLS server name" : s->kind == IPB_SNIFF_CONNECT ?
+                       "the CONNECT authority" : "the Host";
+    ipb_egress_verdict v;
+    ipb_egress_memo m = memo_of(c);
+    if (ipb_egress_decide(c->p->policy, s->host, NULL, &m, &v)) {
+        tunnel_open(c);
+        return;
+    }
+    ipb_addr lit;
+    if (ipb_addr_parse(s->host, strlen(s->host), &lit) && ipb_addr_equal(&lit, &c->cand[c->cur])) {
+        tunnel_open(c);
+        return;
+    }
+    conn_refuse(c, "%s inside the CONNECT tunnel, %s: %s", what, s->host, v.why);
+}
+
+/* The upstream of a tunnel that is waiting for the client's first bytes became readable:
+ * when the client has said nothing yet, the server speaks first, and no name can come. */
+static void tunnel_upstream_event(struct conn *c) {
+    char b;
+    if (c->len == 0 && (recv(c->uw.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || errno != EAGAIN))
+        tunnel_open(c);
+}
+
 static void connected(struct conn *c) {
     char dst[80], via[80];
     dest_text(c, dst, sizeof(dst));
     proxy_addr_port(&c->cand[c->cur], c->port, via, sizeof(via));
     log_info("egress: sandbox %s: allowed %s%s%s (%s) via %s", c->sb->label, dst, c->name[0] ? " for " : "",
              c->name, c->via, via);
+    if (c->connect_mode) {
+        tunnel_start(c);
+        return;
+    }
     if (relay_start(c) < 0) {
         proxy_close_conn(c);
         return;
@@ -155,7 +256,9 @@ void conn_upstream_event(struct conn *c) {
         conn_try_connect(c);
         return;
     }
-    if (c->st == C_RELAY)
+    if (c->st == C_TUNNEL)
+        tunnel_upstream_event(c);
+    else if (c->st == C_RELAY)
         relay_pump(c);
 }
 
@@ -174,38 +277,44 @@ static void use_addresses(struct conn *c, const ipb_addr *a, size_t n, const cha
     conn_try_connect(c);
 }
 
-/* Whether an address may be reached on its own: an address entry (or, with no list, any
- * public address), a --resolve pin of an allowed name, or an answer the DNS stub gave for an
- * allowed name (then c->name is that name). Returns how it was allowed, or NULL with *why. */
-static const char *addr_verdict(struct conn *c, const ipb_addr *a, const char **why) {
+/* Acts on a verdict: connects to the address it names, or resolves its name (pins first) and
+ * connects only to the answers that pass the policy, or refuses with its reason. */
+static void follow(struct conn *c, const ipb_egress_verdict *v) {
     const ipb_egress_policy *pol = c->p->policy;
-    *why = NULL;
-    if (ipb_egress_addr_allowed(pol, a, false, false, why))
-        return pol->n_rules ? "address allowed" : "public address";
-    for (size_t i = 0; i < pol->n_pins; i++)
-        if (ipb_addr_equal(&pol->pins[i].addr, a) &&
-            ipb_egress_name_allowed(pol, pol->pins[i].name, NULL)) {
-            snprintf(c->name, sizeof(c->name), "%s", pol->pins[i].name);
-            return "pinned address of an allowed name";
+    snprintf(c->name, sizeof(c->name), "%s", v->name);
+    if (v->route == IPB_EGRESS_REFUSE) {
+        if (v->addr.family) {
+            char t[64];
+            ipb_addr_format(&v->addr, t, sizeof(t));
+            conn_refuse(c, "address %s: %s", t, v->why);
+        } else {
+            conn_refuse(c, "%s", v->why);
         }
-    const char *name = dns_recall(c->sb, a);
-    if (name) {
-        snprintf(c->name, sizeof(c->name), "%s", name);
-        return "address the DNS stub gave for an allowed name";
-    }
-    return NULL;
-}
-
-static void decide_addr(struct conn *c, const ipb_addr *a) {
-    const char *why;
-    const char *via = addr_verdict(c, a, &why);
-    if (via) {
-        use_addresses(c, a, 1, via);
         return;
     }
-    char t[64];
-    ipb_addr_format(a, t, sizeof(t));
-    conn_refuse(c, "address %s: %s", t, why ? why : "not allowed");
+    if (v->route == IPB_EGRESS_TO_ADDR) {
+        use_addresses(c, &v->addr, 1, v->why);
+        return;
+    }
+    ipb_addr pins[IPB_RESOLVE_MAX];
+    size_t np = ipb_egress_pins(pol, c->name, pins, IPB_RESOLVE_MAX);
+    if (np) {
+        use_addresses(c, pins, np < IPB_RESOLVE_MAX ? np : IPB_RESOLVE_MAX, "pinned name");
+        return;
+    }
+    struct preq *q = calloc(1, sizeof(*q));
+    if (!q) {
+        proxy_close_conn(c);
+        return;
+    }
+    snprintf(q->r.name, sizeof(q->r.name), "%s", c->name);
+    q->r.family = AF_UNSPEC;
+    q->kind = RQ_CONN;
+    q->conn = c;
+    c->rq = q;
+    c->st = C_RESOLVE;
+    c->deadline = proxy_now_ms() + RESOLVE_MS;
+    ipb_resolver_submit(c->p->res, &q->r);
 }
 
 void conn_resolved(struct conn *c, const ipb_resolve_req *r) {
@@ -232,7 +341,6 @@ void conn_resolved(struct conn *c, const ipb_resolve_req *r) {
 
 void conn_decide(struct conn *c) {
     ipb_sniff *s = &c->sn;
-    const ipb_egress_policy *pol = c->p->policy;
     c->connect_mode = s->kind == IPB_SNIFF_CONNECT;
     c->http = s->kind == IPB_SNIFF_HTTP;
     if (s->kind == IPB_SNIFF_BAD) {
@@ -251,50 +359,12 @@ void conn_decide(struct conn *c) {
         conn_refuse(c, "a connection made to the proxy itself must begin with CONNECT or an HTTP request with a Host");
         return;
     }
-    if (!s->host[0]) {
-        decide_addr(c, &c->odst);
-        return;
-    }
-    ipb_addr lit;
-    if (ipb_addr_parse(s->host, strlen(s->host), &lit)) {
-        decide_addr(c, &lit);
-        return;
-    }
-    if (!ipb_name_normalize(s->host, strlen(s->host), c->name)) {
-        conn_refuse(c, "malformed host name");
-        return;
-    }
-    const char *why = NULL;
-    if (!ipb_egress_name_allowed(pol, c->name, &why)) {
-        /* A name outside the list may still go to an address an address entry allows. */
-        const char *w2 = NULL;
-        if (!c->explicit_ && !c->connect_mode && pol->n_rules &&
-            ipb_egress_addr_allowed(pol, &c->odst, false, false, &w2)) {
-            use_addresses(c, &c->odst, 1, "address allowed");
-            return;
-        }
-        conn_refuse(c, "%s", why ? why : "name not allowed");
-        return;
-    }
-    ipb_addr pins[IPB_RESOLVE_MAX];
-    size_t np = ipb_egress_pins(pol, c->name, pins, IPB_RESOLVE_MAX);
-    if (np) {
-        use_addresses(c, pins, np < IPB_RESOLVE_MAX ? np : IPB_RESOLVE_MAX, "pinned name");
-        return;
-    }
-    struct preq *q = calloc(1, sizeof(*q));
-    if (!q) {
-        proxy_close_conn(c);
-        return;
-    }
-    snprintf(q->r.name, sizeof(q->r.name), "%s", c->name);
-    q->r.family = AF_UNSPEC;
-    q->kind = RQ_CONN;
-    q->conn = c;
-    c->rq = q;
-    c->st = C_RESOLVE;
-    c->deadline = proxy_now_ms() + RESOLVE_MS;
-    ipb_resolver_submit(c->p->res, &q->r);
+    /* The name the bytes carry decides (ipb_egress_decide); the dialled address only when
+     * they carry none. */
+    ipb_egress_verdict v;
+    ipb_egress_memo m = memo_of(c);
+    ipb_egress_decide(c->p->policy, s->host, c->have_odst ? &c->odst : NULL, &m, &v);
+    follow(c, &v);
 }
 
 static void peek_readable(struct conn *c) {
@@ -334,12 +404,16 @@ static void peek_readable(struct conn *c) {
             return;
         }
     }
-    conn_decide(c);
+    if (c->st == C_TUNNEL)
+        tunnel_decide(c);
+    else
+        conn_decide(c);
 }
 
 void conn_client_event(struct conn *c) {
     switch (c->st) {
     case C_PEEK:
+    case C_TUNNEL:
         peek_readable(c);
         break;
     case C_RELAY:
@@ -400,13 +474,13 @@ void conn_start(struct conn *c) {
     c->st = C_PEEK;
     c->deadline = proxy_now_ms() + FIRST_BYTE_MS;
     original_dst(c);
-    /* A destination allowed by its address needs no sniffing: whatever name the bytes
-     * carry, they go to that address, and server-first protocols (SSH, SMTP) need not
-     * wait. Everything else is judged by its first bytes. */
-    const char *why, *via = c->have_odst ? addr_verdict(c, &c->odst, &why) : NULL;
-    if (via) {
+    /* With no list, a public address may go wherever its bytes say nothing against: it
+     * needs no sniffing, and server-first protocols (SSH, SMTP) need not wait. With a list,
+     * every connection is judged by its first bytes, as the name they carry decides (an
+     * address allowed on its own decides only for bytes that carry no name). */
+    if (c->have_odst && ipb_egress_unread_ok(c->p->policy, &c->odst)) {
         c->port = c->oport;
-        use_addresses(c, &c->odst, 1, via);
+        use_addresses(c, &c->odst, 1, "public address");
         return;
     }
     c->buf = malloc(IPB_SNIFF_MAX);

@@ -43,6 +43,14 @@ const char *dns_recall(struct sbx *sb, const ipb_addr *a) {
     return NULL;
 }
 
+bool dns_gave(struct sbx *sb, const ipb_addr *a, const char *name) {
+    long now = proxy_now_ms();
+    for (unsigned k = 0; k < MEMO_N; k++)
+        if (sb->memo[k].until > now && ipb_addr_equal(&sb->memo[k].a, a) && !strcmp(sb->memo[k].name, name))
+            return true;
+    return false;
+}
+
 static const char *qtype_name(uint16_t t) { return t == IPB_DNS_A ? "A" : t == IPB_DNS_AAAA ? "AAAA" : "other"; }
 
 /* The addresses that pass the policy, remembered for the proxy. */

@@ -144,6 +144,15 @@ static void sweep_deadlines(struct ipb_proxy *p) {
                     conn_refuse(c, "the request did not arrive whole within %d s", PEEK_MS / 1000);
                 }
                 break;
+            case C_TUNNEL:
+                if (c->len == 0) {
+                    /* Nothing through the tunnel yet: no name to judge; a server-first protocol. */
+                    c->sn.kind = IPB_SNIFF_OTHER;
+                    tunnel_decide(c);
+                } else {
+                    conn_refuse(c, "the tunnel's first request did not arrive whole within %d s", PEEK_MS / 1000);
+                }
+                break;
             case C_RESOLVE:
                 conn_refuse(c, "resolving %s took too long", c->name);
                 break;

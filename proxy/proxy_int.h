@@ -47,7 +47,8 @@ struct sbx {
     struct sbx *next;
 };
 
-enum cstate { C_PEEK, C_RESOLVE, C_CONNECT, C_RELAY, C_DNS };
+/* C_TUNNEL: a CONNECT answered, its tunnel's first bytes being read and judged. */
+enum cstate { C_PEEK, C_RESOLVE, C_CONNECT, C_TUNNEL, C_RELAY, C_DNS };
 
 struct half {
     int pipe[2];
@@ -65,6 +66,7 @@ struct conn {
     enum cstate st;
     long deadline;
     bool have_odst, explicit_, connect_mode, http, dead, on_ready, dns_busy;
+    bool tunnel;         /* the CONNECT was answered; buf holds the tunnel's first bytes */
     ipb_addr odst;
     uint16_t oport, port;
     uint8_t *buf;
@@ -132,6 +134,8 @@ void conn_upstream_event(struct conn *c);
 void conn_decide(struct conn *c);
 void conn_resolved(struct conn *c, const ipb_resolve_req *r);
 void conn_try_connect(struct conn *c);
+/* Judges the first bytes through an answered CONNECT tunnel (c->sn). */
+void tunnel_decide(struct conn *c);
 /* Refuses at once: a one-line 403 where HTTP allows, else a plain close. */
 void conn_refuse(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -146,3 +150,5 @@ void dns_tcp_readable(struct conn *c);
 void dns_resolved(struct ipb_proxy *p, struct preq *q);
 void dns_remember(struct sbx *sb, const char *name, const ipb_addr *a, size_t n);
 const char *dns_recall(struct sbx *sb, const ipb_addr *a);
+/* Whether the DNS stub gave this address out for this name (recently). */
+bool dns_gave(struct sbx *sb, const ipb_addr *a, const char *name);

@@ -13,24 +13,17 @@
 #define PIPE_SIZE (1024 * 1024)
 #define BUDGET (4 * 1024 * 1024)
 
-static const char connect_ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-
 int relay_start(struct conn *c) {
     for (int d = 0; d < 2; d++) {
         if (pipe2(c->h[d].pipe, O_NONBLOCK | O_CLOEXEC) < 0)
             return -1;
         fcntl(c->h[d].pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
     }
-    struct half *up = &c->h[0], *down = &c->h[1];
-    if (c->connect_mode) {
-        up->pre = c->buf + c->sn.head_len;
-        up->pre_len = c->len - c->sn.head_len;
-        down->pre = (const uint8_t *)connect_ok;
-        down->pre_len = sizeof(connect_ok) - 1;
-    } else {
-        up->pre = c->buf;
-        up->pre_len = c->len;
-    }
+    struct half *up = &c->h[0];
+    /* A CONNECT was answered before its tunnel's first bytes were read (conn.c); buf
+     * holds just those. Otherwise buf holds what was sniffed. */
+    up->pre = c->buf;
+    up->pre_len = c->len;
     c->st = C_RELAY;
     return 0;
 }

@@ -82,10 +82,20 @@ static int open_temp(int dirfd, char name[64], ipb_error **err) {
     return ipb_error_set(err, EEXIST, "creating a temporary file");
 }
 
+/* Copies in to EOF; a regular file only as far as it reached when the copy began, so that
+ * a file that sandbox code keeps appending to cannot keep the copy going. */
 static int copy_fd(int in, int out) {
     char buf[65536];
+    struct stat st;
+    bool capped = fstat(in, &st) == 0 && S_ISREG(st.st_mode);
+    off_t left = capped ? st.st_size : 0;
     for (;;) {
-        ssize_t n = read(in, buf, sizeof(buf));
+        size_t want = sizeof(buf);
+        if (capped && (off_t)want > left)
+            want = (size_t)left;
+        if (capped && want == 0)
+            return 0;
+        ssize_t n = read(in, buf, want);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -95,13 +105,12 @@ static int copy_fd(int in, int out) {
         int r = ipb_write_all(out, buf, (size_t)n);
         if (r < 0)
             return r;
+        left -= n;
     }
 }
 
-/* Writes through a temporary file and renames it over `name`, refusing to replace a
- * directory. Either src_fd or data is used. */
-static int atomic_write_at(int dirfd, const char *name, int src_fd, const void *data, size_t len, const char *what,
-                           ipb_error **err) {
+int ipb_atomic_write_at(int dirfd, const char *name, int src_fd, const void *data, size_t len,
+                        const ipb_commit_gate *gate, const char *what, ipb_error **err) {
     struct stat st;
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
         return ipb_error_set(err, EISDIR, "%s", what);
@@ -114,6 +123,12 @@ static int atomic_write_at(int dirfd, const char *name, int src_fd, const void *
         r = -errno;
     if (close(fd) < 0 && r == 0)
         r = -errno;
+    if (r == 0 && gate && !gate->begin_commit(gate->ud)) {
+        unlinkat(dirfd, tmp, 0);
+        return ipb_error_set(err, 0, "%s: the transfer was abandoned", what);
+    }
+    /* rename(2) refuses to put a file over a directory (EISDIR): checked by the kernel, also
+     * when a directory appeared after the check above. */
     if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
         r = -errno;
     if (r < 0) {
@@ -128,17 +143,17 @@ int ipb_ws_write(int basefd, const char *relpath, const void *data, size_t len, 
     const char *name;
     if (ipb_ws_open_parent(basefd, relpath, true, &dfd, &name, err) < 0)
         return -1;
-    return atomic_write_at(dfd, name, -1, data, len, relpath, err);
+    return ipb_atomic_write_at(dfd, name, -1, data, len, NULL, relpath, err);
 }
 
-int ipb_ws_copy_in(int basefd, const char *relpath, int src_fd, ipb_error **err) {
+int ipb_ws_copy_in(int basefd, const char *relpath, int src_fd, const ipb_commit_gate *gate, ipb_error **err) {
     cleanup_close int dfd = -1;
     const char *name;
     if (ipb_ws_open_parent(basefd, relpath, true, &dfd, &name, err) < 0)
         return -1;
     char what[PATH_MAX + 32];
     snprintf(what, sizeof(what), "writing /app/%s", relpath);
-    return atomic_write_at(dfd, name, src_fd, NULL, 0, what, err);
+    return ipb_atomic_write_at(dfd, name, src_fd, NULL, 0, gate, what, err);
 }
 
 int ipb_ws_open_read(int basefd, const char *relpath, int *ret_fd, ipb_error **err) {
@@ -166,131 +181,4 @@ int ipb_ws_open_read(int basefd, const char *relpath, int *ret_fd, ipb_error **e
     ipb_set_nonblock(fd, 0);
     *ret_fd = fd;
     return 0;
-}
-
-static bool under_allowed(const ipb_strv *allowed, const char *canon) {
-    for (size_t i = 0; i < allowed->n; i++) {
-        char *dir = realpath(allowed->v[i], NULL);
-        if (!dir)
-            continue;
-        bool ok = ipb_path_is_under(canon, dir);
-        free(dir);
-        if (ok)
-            return true;
-    }
-    return false;
-}
-
-static int not_allowed(const ipb_strv *allowed, const char *path, ipb_error **err) {
-    char list[1024] = "";
-    for (size_t i = 0; i < allowed->n; i++) {
-        strncat(list, i ? ", " : "", sizeof(list) - strlen(list) - 1);
-        strncat(list, allowed->v[i], sizeof(list) - strlen(list) - 1);
-    }
-    return ipb_error_set(err, 0, "'%s' is not within the allowed directories (%s); start ipybox with "
-                                 "--allowed-dir to allow another", path, list);
-}
-
-int ipb_host_resolve_read(const ipb_strv *allowed, const char *local_path, char **ret_path, ipb_error **err) {
-    if (local_path[0] != '/')
-        return ipb_error_set(err, 0, "local_path '%s' must be an absolute host path", local_path);
-    char *canon = realpath(local_path, NULL);
-    if (!canon)
-        return ipb_error_set(err, errno == ENOENT ? 0 : errno, errno == ENOENT ? "file not found: %s" : "%s", local_path);
-    if (!under_allowed(allowed, canon)) {
-        free(canon);
-        return not_allowed(allowed, local_path, err);
-    }
-    struct stat st;
-    if (stat(canon, &st) < 0 || !S_ISREG(st.st_mode)) {
-        free(canon);
-        return ipb_error_set(err, 0, "'%s' is not a regular file", local_path);
-    }
-    *ret_path = canon;
-    return 0;
-}
-
-int ipb_host_resolve_write(const ipb_strv *allowed, const char *local_path, char **ret_path, ipb_error **err) {
-    if (local_path[0] != '/')
-        return ipb_error_set(err, 0, "local_path '%s' must be an absolute host path", local_path);
-    size_t len = strlen(local_path);
-    if (len >= PATH_MAX || local_path[len - 1] == '/')
-        return ipb_error_set(err, 0, "local_path '%s' must name a file", local_path);
-    /* The deepest existing ancestor decides; what is below it is created, without '..'. */
-    char buf[PATH_MAX];
-    memcpy(buf, local_path, len + 1);
-    char *rest = NULL;
-    char *canon = NULL;
-    for (;;) {
-        canon = realpath(buf, NULL);
-        if (canon)
-            break;
-        if (errno != ENOENT)
-            return ipb_error_set(err, errno, "%s", local_path);
-        char *slash = strrchr(buf, '/');
-        if (!slash || slash == buf) {
-            canon = strdup("/");
-            rest = (char *)local_path + 1;
-            break;
-        }
-        *slash = '\0';
-        rest = (char *)local_path + (slash - buf) + 1;
-    }
-    if (rest) {
-        for (const char *c = rest; *c;) {
-            const char *s = strchr(c, '/');
-            size_t cl = s ? (size_t)(s - c) : strlen(c);
-            if ((cl == 2 && !strncmp(c, "..", 2)) || (cl == 1 && c[0] == '.')) {
-                free(canon);
-                return ipb_error_set(err, 0, "local_path '%s' contains '.' or '..' components", local_path);
-            }
-            c += cl + (s ? 1 : 0);
-        }
-    }
-    char full[PATH_MAX];
-    if (snprintf(full, sizeof(full), "%s%s%s", canon, (rest && strcmp(canon, "/")) ? "/" : "", rest ? rest : "") >=
-        (int)sizeof(full)) {
-        free(canon);
-        return ipb_error_set(err, ENAMETOOLONG, "%s", local_path);
-    }
-    free(canon);
-    if (!under_allowed(allowed, full))
-        return not_allowed(allowed, local_path, err);
-    struct stat st;
-    if (stat(full, &st) == 0 && S_ISDIR(st.st_mode))
-        return ipb_error_set(err, EISDIR, "local_path '%s'", local_path);
-    *ret_path = strdup(full);
-    return *ret_path ? 0 : ipb_error_set(err, ENOMEM, "%s", local_path);
-}
-
-int ipb_host_write_from(const char *path, int src_fd, ipb_error **err) {
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    const char *name = path + (slash - dir) + 1;
-    if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    /* Parent directories were checked to be inside an allowed directory. */
-    struct stat st;
-    if (stat(dir, &st) < 0) {
-        char tmp[PATH_MAX];
-        snprintf(tmp, sizeof(tmp), "%s", dir);
-        for (char *p = tmp + 1; *p; p++) {
-            if (*p == '/') {
-                *p = '\0';
-                mkdir(tmp, 0755);
-                *p = '/';
-            }
-        }
-        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-            return ipb_error_set(err, errno, "creating %s", dir);
-    }
-    cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return ipb_error_set(err, errno, "opening %s", dir);
-    char what[PATH_MAX + 16];
-    snprintf(what, sizeof(what), "writing %s", path);
-    return atomic_write_at(dfd, name, src_fd, NULL, 0, what, err);
 }

@@ -3,10 +3,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -14,7 +18,10 @@
 #include "record.h"
 #include "mountplan.h"
 
+extern char **environ;
+
 static int chan = -2;
+static bool private_mon; /* the channel is to our own private monitor (messages say so) */
 static ipb_options limits_opts;
 /* EXITED records that came while waiting for something else. */
 static struct {
@@ -23,13 +30,90 @@ static struct {
 } exited[16];
 static unsigned nexited;
 
+static pid_t private_pid;
+static int private_chan = -1;
+
+/* At exit: our end closes, the private monitor kills what is left of ours, frees the slots
+ * and ends; we wait for that (a while), so that nothing of ours outlives us. */
+static void private_end(void) {
+    if (private_pid <= 0)
+        return;
+    if (private_chan >= 0)
+        close(private_chan);
+    for (int i = 0; i < 1000; i++) {
+        pid_t r = waitpid(private_pid, NULL, WNOHANG);
+        if (r == private_pid || (r < 0 && errno != EINTR))
+            break;
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    private_pid = 0;
+}
+
+int ipb_monitor_start_private(bool frontend) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return -1;
+    /* Above 3, so that the dup2 to 3 in the child is a real one (it clears close-on-exec). */
+    int theirs = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+    close(sv[1]);
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (theirs < 0 || n <= 0) {
+        /* The channel stays, dead: a sandbox asked for fails with a sentence, and none ever
+         * starts as root. */
+        if (theirs >= 0)
+            close(theirs);
+        return sv[0];
+    }
+    exe[n] = '\0';
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    /* A process group of its own: a terminal's ^C is for the command (forwarded by us), not
+     * for the monitor that holds its sandbox. */
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    /* Not our MCP stream: only stderr, for its messages. */
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, theirs, 3);
+    char *argv[] = {(char *)"ipyboxd", (char *)"--private-monitor", (char *)(frontend ? "frontend" : "worker"),
+                    NULL};
+    pid_t pid;
+    if (posix_spawn(&pid, exe, &fa, &attr, argv, environ) == 0 && !private_pid) {
+        private_pid = pid;
+        private_chan = sv[0];
+        atexit(private_end);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(theirs);
+    return sv[0];
+}
+
 int ipb_monitor_fd(void) {
     if (chan != -2)
         return chan;
     chan = -1;
     const char *v = getenv(IPB_MONITOR_FD_ENV);
-    if (!v)
+    if (!v) {
+        /* Started by root (user mode): the sandbox still never runs as root, nor as any user
+         * of the host. A private monitor starts it in a uid range of the system service's
+         * pool, with the workspace and home reached through idmapped mounts, exactly as the
+         * service does for its users. */
+        if (geteuid() == 0) {
+            chan = ipb_monitor_start_private(false);
+            private_mon = chan >= 0;
+        }
         return chan;
+    }
     char *end;
     long fd = strtol(v, &end, 10);
     unsetenv(IPB_MONITOR_FD_ENV);
@@ -41,6 +125,12 @@ int ipb_monitor_fd(void) {
     fcntl((int)fd, F_SETFD, FD_CLOEXEC);
     chan = (int)fd;
     return chan;
+}
+
+static const char *who(void) {
+    return private_mon ? "the private monitor of root's ipybox (its sandboxes run in the uid pool of "
+                         "/etc/ipybox/ipyboxd.conf)"
+                       : "the ipyboxd service";
 }
 
 void ipb_monitor_set_limits(const ipb_options *o) {
@@ -120,26 +210,26 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
     m.nbinds = n;
     int r = ipbm_send(chan, &m, fds, IPBM_FD_BINDS + n, 0);
     if (r < 0) {
-        ipb_error_set(err, -r, "asking the ipyboxd service for a sandbox");
+        ipb_error_set(err, -r, "asking %s for a sandbox", who());
         goto out;
     }
     int rfds[2];
     unsigned nr = 0;
     r = next(&m, rfds, 2, &nr, 0, 30000);
     if (r <= 0) {
-        ipb_error_set(err, r == 0 ? ETIMEDOUT : EPIPE, "the ipyboxd service did not answer for a sandbox");
+        ipb_error_set(err, r == 0 ? ETIMEDOUT : EPIPE, "%s did not answer for a sandbox", who());
         goto out;
     }
     if (m.type == IPBM_ERROR) {
         for (unsigned i = 0; i < nr; i++)
             close(rfds[i]);
-        ipb_error_set(err, m.err, "the ipyboxd service could not start the sandbox: %s", m.text);
+        ipb_error_set(err, m.err, "%s could not start the sandbox: %s", who(), m.text);
         goto out;
     }
     if (m.type != IPBM_SPAWNED) {
         for (unsigned i = 0; i < nr; i++)
             close(rfds[i]);
-        ipb_error_set(err, EPROTO, "an unexpected answer from the ipyboxd service");
+        ipb_error_set(err, EPROTO, "an unexpected answer from %s", who());
         goto out;
     }
     ipb_monitor_sandbox s = {.id = m.id, .pid = m.status, .mem_ev = -1, .pids_ev = -1, .limits = m.limits & 0xff,

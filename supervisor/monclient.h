@@ -13,8 +13,16 @@
 #define IPB_MONITOR_FD_ENV "IPYBOX_MONITOR_FD"
 
 /* The channel to the monitor, or -1 in user mode. Read from the environment at the first call
- * (the variable is removed, the fd made close-on-exec). */
+ * (the variable is removed, the fd made close-on-exec). Without one, a process run by root
+ * starts a private monitor (a worker's channel) at the first call: root's sandboxes run in
+ * the system service's uid pool like everyone else's, never as root. */
 int ipb_monitor_fd(void);
+/* Starts `ipyboxd --private-monitor` (the system service's monitor code, serving root alone)
+ * and returns our end of its channel: a worker's (SPAWN, KILL) or, when frontend, one that
+ * adopts a channel for each worker (ipyboxd --user run by root). The channel is returned even
+ * when the monitor could not start (it then answers nothing, or an ERROR saying why): no
+ * sandbox ever falls back to running as root. -1 only without a socket. */
+int ipb_monitor_start_private(bool frontend);
 /* Limits asked for each sandbox (0: the service's default). */
 void ipb_monitor_set_limits(const ipb_options *o);
 

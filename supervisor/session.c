@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "shimcfg.h"
 
 /* The kernel's launcher: what `python -m ipykernel_launcher` does, plus the working
@@ -57,6 +58,15 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
         ipb_error_set(err, errno, "opening the workspace %s", s->dirs.workspace);
         goto fail;
     }
+    /* Host paths of upload_file and download_file are opened below these fds only; a
+     * directory created later is not looked up by name. */
+    char *missing = NULL;
+    if (ipb_host_dirs_open(&s->host_dirs, &o->allowed_dirs, &missing, err) < 0)
+        goto fail;
+    if (missing) {
+        log_warn("upload_file/download_file: %s", missing);
+        free(missing);
+    }
     s->bind_fds = calloc(o->n_binds + 1, sizeof(int));
     for (size_t i = 0; i < o->n_binds; i++) {
         s->bind_fds[i] = open(o->binds[i].host, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -65,6 +75,12 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
             goto fail;
         }
     }
+    /* The sandbox writes these: upload/download never follow a symlink inside them. */
+    if (ipb_host_dirs_add_sandbox_root(&s->host_dirs, s->ws_fd, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < o->n_binds; i++)
+        if (ipb_host_dirs_add_sandbox_root(&s->host_dirs, s->bind_fds[i], err) < 0)
+            goto fail;
     char *argv[] = {o->python, (char *)"-c", (char *)kernel_launch, (char *)"-f",
                     (char *)IPB_SANDBOX_RUNDIR "/connection.json", NULL};
     if (ipb_shim_config_build(o, &s->dirs, SHIM_MODE_KERNEL, argv, &s->cfg, err) < 0)
@@ -112,6 +128,7 @@ void ipb_session_close(ipb_session *s) {
                 close(s->bind_fds[i]);
         free(s->bind_fds);
     }
+    ipb_host_dirs_free(&s->host_dirs);
     ipb_session_dirs_remove(&s->dirs);
     s->open = false;
 }

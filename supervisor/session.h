@@ -2,6 +2,7 @@
  * The daemon (a later issue) will hold many; `ipybox mcp` holds one. */
 #pragma once
 #include "error.h"
+#include "hostpath.h"
 #include "kernel.h"
 #include "mcp_servers.h"
 #include "options.h"
@@ -18,6 +19,7 @@ typedef struct ipb_session {
     ipb_proxy *proxy;
     int ws_fd;
     int *bind_fds;
+    ipb_host_dirs host_dirs; /* the allowed directories, opened at start */
     ipb_mcp_servers mcp;   /* MCP servers whose tools the kernel may call */
     ipb_toolchan *chan;    /* their tool socket in /opt/ipybox */
     bool open;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "cleanup.h"
 #include "fdio.h"
+#include "strbuf.h"
 #include "tree.h"
 
 int ipb_state_dir(char **ret, ipb_error **err) {
@@ -39,6 +41,196 @@ int ipb_state_dir(char **ret, ipb_error **err) {
     return 0;
 }
 
+/* ---- paths the user names, and the trees sandbox code could write ----
+ * A workspace or a --container-bind source is bound read-write into a sandbox; when the session
+ * ends, what the kernel left there stays, symlinks included. A path the user names later
+ * (another --workspace, a bind source, an --mcp-config) that runs through such a directory
+ * must not be steered by those symlinks. The canonical paths of every tree granted so are
+ * kept in <state>/granted, NUL-separated, newest last; the state directory's own sessions/
+ * and workspaces/ count always. */
+
+#define GRANTED_MAX 1024
+
+static bool path_within(const char *p, const char *tree) {
+    size_t n = strlen(tree);
+    while (n > 1 && tree[n - 1] == '/')
+        n--;
+    if (n == 1 && tree[0] == '/')
+        return true;
+    return !strncmp(p, tree, n) && (p[n] == '\0' || p[n] == '/');
+}
+
+int ipb_sandbox_trees(ipb_strv *ret, ipb_error **err) {
+    memset(ret, 0, sizeof(*ret));
+    cleanup_free char *state = NULL;
+    if (ipb_state_dir(&state, err) < 0)
+        return -1;
+    /* Compared with canonical paths: resolve the state directory's own symlinks (if any). */
+    char *canon = realpath(state, NULL);
+    if (canon) {
+        free(state);
+        state = canon;
+    }
+    cleanup_free char *sessions = NULL, *workspaces = NULL, *granted = NULL;
+    if (asprintf(&sessions, "%s/sessions", state) < 0 || asprintf(&workspaces, "%s/workspaces", state) < 0 ||
+        asprintf(&granted, "%s/granted", state) < 0 || ipb_strv_push(ret, sessions) < 0 ||
+        ipb_strv_push(ret, workspaces) < 0)
+        goto oom;
+    char *text = NULL;
+    size_t len = 0;
+    int r = ipb_read_file(granted, (size_t)GRANTED_MAX * (PATH_MAX + 1), &text, &len);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0) {
+        ipb_strv_free(ret);
+        return ipb_error_set(err, -r, "reading %s", granted);
+    }
+    for (size_t i = 0; i < len;) {
+        size_t n = strnlen(text + i, len - i);
+        if (i + n < len && n > 1 && text[i] == '/' && ipb_strv_push(ret, text + i) < 0) {
+            free(text);
+            goto oom;
+        }
+        i += n + 1;
+    }
+    free(text);
+    return 0;
+oom:
+    ipb_strv_free(ret);
+    return ipb_error_set(err, ENOMEM, "the list of trees given to sandboxes");
+}
+
+/* Adds canon to <state>/granted unless trees holds it already; past GRANTED_MAX entries the
+ * file is rewritten with the newest. Best effort: a failure only forgets a tree. */
+static void granted_add(const char *state, ipb_strv *trees, const char *canon) {
+    for (size_t i = 0; i < trees->n; i++)
+        if (!strcmp(trees->v[i], canon))
+            return;
+    if (ipb_strv_push(trees, canon) < 0)
+        return;
+    cleanup_free char *path = NULL;
+    if (asprintf(&path, "%s/granted", state) < 0)
+        return;
+    if (trees->n - 2 <= GRANTED_MAX) {
+        cleanup_close int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            (void)ipb_write_all(fd, canon, strlen(canon) + 1);
+        return;
+    }
+    ipb_buf b = {0};
+    for (size_t i = trees->n - GRANTED_MAX; i < trees->n; i++)
+        ipb_buf_append(&b, trees->v[i], strlen(trees->v[i]) + 1);
+    cleanup_free char *tmp = NULL;
+    if (asprintf(&tmp, "%s.tmp-%d", path, (int)getpid()) >= 0 && ipb_write_file(tmp, b.data, b.len, 0600) == 0 &&
+        rename(tmp, path) < 0)
+        unlink(tmp);
+    ipb_buf_free(&b);
+}
+
+int ipb_path_planted_symlink(const ipb_strv *trees, const char *path, char **ret_link) {
+    *ret_link = NULL;
+    if (path[0] != '/')
+        return 0;
+    /* rest: what is left to resolve; canon: what is resolved ("" is the root). */
+    char rest[2 * PATH_MAX], canon[PATH_MAX] = "", link[PATH_MAX];
+    if (snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest))
+        return 0;
+    int links = 0;
+    char *p = rest;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        char *end = strchrnul(p, '/');
+        size_t clen = (size_t)(end - p);
+        if (clen == 1 && p[0] == '.') {
+            p = end;
+            continue;
+        }
+        if (clen == 2 && p[0] == '.' && p[1] == '.') {
+            char *slash = strrchr(canon, '/');
+            if (slash)
+                *slash = '\0';
+            p = end;
+            continue;
+        }
+        size_t cl = strlen(canon);
+        if (cl + 1 + clen >= sizeof(canon))
+            return 0; /* too long to resolve: the open will say so */
+        char cand[PATH_MAX];
+        memcpy(cand, canon, cl);
+        cand[cl] = '/';
+        memcpy(cand + cl + 1, p, clen);
+        cand[cl + 1 + clen] = '\0';
+        struct stat st;
+        if (lstat(cand, &st) < 0)
+            return 0; /* missing (made later, without symlinks) or unreachable */
+        if (!S_ISLNK(st.st_mode)) {
+            memcpy(canon, cand, strlen(cand) + 1);
+            p = end;
+            continue;
+        }
+        const char *parent = canon[0] ? canon : "/";
+        for (size_t i = 0; i < trees->n; i++)
+            if (path_within(parent, trees->v[i])) {
+                *ret_link = strdup(cand);
+                return *ret_link ? 1 : -1;
+            }
+        if (++links > 40)
+            return 0; /* ELOOP for the open */
+        ssize_t n = readlink(cand, link, sizeof(link) - 1);
+        if (n <= 0)
+            return 0;
+        link[n] = '\0';
+        /* The link's target, then what followed it. */
+        char next[2 * PATH_MAX];
+        if (snprintf(next, sizeof(next), "%s%s", link, end) >= (int)sizeof(next))
+            return 0;
+        memcpy(rest, next, strlen(next) + 1);
+        p = rest;
+        if (link[0] == '/')
+            canon[0] = '\0';
+    }
+    return 0;
+}
+
+/* Refuses a path the user named when resolving it meets a symlink inside a tree that sandbox
+ * code could write. */
+static int check_named_path(const ipb_strv *trees, const char *what, const char *path, ipb_error **err) {
+    cleanup_free char *link = NULL, *abs = NULL;
+    if (path[0] != '/') {
+        cleanup_free char *cwd = getcwd(NULL, 0);
+        if (!cwd || asprintf(&abs, "%s/%s", cwd, path) < 0)
+            return 0; /* the open will resolve it, or fail, itself */
+    }
+    int r = ipb_path_planted_symlink(trees, abs ? abs : path, &link);
+    if (r < 0)
+        return ipb_error_set(err, ENOMEM, "%s", what);
+    if (r == 0)
+        return 0;
+    return ipb_error_set(err, 0, "%s %s: the way there passes through the symlink %s, inside a directory that a "
+                                 "sandbox could write (a workspace or a bind of this or an earlier session); ipybox "
+                                 "does not follow such a symlink, since kernel code may have planted it: name the "
+                                 "real path, or remove the symlink", what, path, link);
+}
+
+static int check_named_paths(const ipb_options *o, const ipb_strv *trees, ipb_error **err) {
+    if (o->workspace && check_named_path(trees, "--workspace", o->workspace, err) < 0)
+        return -1;
+    for (size_t i = 0; i < o->n_binds; i++)
+        if (check_named_path(trees, "--container-bind", o->binds[i].host, err) < 0)
+            return -1;
+    for (size_t i = 0; i < o->env_files.n; i++)
+        if (check_named_path(trees, "--container-env-file", o->env_files.v[i], err) < 0)
+            return -1;
+    if (o->mcp_config && check_named_path(trees, "--mcp-config", o->mcp_config, err) < 0)
+        return -1;
+    if (o->rootfs && check_named_path(trees, "--rootfs", o->rootfs, err) < 0)
+        return -1;
+    return 0;
+}
+
 static int sub(char **ret, const char *base, const char *name, ipb_error **err) {
     if (asprintf(ret, "%s/%s", base, name) < 0)
         return ipb_error_set(err, ENOMEM, "session directories");
@@ -57,6 +249,13 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     ipb_hex(rnd, sizeof(rnd), d.id);
     if (ipb_state_dir(&state, err) < 0)
         return -1;
+    ipb_strv trees;
+    if (ipb_sandbox_trees(&trees, err) < 0)
+        return -1;
+    if (check_named_paths(o, &trees, err) < 0) {
+        ipb_strv_free(&trees);
+        return -1;
+    }
     cleanup_free char *sessions = NULL;
     if (sub(&sessions, state, "sessions", err) < 0)
         goto fail;
@@ -102,9 +301,19 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
             goto fail;
         }
     }
+    /* From now on, kernel code may plant symlinks in these. */
+    if (!d.workspace_owned)
+        granted_add(state, &trees, d.workspace);
+    for (size_t i = 0; i < o->n_binds; i++) {
+        cleanup_free char *canon = realpath(o->binds[i].host, NULL);
+        if (canon)
+            granted_add(state, &trees, canon);
+    }
+    ipb_strv_free(&trees);
     *ret = d;
     return 0;
 fail:
+    ipb_strv_free(&trees);
     ipb_session_dirs_remove(&d);
     return -1;
 }

@@ -2,7 +2,9 @@
  * ($XDG_STATE_HOME/ipybox, default ~/.local/state/ipybox):
  *   sessions/<id>/{root,home,run,mcp,pid}  removed when the session ends (mcp: the generated
  *                                       tool package and the tool socket, /opt/ipybox inside)
- *   workspaces/<id>/                    the default /app, kept unless empty */
+ *   workspaces/<id>/                    the default /app, kept unless empty
+ *   granted                             canonical paths of the trees bound read-write into
+ *                                       sandboxes (workspaces, binds), NUL-separated */
 #pragma once
 #include <stdbool.h>
 
@@ -25,3 +27,10 @@ void ipb_session_dirs_remove(ipb_session_dirs *d);
 /* Removes the directories of sessions whose supervisor is no longer running (left behind by
  * a SIGKILL). Returns how many were removed. */
 int ipb_session_dirs_reap_stale(void);
+/* The trees that sandbox code may have written (and left symlinks in): the recorded
+ * workspaces and bind sources, and the state directory's sessions/ and workspaces/. */
+int ipb_sandbox_trees(ipb_strv *ret, ipb_error **err);
+/* Resolves the absolute path as the kernel would, one component at a time: 1 (and the
+ * symlink's path in *ret_link, to free) when that meets a symlink inside one of trees, 0 when
+ * not (a missing component ends the walk), -1 when out of memory. */
+int ipb_path_planted_symlink(const ipb_strv *trees, const char *path, char **ret_link);

@@ -13,9 +13,12 @@
 #include "files.h"
 #include "pathrules.h"
 #include "strbuf.h"
+#include "transfer.h"
 
 #define DEFAULT_TIMEOUT 120.0
 #define MAX_TIMEOUT 86400.0
+/* upload_file / download_file: abandoned after this long (their own optional timeout). */
+#define IPB_TRANSFER_DEFAULT_TIMEOUT 600.0
 
 static const char exec_description[] =
     "Execute Python code in a stateful IPython kernel running in a sandbox. Variables, imports and "
@@ -26,13 +29,17 @@ static const char exec_description[] =
     "under /app/images/. Returns the output (stdout and stderr merged, and the value of the last "
     "expression); when the code raises, the output printed before the error and the traceback.";
 
+static const char transfer_timeout_description[] =
+    "Seconds after which a transfer that has not finished (a host file system that does not answer) is "
+    "abandoned, leaving nothing behind (default 600).";
+
 static json_t *register_tool_def(void);
 
 json_t *ipb_tools_list(void) {
     json_t *tools = json_pack(
         "[{s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s, s:f, s:f}, s:{s:s, s:s, s:i}}, s:[s]}},"
-        " {s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}},"
-        " {s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}},"
+        " {s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:f, s:f}}, s:[s, s]}},"
+        " {s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:f, s:f}}, s:[s, s]}},"
         " {s:s, s:s, s:{s:s, s:{}}}]",
         "name", "execute_ipython_cell", "description", exec_description, "inputSchema", "type", "object",
         "properties", "code", "type", "string", "description", "Python code to execute (IPython syntax: magics and "
@@ -45,13 +52,15 @@ json_t *ipb_tools_list(void) {
         "name", "upload_file", "description", "Copy a file from the host into the sandbox's /app workspace.",
         "inputSchema", "type", "object", "properties", "relpath", "type", "string", "description",
         "Destination path relative to /app (parent directories are created).", "local_path", "type", "string",
-        "description", "Absolute path of the file on the host, inside the allowed directories.", "required",
-        "relpath", "local_path",
+        "description", "Absolute path of the file on the host, inside the allowed directories.",
+        "timeout", "type", "number", "description", transfer_timeout_description, "default",
+        IPB_TRANSFER_DEFAULT_TIMEOUT, "maximum", MAX_TIMEOUT, "required", "relpath", "local_path",
         "name", "download_file", "description", "Copy a file from the sandbox's /app workspace to the host.",
         "inputSchema", "type", "object", "properties", "relpath", "type", "string", "description",
         "Source path relative to /app.", "local_path", "type", "string", "description",
         "Absolute destination path on the host, inside the allowed directories (parent directories are "
-        "created).", "required", "relpath", "local_path",
+        "created).", "timeout", "type", "number", "description", transfer_timeout_description, "default",
+        IPB_TRANSFER_DEFAULT_TIMEOUT, "maximum", MAX_TIMEOUT, "required", "relpath", "local_path",
         "name", "reset", "description", "Reset the kernel: start a fresh Python process. Variables, imports and "
         "definitions are cleared; files in /app and packages installed with pip are kept.", "inputSchema", "type",
         "object", "properties");
@@ -288,62 +297,52 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     return json_pack("{s:o, s:b, s:{s:o}}", "content", content, "isError", is_error, "_meta", IPB_META_EXECUTION, meta);
 }
 
-static json_t *tool_upload(ipb_session *s, json_t *args) {
-    const char *relpath, *local;
-    json_t *bad = NULL;
-    if (get_string(args, "relpath", true, &relpath, &bad) < 0 || get_string(args, "local_path", true, &local, &bad) < 0)
-        return bad;
-    ipb_error *err = NULL;
-    cleanup_free char *src = NULL;
-    cleanup_close int fd = -1;
-    if (ipb_check_relpath(relpath, strlen(relpath), &err) < 0)
-        goto fail;
-    if (ipb_host_resolve_read(&s->opts->allowed_dirs, local, &src, &err) < 0)
-        goto fail;
-    fd = open(src, O_RDONLY | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) {
-        ipb_error_set(&err, errno, "opening %s", local);
-        goto fail;
+/* upload_file / download_file: the optional 'timeout' (seconds) after which a transfer that
+ * has not finished is abandoned. */
+static int transfer_timeout_ms(json_t *args, int *ret_ms, json_t **ret_err) {
+    double t = IPB_TRANSFER_DEFAULT_TIMEOUT;
+    json_t *v = json_object_get(args, "timeout");
+    if (v && !json_is_null(v)) {
+        if (!json_is_number(v) || json_number_value(v) <= 0 || json_number_value(v) > MAX_TIMEOUT) {
+            *ret_err = error_result("Invalid arguments: 'timeout' must be a number of seconds between 0 and %g.",
+                                    MAX_TIMEOUT);
+            return -1;
+        }
+        t = json_number_value(v);
     }
-    int base;
-    const char *sub;
-    ipb_session_locate(s, relpath, &base, &sub);
-    if (ipb_ws_copy_in(base, sub, fd, &err) < 0)
-        goto fail;
-    char msg[8192];
-    snprintf(msg, sizeof(msg), "Uploaded %s to /app/%s", local, relpath);
-    return text_result(msg, false);
-fail: {
-    json_t *r = error_result("upload_file failed: %s", ipb_error_msg(err));
-    ipb_error_free(err);
-    return r;
-}
+    *ret_ms = t * 1000 < 1 ? 1 : (int)(t * 1000);
+    return 0;
 }
 
-static json_t *tool_download(ipb_session *s, json_t *args) {
+static json_t *tool_transfer(ipb_session *s, json_t *args, bool download, const ipb_exec_hooks *hooks,
+                             bool *ret_cancelled) {
+    const char *tool = download ? "download_file" : "upload_file";
     const char *relpath, *local;
     json_t *bad = NULL;
-    if (get_string(args, "relpath", true, &relpath, &bad) < 0 || get_string(args, "local_path", true, &local, &bad) < 0)
+    int timeout_ms;
+    if (get_string(args, "relpath", true, &relpath, &bad) < 0 ||
+        get_string(args, "local_path", true, &local, &bad) < 0 || transfer_timeout_ms(args, &timeout_ms, &bad) < 0)
         return bad;
     ipb_error *err = NULL;
-    cleanup_free char *dst = NULL;
-    cleanup_close int fd = -1;
     if (ipb_check_relpath(relpath, strlen(relpath), &err) < 0)
         goto fail;
-    if (ipb_host_resolve_write(&s->opts->allowed_dirs, local, &dst, &err) < 0)
+    ipb_transfer_req req = {.download = download, .local_path = local, .app_path = relpath,
+                            .dirs = &s->host_dirs};
+    ipb_session_locate(s, relpath, &req.ws_fd, &req.relpath);
+    enum ipb_transfer_outcome outcome;
+    if (ipb_transfer_run(&req, timeout_ms, hooks, &outcome, &err) < 0) {
+        if (outcome == IPB_TRANSFER_CANCELLED)
+            *ret_cancelled = true;
         goto fail;
-    int base;
-    const char *sub;
-    ipb_session_locate(s, relpath, &base, &sub);
-    if (ipb_ws_open_read(base, sub, &fd, &err) < 0)
-        goto fail;
-    if (ipb_host_write_from(dst, fd, &err) < 0)
-        goto fail;
+    }
     char msg[8192];
-    snprintf(msg, sizeof(msg), "Downloaded /app/%s to %s", relpath, dst);
+    if (download)
+        snprintf(msg, sizeof(msg), "Downloaded /app/%s to %s", relpath, local);
+    else
+        snprintf(msg, sizeof(msg), "Uploaded %s to /app/%s", local, relpath);
     return text_result(msg, false);
 fail: {
-    json_t *r = error_result("download_file failed: %s", ipb_error_msg(err));
+    json_t *r = error_result("%s failed: %s", tool, ipb_error_msg(err));
     ipb_error_free(err);
     return r;
 }
@@ -416,9 +415,9 @@ json_t *ipb_tools_call(ipb_session *s, const char *name, json_t *args, const ipb
     else if (!strcmp(name, "register_mcp_server"))
         r = tool_register(s, args);
     else if (!strcmp(name, "upload_file"))
-        r = tool_upload(s, args);
+        r = tool_transfer(s, args, false, hooks, ret_cancelled);
     else if (!strcmp(name, "download_file"))
-        r = tool_download(s, args);
+        r = tool_transfer(s, args, true, hooks, ret_cancelled);
     else
         r = tool_reset(s);
     json_decref(empty);

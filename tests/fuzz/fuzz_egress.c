@@ -7,7 +7,11 @@
  * - an accepted name is 1-253 bytes of [a-z0-9._-], is not an address, and normalising it
  *   again gives itself;
  * - a refused entry or pin leaves the policy unchanged and says why; an accepted name rule
- *   allows its own name, an accepted address rule holds a network with no host bits.
+ *   allows its own name, an accepted address rule holds a network with no host bits;
+ * - the decision (ipb_egress_decide) on the input as the name a connection carries, dialled
+ *   at the address the DNS stub gave out for the one allowed name (a.test): it is allowed
+ *   only as that name (normalised) or as an address literal allowed on its own, never
+ *   because of the dialled address; with no name, the dialled address decides.
  *
  * FUZZ_SOURCES: policy/egress.c common/error.c
  * FUZZ_PKGS:
@@ -30,6 +34,45 @@
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char *stub_recall(void *ctx, const ipb_addr *a) {
+    (void)ctx;
+    static const uint8_t given[4] = {192, 0, 2, 10};
+    return a->family == AF_INET && !memcmp(a->b, given, 4) ? "a.test" : NULL;
+}
+static bool stub_gave(void *ctx, const ipb_addr *a, const char *name) {
+    const char *n = stub_recall(ctx, a);
+    return n && !strcmp(n, name);
+}
+
+static void decide_invariants(const char *host) {
+    static ipb_egress_policy pol;
+    if (!pol.n_rules) {
+        ipb_error *e = NULL;
+        CHECK(ipb_egress_add_rule(&pol, "a.test", &e) == 0);
+    }
+    const ipb_egress_memo memo = {stub_recall, stub_gave, NULL};
+    ipb_addr dialled, lit;
+    CHECK(ipb_addr_parse("192.0.2.10", 10, &dialled));
+    ipb_egress_verdict v;
+    bool ok = ipb_egress_decide(&pol, host, &dialled, &memo, &v);
+    CHECK(ok == (v.route != IPB_EGRESS_REFUSE) && v.why && v.why[0]);
+    if (!host[0]) {
+        CHECK(ok && v.route == IPB_EGRESS_TO_ADDR && ipb_addr_equal(&v.addr, &dialled));
+        return;
+    }
+    if (ipb_addr_parse(host, strlen(host), &lit)) {
+        /* A literal goes where it says, when that address is allowed on its own. */
+        CHECK(!ok || (v.route == IPB_EGRESS_TO_ADDR && ipb_addr_equal(&v.addr, &lit)));
+        CHECK(ok == ipb_addr_equal(&lit, &dialled));
+        return;
+    }
+    char n[IPB_NAME_MAX + 1];
+    bool is_name = ipb_name_normalize(host, strlen(host), n);
+    CHECK(ok == (is_name && !strcmp(n, "a.test")));
+    if (ok)
+        CHECK(v.route == IPB_EGRESS_TO_ADDR && !strcmp(v.name, "a.test") && ipb_addr_equal(&v.addr, &dialled));
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *exact = malloc(size ? size : 1);
@@ -61,6 +104,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(!ipb_addr_parse(name, n, &b));
         CHECK(ipb_name_normalize(name, n, again) && !strcmp(name, again));
     }
+
+    decide_invariants(str);
 
     ipb_egress_policy p = {0};
     ipb_error *err = NULL;

@@ -79,6 +79,9 @@ class RunTest(unittest.TestCase):
 
     def test_bad_rootfs_fails_with_a_sentence(self):
         with tempfile.TemporaryDirectory() as d:
+            # An empty root every sandbox may read (root's sandboxes, too, run as a uid of the
+            # pool, which a 0700 directory of root's would refuse with a sentence of its own).
+            os.chmod(d, 0o755)
             r = run_sandboxed(["/bin/true"], options=["--rootfs", d])
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("cannot run '/bin/true'", r.stderr)

@@ -106,7 +106,7 @@ class FilesTest(unittest.TestCase):
     def test_local_path_outside_allowed_dirs(self):
         err, text = self.call("upload_file", relpath="s.txt", local_path=self.secret)
         self.assertTrue(err)
-        self.assertIn("not within the allowed directories", text)
+        self.assertIn("is outside the allowed directories", text)
         self.assertFalse(os.path.exists(os.path.join(self.ws, "s.txt")))
         # A symlink inside an allowed dir pointing outside is judged by its target.
         link = os.path.join(self.allowed, "to_secret")

@@ -215,6 +215,11 @@ class McpClient:
                 raise TimeoutError("no message from ipybox mcp within %s s" % timeout)
             chunk = self._recv(left)
             if chunk == b"":
+                # Closed stdout comes just before the exit: wait for it, so stderr is whole.
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
                 raise EOFError("ipybox mcp closed stdout; stderr: " + self.stderr_text())
             if chunk:
                 self._buf += chunk

@@ -7,6 +7,9 @@ to /dev/fuse (no libfuse), mounted with mount(2); needs root.
         ...                      # hand fd to someone; their close() waits
         fs.wait_flushes(1)       # a close is waiting
         fs.answer()              # every FLUSH so far and from now on is answered
+
+StallFS(parent=DIR) mounts below DIR (default: the temporary directory); stall_names: names
+whose LOOKUP (in the root) is held until answer(), then answered "no such file".
 """
 import ctypes
 import errno
@@ -32,8 +35,11 @@ def attr(node):
 
 
 class StallFS:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="ipybox-stallfs-")
+    def __init__(self, parent=None, stall_names=()):
+        self.dir = tempfile.mkdtemp(prefix="ipybox-stallfs-", dir=parent)
+        self.stall_names = {n.encode() for n in stall_names}
+        self.lookups = 0
+        self.pending_lookups = []
         self.file = os.path.join(self.dir, "f")
         self.flushes = 0
         self.answering = False
@@ -80,6 +86,14 @@ class StallFS:
                 name = body.split(b"\0")[0]
                 if node == ROOT and name == b"f":
                     self.reply(unique, 0, struct.pack("<QQQQII", FILE, 0, 0, 0, 0, 0) + attr(FILE))
+                elif node == ROOT and name in self.stall_names:
+                    with self.cond:
+                        self.lookups += 1
+                        if self.answering:
+                            self.reply(unique, errno.ENOENT)
+                        else:
+                            self.pending_lookups.append(unique)
+                        self.cond.notify_all()
                 else:
                     self.reply(unique, errno.ENOENT)
             elif op == GETATTR:
@@ -103,12 +117,19 @@ class StallFS:
         with self.cond:
             return self.cond.wait_for(lambda: self.flushes >= n, timeout)
 
+    def wait_lookups(self, n, timeout=20):
+        with self.cond:
+            return self.cond.wait_for(lambda: self.lookups >= n, timeout)
+
     def answer(self):
         with self.cond:
             self.answering = True
             for u in self.pending:
                 self.reply(u)
             self.pending = []
+            for u in self.pending_lookups:
+                self.reply(u, errno.ENOENT)
+            self.pending_lookups = []
 
     def close(self):
         self.answer()

@@ -205,6 +205,145 @@ class Deception(EgressCase):
             self.assertTrue(out[k].startswith("HTTP/1.1 403"), "%s: %s" % (k, out[k]))
 
 
+class NameDecides(EgressCase):
+    """Issue 17, item 5: a connection that carries a name (TLS server name, HTTP Host, CONNECT
+    authority, or those inside a CONNECT tunnel) is judged by that name, whatever address it
+    was dialled at; the address decides only when no name is visible. Host A answers for any
+    name (its certificate names a.ipybox.test and b.ipybox.test), like a shared CDN."""
+
+    REQ = "GET / HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n"
+
+    def fronted(self):
+        """Requests that reached a test host naming b.ipybox.test."""
+        return [e for e in self.seen("http") if (e.get("host") or "").startswith("b.ipybox.test")]
+
+    def test_other_name_at_the_address_the_stub_gave_for_an_allowed_name(self):
+        out, err = self.run_probe('''
+            addr = socket.getaddrinfo("a.ipybox.test", 443, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+            out["addr"] = addr
+            R = "%(req)s"
+            out["tls_other"] = raw(addr, 443, (R %% "b.ipybox.test").encode(), tls_name="b.ipybox.test")
+            out["tls_allowed"] = body(raw(addr, 443, (R %% "a.ipybox.test").encode(), tls_name="a.ipybox.test"))
+            out["http_other"] = raw(addr, 80, (R %% "b.ipybox.test").encode())
+            out["http_allowed"] = body(raw(addr, 80, (R %% "a.ipybox.test").encode()))
+            out["http_absolute"] = raw(addr, 80, b"GET http://b.ipybox.test/ HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
+            # no name visible: the address the stub gave for the allowed name decides
+            out["http10"] = body(raw(addr, 80, b"GET / HTTP/1.0\\r\\n\\r\\n"))
+        ''' % {"req": self.REQ}, "--allowed-domain", "a.ipybox.test")
+        self.assertEqual(out["addr"], A_V4)
+        self.assertTrue(out["tls_other"].startswith("ERR"), out["tls_other"])
+        self.assertEqual(out["tls_allowed"], "host-a")
+        for k in ("http_other", "http_absolute"):
+            self.assertTrue(out[k].startswith("HTTP/1.1 403"), "%s: %s" % (k, out[k]))
+            self.assertIn("ipybox: the name is not allowed", out[k])
+        self.assertEqual(out["http_allowed"], "host-a")
+        self.assertEqual(out["http10"], "host-a")
+        self.assertEqual(self.fronted(), [])
+        for port in (443, 80):
+            self.assertIn("refused a connection to %s:%d for b.ipybox.test: the name is not allowed" % (A_V4, port),
+                          err)
+
+    def test_other_name_at_an_address_allowed_by_entry_or_pin(self):
+        # An address entry allows host A's address; or --resolve pins both names to it.
+        probe = '''
+            R = "%(req)s"
+            out["tls_other"] = raw("%(a)s", 443, (R %% "b.ipybox.test").encode(), tls_name="b.ipybox.test")
+            out["http_other"] = raw("%(a)s", 80, (R %% "b.ipybox.test").encode())
+            out["http_literal"] = body(raw("%(a)s", 80, (R %% "%(a)s").encode()))
+            out["http10"] = body(raw("%(a)s", 80, b"GET / HTTP/1.0\\r\\n\\r\\n"))
+            out["greeter"] = raw("%(a)s", 7, once=True)
+        ''' % {"req": self.REQ, "a": A_V4}
+        for opts in (("--allowed-domain", A_V4),
+                     ("--allowed-domain", "a.ipybox.test", "--resolve", "a.ipybox.test:" + A_V4,
+                      "--resolve", "b.ipybox.test:" + A_V4)):
+            with self.subTest(opts=opts):
+                self.mark = len(HOSTS.entries())
+                out, err = self.run_probe(probe, *opts)
+                self.assertTrue(out["tls_other"].startswith("ERR"), out["tls_other"])
+                self.assertTrue(out["http_other"].startswith("HTTP/1.1 403"), out["http_other"])
+                self.assertEqual(out["http10"], "host-a")
+                self.assertEqual(out["greeter"], "host-a\n")  # server-first, no name: the address
+                self.assertEqual(self.fronted(), [])
+                self.assertIn("refused a connection to %s:443 for b.ipybox.test" % A_V4, err)
+                self.assertIn("refused a connection to %s:80 for b.ipybox.test" % A_V4, err)
+                if opts[1] == A_V4:
+                    self.assertEqual(out["http_literal"], "host-a")
+
+    def test_connect_tunnel_carries_only_allowed_names(self):
+        out, err = self.run_probe('''
+            def tunnel(authority, sni, host):
+                try:
+                    s = socket.create_connection(("127.0.0.1", 1023), timeout=10)
+                    s.sendall(("CONNECT %%s HTTP/1.1\\r\\nHost: %%s\\r\\n\\r\\n" %% (authority, authority)).encode())
+                    head = b""
+                    while b"\\r\\n\\r\\n" not in head:
+                        b = s.recv(1)
+                        if not b:
+                            return "ERR closed before the answer"
+                        head += b
+                    if not head.startswith(b"HTTP/1.1 200"):
+                        return head.decode()
+                    if sni:
+                        s = CTX.wrap_socket(s, server_hostname=sni)
+                    s.sendall(("%(req)s" %% host).encode())
+                    data = b""
+                    while True:
+                        b = s.recv(65536)
+                        if not b:
+                            break
+                        data += b
+                    return data.decode(errors="replace")
+                except ssl.SSLError as e:
+                    return "ERR ssl " + (e.reason or type(e).__name__)
+                except OSError as e:
+                    return "ERR " + err(e)
+            out["tls_other"] = tunnel("a.ipybox.test:443", "b.ipybox.test", "b.ipybox.test")
+            out["tls_allowed"] = body(tunnel("a.ipybox.test:443", "a.ipybox.test", "a.ipybox.test"))
+            out["http_other"] = tunnel("a.ipybox.test:80", None, "b.ipybox.test")
+            out["http_allowed"] = body(tunnel("a.ipybox.test:80", None, "a.ipybox.test"))
+        ''' % {"req": self.REQ}, "--allowed-domain", "a.ipybox.test")
+        self.assertTrue(out["tls_other"].startswith("ERR"), out["tls_other"])
+        self.assertEqual(out["tls_allowed"], "host-a")
+        self.assertTrue(out["http_other"].startswith("HTTP/1.1 403"), out["http_other"])
+        self.assertEqual(out["http_allowed"], "host-a")
+        self.assertEqual(self.fronted(), [])
+        self.assertIn("for a.ipybox.test: the TLS server name inside the CONNECT tunnel, b.ipybox.test: "
+                      "the name is not allowed", err)
+        self.assertIn("for a.ipybox.test: the Host inside the CONNECT tunnel, b.ipybox.test: "
+                      "the name is not allowed", err)
+
+    def test_embedded_ipv4_of_the_hosts_own_address(self):
+        # NAT64 and 6to4 forms of the host's own 203.0.113.1: dialled with no list (any public
+        # address allowed), and dialled or named in a Host with entries for the whole NAT64 and
+        # 6to4 blocks (which name no host address exactly). Blackhole routes make sure that a
+        # proxy which does try them sends nothing anywhere.
+        forms = {"nat64": "64:ff9b::cb00:7101", "6to4": "2002:cb00:7101::1"}
+        probe = '''
+            WITH_HOST = @WITH_HOST@
+            for k, a in %r.items():
+                out[k] = raw(a, 7, b"GET / HTTP/1.0\\r\\n\\r\\n", family=socket.AF_INET6)
+                if WITH_HOST:
+                    out[k + "_host"] = raw("%s", 80, ("GET / HTTP/1.1\\r\\nHost: [%%s]\\r\\n\\r\\n" %% a).encode())
+        ''' % (forms, B_V4)
+        added = []
+        try:
+            for a in forms.values():
+                r = subprocess.run(["ip", "-6", "route", "add", "blackhole", a + "/128"], capture_output=True, text=True)
+                if r.returncode != 0:
+                    self.skipTest("cannot add a blackhole route for %s: %s" % (a, r.stderr.strip()))
+                added.append(a)
+            runs = [(False, ()), (True, ("--allowed-domain", "64:ff9b::/96", "--allowed-domain", "2002::/16"))]
+            results = [(self.run_probe(probe.replace("@WITH_HOST@", repr(w)), *opts), w) for w, opts in runs]
+        finally:
+            for a in added:
+                subprocess.run(["ip", "-6", "route", "del", "blackhole", a + "/128"], capture_output=True)
+        for (out, err), with_host in results:
+            for k, a in forms.items():
+                for kk in (k, k + "_host") if with_host else (k,):
+                    self.assertTrue(out[kk].startswith("HTTP/1.1 403"), "%s: %s" % (kk, out[kk]))
+                    self.assertIn("carries one of the host's own IPv4 addresses", out[kk])
+                self.assertIn("refused a connection to [%s]:7" % a, err)
+
 class OtherProtocols(EgressCase):
     def test_udp_and_icmp_do_not_leave(self):
         out, _ = self.run_probe('''

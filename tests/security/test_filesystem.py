@@ -182,15 +182,20 @@ class Writes(SandboxCase):
                 out["mkdir " + d] = attempt(os.mkdir, d)
             out["unlink /etc/passwd"] = attempt(os.unlink, "/etc/passwd")
             out["rename /etc/hosts"] = attempt(os.rename, "/etc/hosts", "/etc/hosts2")
-            out["chmod /usr/bin/python3"] = attempt(os.chmod, os.path.realpath("/usr/bin/python3"), 0o4777)
+            out["chmod /usr/bin/python3"] = attempt(os.chmod, os.path.realpath("/usr/bin/python3"), 0o777)
+            out["chmod u+s /usr/bin/python3"] = attempt(os.chmod, os.path.realpath("/usr/bin/python3"), 0o4777)
             out["symlink /etc/evil"] = attempt(os.symlink, "/app", "/etc/evil")
         """ % (targets,))
         for k, v in res.items():
             with self.subTest(op=k):
-                self.assertIn(v, ("EROFS", "EACCES"), "%s: %s" % (k, v))
-        for k in ("write /usr/x", "write /etc/passwd", "write /x", "write /proc/sys/kernel/core_pattern",
-                  "chmod /usr/bin/python3"):
+                # set-id bits are refused by the seccomp filter before the mount is looked at
+                self.assertIn(v, ("EROFS", "EACCES") + (("EPERM",) if "u+s" in k else ()), "%s: %s" % (k, v))
+        for k in ("write /usr/x", "write /x", "chmod /usr/bin/python3"):
             self.assertEqual(res[k], "EROFS", k)
+        # Existing files: the sandbox's user owns none of them (not even when root started
+        # ipybox), so their permissions refuse before the read-only mount does.
+        for k in ("write /etc/passwd", "write /proc/sys/kernel/core_pattern"):
+            self.assertIn(res[k], ("EROFS", "EACCES"), k)
         with open("/proc/sys/kernel/core_pattern") as f:
             self.assertNotIn("pwned", f.read())
 
@@ -338,14 +343,22 @@ class MountsAndProc(SandboxCase):
                       "/proc/sys/user/max_user_namespaces"]:
                 if os.path.exists(p):
                     out[p] = attempt(write, p, b"1", "ab")
+            # A pressure trigger (what unprivileged users may write on the host) holds kernel
+            # resources and watches host-wide stalls.
+            if os.path.exists("/proc/pressure/memory"):
+                out["/proc/pressure/memory"] = attempt(write, "/proc/pressure/memory", b"some 150000 2000000\\0", "wb")
             flags = {}
             for line in read("/proc/self/mountinfo", 1 << 20).decode().splitlines():
                 f = line.split()
                 flags[f[4]] = f[5].split(",")
             for m in ["/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq", "/", "/usr"]:
                 out["ro " + m] = "ro" in flags.get(m, [])
+            if os.path.exists("/proc/pressure"):
+                out["ro /proc/pressure"] = "ro" in flags.get("/proc/pressure", [])
         """)
         self.assertIn("/proc/sys/kernel/core_pattern", res)
+        if os.path.exists("/proc/pressure/memory"):
+            self.assertIn("ro /proc/pressure", res)
         for k, v in res.items():
             with self.subTest(key=k):
                 if k.startswith("ro "):
@@ -523,6 +536,216 @@ class Privileges(SandboxCase):
                     self.assertEqual(v[k], "0" * 16, "%s gained %s=%s" % (name, k, v[k]))
                 self.assertEqual(v["NoNewPrivs"], "1")
                 self.assertEqual(v["Seccomp"], "2")
+
+
+class PlantedSymlinks(unittest.TestCase):
+    """A persistent workspace outlives its session: a symlink that kernel code leaves there must
+    not steer where a later session's --container-bind lands, inside the sandbox or out."""
+
+    def setUp(self):
+        self.ws = ipybox_test.tempfile.mkdtemp(prefix="ipybox-sec-ws-")
+        self.host = ipybox_test.tempfile.mkdtemp(prefix="ipybox-sec-bind-")
+        with open(os.path.join(self.host, "marker"), "w") as f:
+            f.write("bound")
+
+    def tearDown(self):
+        shutil.rmtree(self.ws, ignore_errors=True)
+        shutil.rmtree(self.host, ignore_errors=True)
+
+    def plant(self, code):
+        c = ipybox_test.McpClient("--workspace", self.ws)
+        try:
+            out, res = c.execute(code)
+            self.assertFalse(res["isError"], out)
+        finally:
+            c.close()
+
+    def later_session(self, rel):
+        """A session with a bind at rel: its first call's outcome, and the server's stderr."""
+        c = None
+        try:
+            c = ipybox_test.McpClient("--workspace", self.ws, "--container-bind", "%s:%s" % (self.host, rel))
+            out, _ = c.execute("import os\n"
+                               "print([p for p in ('/usr/share/doc/marker', '/app/sub/marker', '/app/sub/x/marker')"
+                               " if os.path.exists(p)])")
+            return out, c.stderr_text()
+        except EOFError as e:
+            return None, str(e)
+        finally:
+            if c:
+                c.close()
+
+    def test_bind_through_a_planted_symlink_refused_with_its_name(self):
+        self.plant("import os\nos.makedirs('/app/sub')\nos.symlink('../usr/share/doc', '/app/lnk')\n"
+                   "os.symlink('sub', '/app/inner')\nos.symlink('/usr/share/doc', '/app/abs')")
+        for rel in ("lnk", "inner", "inner/x", "abs", "lnk/sub"):
+            with self.subTest(bind=rel):
+                out, err = self.later_session(rel)
+                self.assertNotIn("marker", out or "", "the bind at %s landed through the symlink: %s" % (rel, out))
+                self.assertIsNone(out, "the session started with a bind through a symlink")
+                self.assertIn("/app/%s" % rel.split("/")[0], err)
+                self.assertIn("symlink", err)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.ws, "sub"))), [], "a mount point was made in sub/")
+
+    def test_bind_at_a_real_directory_still_works(self):
+        self.plant("import os\nos.makedirs('/app/sub')")
+        out, err = self.later_session("sub")
+        self.assertEqual(out, "['/app/sub/marker']\n", err)
+
+
+# Run in the kernel: leaves in $HOME and in the run directory what a removal must not follow,
+# wait on or give up on: symlinks (absolute and relative) to a host directory and file, FIFOs,
+# a tree deeper than any fixed limit with the same at its bottom, a directory without write
+# permission, and a process that keeps swapping a directory with a symlink to the host
+# directory (RENAME_EXCHANGE) for as long as it lives.
+PLANT_FOR_CLEANUP = r"""
+import ctypes, os, subprocess, sys
+HOST = %r
+for top in (os.environ["HOME"], "/run/ipybox"):
+    os.symlink(HOST, top + "/victim")
+    os.symlink(HOST + "/keep.txt", top + "/victim-file")
+    os.symlink("../" * 12 + HOST.lstrip("/"), top + "/victim-rel")
+    os.mkfifo(top + "/fifo")
+    fd = os.open(top, os.O_RDONLY)
+    for i in range(%d):
+        os.mkdir("d", dir_fd=fd)
+        n = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = n
+    os.symlink(HOST, "host", dir_fd=fd)
+    os.mkfifo("fifo", dir_fd=fd)
+    os.close(fd)
+    os.makedirs(top + "/a/b/c")
+    os.chmod(top + "/a/b", 0o500)
+racer = ("import ctypes\nlibc = ctypes.CDLL(None)\nh = %%r\n"
+         "while True:\n    libc.renameat2(-100, (h + '/a').encode(), -100, (h + '/victim').encode(), 2)\n"
+         %% os.environ["HOME"])
+subprocess.Popen([sys.executable, "-c", racer], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print("planted")
+"""
+
+
+class SessionCleanup(unittest.TestCase):
+    """When a session ends, the supervisor removes its private directories (the sandbox's
+    $HOME and run directory) recursively. Whatever kernel code left there must not make it
+    remove anything outside, wait for ever, or leave the session directory behind."""
+
+    def setUp(self):
+        ipybox_test.require_sandbox(self)
+        self.tmp = ipybox_test.tempfile.mkdtemp(prefix="ipybox-sec-cleanup-")
+        self.host = os.path.join(self.tmp, "host")
+        os.makedirs(os.path.join(self.host, "sub"))
+        for p in ("keep.txt", "sub/keep.txt"):
+            with open(os.path.join(self.host, p), "w") as f:
+                f.write("keep")
+        self.ws = os.path.join(self.tmp, "ws")
+        os.mkdir(self.ws)
+        self.env = dict(os.environ, XDG_STATE_HOME=os.path.join(self.tmp, "state"))
+        self.sessions = os.path.join(self.tmp, "state", "ipybox", "sessions")
+
+    def tearDown(self):
+        subprocess.run(["chmod", "-R", "u+rwX", self.tmp], capture_output=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def assert_host_untouched_and_nothing_left(self):
+        for p in ("keep.txt", "sub/keep.txt"):
+            self.assertTrue(os.path.exists(os.path.join(self.host, p)), "the cleanup removed the host's %s" % p)
+        left = os.listdir(self.sessions) if os.path.isdir(self.sessions) else []
+        self.assertEqual(left, [], "session directories left behind")
+
+    def test_kernel_session_dirs_removed_without_touching_the_host(self):
+        c = ipybox_test.McpClient("--workspace", self.ws, env=self.env)
+        try:
+            out, res = c.execute(PLANT_FOR_CLEANUP % (self.host, 600), timeout=120)
+            self.assertFalse(res["isError"], out)
+            self.assertIn("planted", out)
+        finally:
+            rc = c.close(timeout=120)
+        self.assertEqual(rc, 0)
+        self.assert_host_untouched_and_nothing_left()
+
+    def test_run_session_dirs_removed_without_touching_the_host(self):
+        code = PLANT_FOR_CLEANUP.replace('"/run/ipybox"', '"/tmp"') % (self.host, 600)
+        r = subprocess.run([IPYBOX, "run", "--workspace", self.ws, "--", "/usr/bin/python3", "-c", code],
+                           capture_output=True, text=True, timeout=120, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertIn("planted", r.stdout)
+        self.assert_host_untouched_and_nothing_left()
+
+
+
+class NamedPathsThroughPlantedSymlinks(unittest.TestCase):
+    """A workspace keeps what the kernel left in it. A path the user names for a later session
+    (its --workspace, a --container-bind source, a --container-env-file, an --mcp-config) that
+    runs through that directory must not be steered by a symlink planted there: the later
+    session is refused, naming the symlink, and the host directory is never bound."""
+
+    def setUp(self):
+        ipybox_test.require_sandbox(self)
+        self.tmp = ipybox_test.tempfile.mkdtemp(prefix="ipybox-sec-named-")
+        self.ws = os.path.join(self.tmp, "project")
+        os.mkdir(self.ws)
+        self.secret = os.path.join(self.tmp, "secret")  # a host directory nobody bound
+        os.mkdir(self.secret)
+        with open(os.path.join(self.secret, "marker"), "w") as f:
+            f.write("SECRET_MARKER")
+        with open(os.path.join(self.secret, "env"), "w") as f:
+            f.write("TOKEN=SECRET_MARKER\n")
+        self.env = dict(os.environ, XDG_STATE_HOME=os.path.join(self.tmp, "state"))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_in(self, options, code):
+        return subprocess.run([IPYBOX, "run", *options, "--", "/usr/bin/python3", "-c", code],
+                              capture_output=True, text=True, timeout=120, env=self.env)
+
+    def plant(self):
+        """Session 1: kernel code with the project as its workspace plants symlinks there."""
+        r = self.run_in(["--workspace", self.ws], textwrap.dedent("""
+            import os
+            os.symlink(%r, "/app/data")
+            os.symlink("../secret", "/app/rel")
+            os.makedirs("/app/real")
+            os.symlink(%r, "/app/real/inner")
+            os.symlink(%r, "/app/.env")
+            print("planted")
+            """ % (self.secret, self.secret, os.path.join(self.secret, "env"))))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    LOOK = ("import os\nprint([p for p in ('/app/marker', '/app/d/marker', '/app/d/inner/marker') "
+            "if os.path.exists(p)], os.environ.get('TOKEN'))")
+
+    def test_later_session_refuses_paths_through_planted_symlinks(self):
+        self.plant()
+        cases = {
+            "--workspace data": ["--workspace", os.path.join(self.ws, "data")],
+            "--workspace rel": ["--workspace", os.path.join(self.ws, "rel")],
+            "bind data": ["--container-bind", os.path.join(self.ws, "data") + ":d"],
+            "bind real/inner": ["--container-bind", os.path.join(self.ws, "real", "inner") + ":d"],
+            "env file": ["--container-env-file", os.path.join(self.ws, ".env")],
+            "rootfs": ["--rootfs", os.path.join(self.ws, "data")],
+        }
+        for name, opts in cases.items():
+            with self.subTest(case=name):
+                r = self.run_in(opts, self.LOOK)
+                self.assertNotIn("SECRET_MARKER", r.stdout, "%s: the host directory reached the sandbox" % name)
+                self.assertNotIn("marker", r.stdout, "%s: bound through the symlink: %s" % (name, r.stdout))
+                self.assertNotEqual(r.returncode, 0, "%s: the session started: %s" % (name, r.stdout))
+                self.assertIn("symlink", r.stderr)
+                self.assertIn(self.ws, r.stderr)
+
+    def test_real_paths_in_a_former_workspace_still_work(self):
+        self.plant()
+        with open(os.path.join(self.ws, "real", "marker"), "w") as f:
+            f.write("ok")
+        r = self.run_in(["--container-bind", os.path.join(self.ws, "real") + ":d"], self.LOOK)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("'/app/d/marker'", r.stdout)
+        r = self.run_in(["--workspace", os.path.join(self.ws, "real")], self.LOOK)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("'/app/marker'", r.stdout)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,24 @@
 /* Unit tests for common/: errors as sentences, the growable buffer, directory trees.
  * Tests named fixed_bug_* are regression tests for bugs these suites found. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "run_suite.h"
 #include "cleanup.h"
 #include "error.h"
+#include "fdio.h"
 #include "strbuf.h"
 #include "tree.h"
 
@@ -332,6 +338,149 @@ START_TEST(rm_rf_at_and_empty_dir_at) {
 }
 END_TEST
 
+/* A chain of `levels` directories "d" below dirfd/name (deeper than PATH_MAX allows to name),
+ * with a file and a symlink to tmpdir/outside at the bottom. Built through fds. */
+static void build_deep(int dirfd, const char *name, int levels) {
+    char t[PATH_MAX];
+    path_in(t, "outside");
+    ck_assert_int_eq(mkdirat(dirfd, name, 0755), 0);
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    for (int i = 0; i < levels; i++) {
+        ck_assert_int_eq(mkdirat(fd, "d", 0755), 0);
+        int nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(nfd, 0);
+        close(fd);
+        fd = nfd;
+    }
+    int ffd = openat(fd, "f", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    ck_assert_int_ge(ffd, 0);
+    close(ffd);
+    ck_assert_int_eq(symlinkat(t, fd, "link"), 0);
+    close(fd);
+}
+
+/* Sandbox code can make trees of any depth in its $HOME and run directory; their removal
+ * at the session's end must neither stop at a depth limit (leaving the session directory
+ * behind for ever) nor run out of fds. */
+START_TEST(rm_rf_very_deep_tree) {
+    build_tree();
+    cleanup_close int dfd = open(tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ck_assert_int_ge(dfd, 0);
+    build_deep(dfd, "deep", 3000);
+    char p[PATH_MAX];
+    path_in(p, "deep");
+    ck_assert_int_eq(ipb_rm_rf(p), 0);
+    ck_assert_msg(!exists(p), "a 3000-level tree was left behind");
+    assert_outside_survived();
+
+    /* The same below a directory that stays (the kernel's run directory). */
+    path_in(p, "rundir");
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    cleanup_close int rfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ck_assert_int_ge(rfd, 0);
+    build_deep(rfd, "deep", 1000);
+    ck_assert_int_eq(ipb_empty_dir_at(rfd), 0);
+    DIR *d = fdopendir(dup(rfd));
+    ck_assert_ptr_nonnull(d);
+    rewinddir(d);
+    int left = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        left += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+    closedir(d);
+    ck_assert_int_eq(left, 0);
+    assert_outside_survived();
+}
+END_TEST
+
+/* What sandbox code may do while a removal runs (should it still be alive): swap directories
+ * being walked with symlinks to a host directory (RENAME_EXCHANGE), move subtrees around and
+ * add files. The walk must never remove anything outside the tree. */
+struct racer {
+    int treefd;
+    atomic_bool stop;
+    atomic_long swaps;
+};
+
+static void *race_tree(void *arg) {
+    struct racer *r = arg;
+    while (!atomic_load(&r->stop)) {
+        /* Either order: the directory under the symlink's name and back. */
+        if (renameat2(r->treefd, "a", r->treefd, "lnk", RENAME_EXCHANGE) == 0)
+            atomic_fetch_add(&r->swaps, 1);
+        renameat2(r->treefd, "a/b", r->treefd, "lnk2", RENAME_EXCHANGE);
+        renameat(r->treefd, "a/b/c", r->treefd, "moved");
+        int fd = openat(r->treefd, "a/new", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd >= 0)
+            close(fd);
+    }
+    return NULL;
+}
+
+START_TEST(rm_rf_races_with_symlink_swaps) {
+    char p[PATH_MAX], t[PATH_MAX];
+    path_in(p, "outside");
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    path_in(p, "outside/sub");
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    path_in(p, "outside/keep.txt");
+    touch(p, "keep");
+    path_in(p, "outside/sub/keep.txt");
+    touch(p, "keep");
+    path_in(p, "outside-file");
+    touch(p, "keep too");
+    path_in(t, "outside");
+    long swaps = 0;
+    for (int round = 0; round < 300; round++) {
+        char q[PATH_MAX];
+        path_in(p, "tree/a/b/c/d");
+        ck_assert_int_eq(ipb_mkdir_p(p, 0755), 0);
+        for (int i = 0; i < 20; i++) {
+            snprintf(q, sizeof(q), "%s/tree/a/b/f%d", tmpdir, i);
+            touch(q, "x");
+            snprintf(q, sizeof(q), "%s/tree/a/b/c/g%d", tmpdir, i);
+            touch(q, "x");
+        }
+        path_in(p, "tree/lnk");
+        ck_assert_int_eq(symlink(t, p), 0);
+        path_in(p, "tree/lnk2");
+        ck_assert_int_eq(symlink("../outside/sub", p), 0);
+        path_in(p, "tree");
+        struct racer r = {.treefd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+        ck_assert_int_ge(r.treefd, 0);
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, race_tree, &r), 0);
+        while (atomic_load(&r.swaps) < 2) /* racing already when the removal starts */
+            sched_yield();
+        (void)ipb_rm_rf(p); /* may report ENOTEMPTY: the racer adds files */
+        atomic_store(&r.stop, true);
+        pthread_join(th, NULL);
+        swaps += atomic_load(&r.swaps);
+        close(r.treefd);
+        ck_assert_int_eq(ipb_rm_rf(p), 0);
+        ck_assert(!exists(p));
+        path_in(p, "outside/sub/keep.txt");
+        ck_assert_msg(exists(p), "round %d: the removal followed a swapped-in symlink", round);
+        assert_outside_survived();
+    }
+    ck_assert_msg(swaps > 0, "the racer never swapped; the test proved nothing");
+}
+END_TEST
+
+/* A FIFO where a file is expected (an env file in a workspace that sandbox code can
+ * replace) is refused at once, not waited on for a writer. */
+START_TEST(read_file_refuses_fifo_without_blocking) {
+    char p[PATH_MAX];
+    path_in(p, "fifo");
+    ck_assert_int_eq(mkfifo(p, 0644), 0);
+    char *text = NULL;
+    alarm(5);
+    ck_assert_int_eq(ipb_read_file(p, 4096, &text, NULL), -EINVAL);
+    alarm(0);
+    ck_assert_ptr_null(text);
+}
+END_TEST
+
 /* FIXED BUG (common/tree.c:27, ipb_mkdir_p): ipb_mkdir_p() ignores EEXIST for the last component
  * without checking that what exists is a directory, so it reports success for a path that is a
  * regular file ("mkdir -p" fails with "File exists"). */
@@ -371,6 +520,10 @@ static Suite *common_suite(void) {
     tcase_add_test(t, rm_rf_top_level_symlink);
     tcase_add_test(t, rm_rf_missing_and_plain_file);
     tcase_add_test(t, rm_rf_at_and_empty_dir_at);
+    tcase_add_test(t, rm_rf_very_deep_tree);
+    tcase_add_test(t, rm_rf_races_with_symlink_swaps);
+    tcase_add_test(t, read_file_refuses_fifo_without_blocking);
+    tcase_set_timeout(t, 60);
     suite_add_tcase(s, t);
 
     {

@@ -211,6 +211,187 @@ START_TEST(host_addresses_need_an_exact_entry) {
 }
 END_TEST
 
+START_TEST(embedded_ipv4_of_the_hosts_own_address) {
+    /* 198.51.100.7 stands for the host's own public address: public in every form, so only
+     * the host-own comparison can refuse it. */
+    ipb_egress_policy p = {0};
+    ipb_addr own = addr("198.51.100.7");
+    ck_assert_int_eq(ipb_egress_set_host_addrs(&p, &own, 1), 0);
+    static const char *const forms[] = {
+        "198.51.100.7",
+        "64:ff9b::c633:6407",    /* NAT64 */
+        "64:ff9b::198.51.100.7", /* the same, written with the dotted quad */
+        "2002:c633:6407::1",     /* 6to4 */
+        "2002:c633:6407:42::9",
+        "::ffff:198.51.100.7",   /* IPv4-mapped */
+        "::198.51.100.7",        /* IPv4-compatible */
+    };
+    for (size_t i = 0; i < sizeof(forms) / sizeof(*forms); i++) {
+        ck_assert_msg(!addr_ok(&p, forms[i], false), "allowed %s with no list", forms[i]);
+        ck_assert_msg(!addr_ok(&p, forms[i], true), "allowed %s as an allowed name's answer", forms[i]);
+    }
+    const char *why = NULL;
+    ipb_addr x = addr("64:ff9b::c633:6407");
+    ck_assert(!ipb_egress_addr_allowed(&p, &x, false, false, &why));
+    ck_assert_str_eq(why, "the address carries one of the host's own IPv4 addresses");
+    /* A mapped address built by hand (never parsed into IPv4) is judged the same. */
+    memset(&x, 0, sizeof(x));
+    x.family = AF_INET6;
+    x.b[10] = x.b[11] = 0xff;
+    memcpy(x.b + 12, own.b, 4);
+    ck_assert(!ipb_egress_addr_allowed(&p, &x, true, false, &why));
+    /* The same forms of another public address stay allowed. */
+    ck_assert(addr_ok(&p, "64:ff9b::c633:6408", false));
+    ck_assert(addr_ok(&p, "2002:c633:6408::1", false));
+    /* An exact entry of the address names it, in either form. */
+    ipb_error *err = NULL;
+    ck_assert_int_eq(ipb_egress_add_rule(&p, "198.51.100.7", &err), 0);
+    ck_assert(addr_ok(&p, "64:ff9b::c633:6407", false));
+    ck_assert(addr_ok(&p, "2002:c633:6407::1", false));
+    ipb_egress_free(&p);
+    const char *entries[] = {"64:ff9b::c633:6407", NULL};
+    p = policy_of(entries);
+    ck_assert_int_eq(ipb_egress_set_host_addrs(&p, &own, 1), 0);
+    ck_assert(addr_ok(&p, "64:ff9b::c633:6407", false));
+    ck_assert(!addr_ok(&p, "2002:c633:6407::1", false));
+    ipb_egress_free(&p);
+}
+END_TEST
+
+/* ---- the decision: the name the client uses decides */
+
+/* A fake DNS stub memo: it gave out 192.0.2.10 for a.test (the allowed name) and 192.0.2.66
+ * for nothing. */
+static const char *fake_recall(void *ctx, const ipb_addr *a) {
+    (void)ctx;
+    ipb_addr given = addr("192.0.2.10");
+    return ipb_addr_equal(a, &given) ? "a.test" : NULL;
+}
+static bool fake_gave(void *ctx, const ipb_addr *a, const char *name) {
+    const char *n = fake_recall(ctx, a);
+    return n && !strcmp(n, name);
+}
+static const ipb_egress_memo fake_memo = {fake_recall, fake_gave, NULL};
+
+static enum ipb_egress_route decide(const ipb_egress_policy *p, const char *host, const char *dialled,
+                                    ipb_egress_verdict *v) {
+    ipb_addr d;
+    if (dialled)
+        d = addr(dialled);
+    bool ok = ipb_egress_decide(p, host, dialled ? &d : NULL, &fake_memo, v);
+    ck_assert_int_eq(ok, v->route != IPB_EGRESS_REFUSE);
+    ck_assert_msg(v->why && v->why[0], "a verdict without a reason");
+    return v->route;
+}
+
+START_TEST(a_visible_name_decides_whatever_address_was_dialled) {
+    const char *entries[] = {"a.test", "192.0.2.64/27", NULL};
+    ipb_egress_policy p = policy_of(entries);
+    ipb_egress_verdict v;
+    char t[64];
+    /* TLS SNI or Host of a name that is not allowed, dialled at the address the DNS stub gave
+     * out for the allowed name: refused (domain fronting on a shared CDN). */
+    ck_assert_int_eq(decide(&p, "other.test", "192.0.2.10", &v), IPB_EGRESS_REFUSE);
+    ck_assert_str_eq(v.name, "other.test");
+    ck_assert_str_eq(v.why, "the name is not allowed");
+    ck_assert_int_eq(v.addr.family, 0);
+    /* ... dialled at an address an address entry allows: refused as well. */
+    ck_assert_int_eq(decide(&p, "other.test", "192.0.2.66", &v), IPB_EGRESS_REFUSE);
+    ck_assert_str_eq(v.name, "other.test");
+    /* In another case or with a trailing dot it is the same name. */
+    ck_assert_int_eq(decide(&p, "OTHER.test.", "192.0.2.10", &v), IPB_EGRESS_REFUSE);
+    ck_assert_int_eq(decide(&p, "metadata.google.internal", "192.0.2.10", &v), IPB_EGRESS_REFUSE);
+    ck_assert_int_eq(decide(&p, "bad name", "192.0.2.10", &v), IPB_EGRESS_REFUSE);
+    ck_assert_str_eq(v.why, "malformed host name");
+    /* The allowed name at the address the stub gave for it: there, checked for it. */
+    ck_assert_int_eq(decide(&p, "A.test", "192.0.2.10", &v), IPB_EGRESS_TO_ADDR);
+    ck_assert_str_eq(v.name, "a.test");
+    ipb_addr_format(&v.addr, t, sizeof(t));
+    ck_assert_str_eq(t, "192.0.2.10");
+    /* The allowed name anywhere else (an address entry's, or none the stub gave): resolved and
+     * checked by the proxy, never the dialled address on its own say-so. */
+    ck_assert_int_eq(decide(&p, "a.test", "192.0.2.66", &v), IPB_EGRESS_TO_NAME);
+    ck_assert_str_eq(v.name, "a.test");
+    ck_assert_int_eq(decide(&p, "a.test", "198.51.100.1", &v), IPB_EGRESS_TO_NAME);
+    ck_assert_int_eq(decide(&p, "a.test", NULL, &v), IPB_EGRESS_TO_NAME);
+    ipb_egress_free(&p);
+}
+END_TEST
+
+START_TEST(no_visible_name_the_address_decides) {
+    const char *entries[] = {"a.test", "192.0.2.64/27", NULL};
+    ipb_egress_policy p = policy_of(entries);
+    ipb_error *err = NULL;
+    ck_assert_int_eq(ipb_egress_add_pin(&p, "a.test:192.0.2.20", &err), 0);
+    ck_assert_int_eq(ipb_egress_add_pin(&p, "other.test:192.0.2.30", &err), 0);
+    ipb_egress_verdict v;
+    char t[64];
+    /* TLS without a server name, HTTP/1.0 without Host, other protocols. */
+    ck_assert_int_eq(decide(&p, NULL, "192.0.2.10", &v), IPB_EGRESS_TO_ADDR);
+    ck_assert_str_eq(v.name, "a.test");
+    ck_assert_str_eq(v.why, "address the DNS stub gave for an allowed name");
+    ck_assert_int_eq(decide(&p, "", "192.0.2.66", &v), IPB_EGRESS_TO_ADDR);
+    ck_assert_str_eq(v.why, "address allowed");
+    ck_assert_int_eq(decide(&p, "", "192.0.2.20", &v), IPB_EGRESS_TO_ADDR);
+    ck_assert_str_eq(v.name, "a.test");
+    ck_assert_str_eq(v.why, "pinned address of an allowed name");
+    /* A pin of a name that is not allowed allows nothing; nor does an unknown address. */
+    ck_assert_int_eq(decide(&p, "", "192.0.2.30", &v), IPB_EGRESS_REFUSE);
+    ipb_addr_format(&v.addr, t, sizeof(t));
+    ck_assert_str_eq(t, "192.0.2.30");
+    ck_assert_int_eq(decide(&p, "", "198.51.100.1", &v), IPB_EGRESS_REFUSE);
+    ck_assert_int_eq(decide(&p, "", NULL, &v), IPB_EGRESS_REFUSE);
+    /* A pinned address carries its own name only. */
+    ck_assert_int_eq(decide(&p, "other.test", "192.0.2.20", &v), IPB_EGRESS_REFUSE);
+    ck_assert_int_eq(decide(&p, "other.test", "192.0.2.30", &v), IPB_EGRESS_REFUSE);
+    /* A pinned allowed name goes to its pins (TO_NAME), even where the stub answered. */
+    ck_assert_int_eq(decide(&p, "a.test", "192.0.2.10", &v), IPB_EGRESS_TO_NAME);
+    ipb_egress_free(&p);
+}
+END_TEST
+
+START_TEST(an_address_literal_as_name_is_judged_as_an_address) {
+    const char *entries[] = {"a.test", "192.0.2.64/27", NULL};
+    ipb_egress_policy p = policy_of(entries);
+    ipb_egress_verdict v;
+    char t[64];
+    /* Where the literal says, not where it was dialled. */
+    ck_assert_int_eq(decide(&p, "192.0.2.66", "198.51.100.1", &v), IPB_EGRESS_TO_ADDR);
+    ipb_addr_format(&v.addr, t, sizeof(t));
+    ck_assert_str_eq(t, "192.0.2.66");
+    ck_assert_int_eq(decide(&p, "192.0.2.10", "198.51.100.1", &v), IPB_EGRESS_TO_ADDR);
+    ck_assert_str_eq(v.name, "a.test");
+    /* A literal that is not allowed, dialled at an allowed address: refused. */
+    ck_assert_int_eq(decide(&p, "198.51.100.1", "192.0.2.10", &v), IPB_EGRESS_REFUSE);
+    ipb_addr_format(&v.addr, t, sizeof(t));
+    ck_assert_str_eq(t, "198.51.100.1");
+    ck_assert_int_eq(decide(&p, "127.1", "192.0.2.66", &v), IPB_EGRESS_REFUSE);
+    ck_assert_str_eq(v.why, "a loopback address");
+    ck_assert_int_eq(decide(&p, "::ffff:169.254.169.254", "192.0.2.66", &v), IPB_EGRESS_REFUSE);
+    ipb_egress_free(&p);
+}
+END_TEST
+
+START_TEST(no_list_reads_nothing_from_public_addresses) {
+    ipb_egress_policy p = {0};
+    ipb_addr a = addr("198.51.100.1"), lo = addr("127.0.0.1");
+    ck_assert(ipb_egress_unread_ok(&p, &a));
+    ck_assert(!ipb_egress_unread_ok(&p, &lo));
+    ipb_egress_verdict v;
+    ck_assert_int_eq(decide(&p, "anything.example", "127.0.0.1", &v), IPB_EGRESS_TO_NAME);
+    ck_assert_int_eq(decide(&p, "metadata.google.internal", NULL, &v), IPB_EGRESS_REFUSE);
+    const char *entries[] = {"198.51.100.0/24", NULL};
+    ipb_egress_policy q = policy_of(entries);
+    ck_assert(!ipb_egress_unread_ok(&q, &a)); /* with a list, every connection is read */
+    ipb_egress_free(&q);
+    /* Nor an embedded form of the host's own address. */
+    ipb_addr own = addr("198.51.100.7"), nat64 = addr("64:ff9b::c633:6407");
+    ck_assert_int_eq(ipb_egress_set_host_addrs(&p, &own, 1), 0);
+    ck_assert(!ipb_egress_unread_ok(&p, &nat64));
+    ipb_egress_free(&p);
+}
+END_TEST
+
 START_TEST(pins) {
     ipb_egress_policy p = {0};
     ipb_error *err = NULL;
@@ -274,6 +455,11 @@ int main(void) {
     tcase_add_test(c, addresses_need_an_entry_when_there_are_entries);
     tcase_add_test(c, special_ranges_need_an_explicit_block);
     tcase_add_test(c, host_addresses_need_an_exact_entry);
+    tcase_add_test(c, embedded_ipv4_of_the_hosts_own_address);
+    tcase_add_test(c, a_visible_name_decides_whatever_address_was_dialled);
+    tcase_add_test(c, no_visible_name_the_address_decides);
+    tcase_add_test(c, an_address_literal_as_name_is_judged_as_an_address);
+    tcase_add_test(c, no_list_reads_nothing_from_public_addresses);
     tcase_add_test(c, pins);
     tcase_add_test(c, sockaddr_round_trip);
     suite_add_tcase(s, c);

@@ -1,6 +1,7 @@
 /* Unit tests for the monitor's parts: the configuration file (monitor/sysconf.c), the uid
  * pool (monitor/pool.c), the channel's record framing (monitor/mon_proto.c) and finding and
- * killing a uid range's processes (monitor/procs.c, as root only). */
+ * killing a uid range's processes and the slot locks every monitor shares (monitor/procs.c,
+ * monitor/slotlock.c, as root only). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include "pool.h"
 #include "procs.h"
 #include "run_suite.h"
+#include "slotlock.h"
 #include "sysconf.h"
 
 static int parse(ipbm_sysconf *c, const char *text, char *msg, size_t msglen) {
@@ -229,6 +231,41 @@ START_TEST(test_records_are_checked) {
 }
 END_TEST
 
+START_TEST(test_slot_locks_are_exclusive) {
+    if (geteuid() != 0)
+        return; /* /run/ipybox-slots is root's */
+    ipbm_pool p;
+    /* A pool of its own, far from the service's: its lock files name other uids. */
+    ck_assert_int_eq(ipbm_pool_init(&p, 0x7d000000u, 3), 0);
+    /* Another monitor holds slot 0 (another open file description: flock conflicts even
+     * within one process). */
+    int other = ipbm_slot_lock(&p, 0);
+    ck_assert_int_ge(other, 0);
+    ck_assert_int_eq(ipbm_slot_lock(&p, 0), -EWOULDBLOCK);
+    int l1 = -1, l2 = -1, l3 = -1;
+    int a = ipbm_slot_take(&p, &l1), b = ipbm_slot_take(&p, &l2);
+    ck_assert(a == 1 || a == 2);
+    ck_assert(b == 1 || b == 2);
+    ck_assert_int_ne(a, b);
+    /* Slot 0 is free here but locked elsewhere: nothing to hand out, and slot 0 stays free. */
+    ck_assert_int_eq(ipbm_slot_take(&p, &l3), -1);
+    ck_assert_int_eq(p.used[0], 0);
+    /* Released elsewhere: ours to take. */
+    close(other);
+    ck_assert_int_eq(ipbm_slot_take(&p, &l3), 0);
+    ck_assert_int_eq(ipbm_slot_lock(&p, 0), -EWOULDBLOCK);
+    close(l1);
+    close(l2);
+    close(l3);
+    for (int i = 0; i < 3; i++) {
+        char f[64];
+        snprintf(f, sizeof(f), IPBM_SLOT_DIR "/%u", (unsigned)ipbm_pool_uid(&p, i));
+        unlink(f); /* this test's pool only */
+    }
+    ipbm_pool_free(&p);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("monitor");
     TCase *tc = tcase_create("monitor");
@@ -238,6 +275,7 @@ int main(void) {
     tcase_add_test(tc, test_records_are_checked);
     tcase_add_test(tc, test_range_procs_found_and_killed);
     tcase_add_test(tc, test_pool_meets_subordinate_ids);
+    tcase_add_test(tc, test_slot_locks_are_exclusive);
     suite_add_tcase(s, tc);
     return ipb_run_suite(s);
 }

@@ -135,12 +135,57 @@ START_TEST(test_destinations_resolve_inside_the_root) {
 }
 END_TEST
 
+static int pub_bound_at_app_real(void) {
+    struct stat st;
+    return stat("/app/real/marker", &st) == 0 ? 0 : 1;
+}
+
+/* A symlink left in the workspace (by an earlier session's code) is never followed to place a
+ * later mount: not to a directory outside /app, not to one inside it, not in the middle of a
+ * path. A real directory there works. */
+START_TEST(test_workspace_symlinks_never_followed_for_mounts) {
+    char ws[128], p[192], pub[128];
+    snprintf(ws, sizeof(ws), "%s/ws", tmp);
+    snprintf(pub, sizeof(pub), "%s/pub", tmp);
+    ck_assert_int_eq(mkdir(ws, 0755), 0);
+    snprintf(p, sizeof(p), "%s/sub", ws);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/real", ws);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/out", ws);
+    ck_assert_int_eq(symlink("../usr", p), 0);
+    snprintf(p, sizeof(p), "%s/in", ws);
+    ck_assert_int_eq(symlink("sub", p), 0);
+    snprintf(p, sizeof(p), "%s/marker", pub);
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    static const char *const refused[] = {"/app/out", "/app/in", "/app/in/x", "/app/out/share/doc"};
+    for (size_t i = 0; i < sizeof(refused) / sizeof(*refused); i++) {
+        ipb_mount_plan plan = {0};
+        ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_DIR, 0, NULL, "/usr/share/doc", NULL), 0);
+        ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_BIND_RW, 0, ws, IPB_SANDBOX_APP, NULL), 0);
+        ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_BIND_RW, 0, pub, refused[i], NULL), 0);
+        ck_assert_msg(in_new_root(&plan, nothing) == 100, "a bind at %s was placed through a symlink", refused[i]);
+        ipb_mount_plan_free(&plan);
+    }
+    snprintf(p, sizeof(p), "%s/sub/x", ws);
+    ck_assert_msg(access(p, F_OK) < 0, "a mount point was made through the symlink");
+    ipb_mount_plan plan = {0};
+    ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_BIND_RW, 0, ws, IPB_SANDBOX_APP, NULL), 0);
+    ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_BIND_RW, 0, pub, "/app/real", NULL), 0);
+    ck_assert_int_eq(in_new_root(&plan, pub_bound_at_app_real), 0);
+    ipb_mount_plan_free(&plan);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("rootfs");
     TCase *tc = tcase_create("rootfs");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_a_read_only_bind_stays_read_only_through_symlinks);
     tcase_add_test(tc, test_destinations_resolve_inside_the_root);
+    tcase_add_test(tc, test_workspace_symlinks_never_followed_for_mounts);
     suite_add_tcase(s, tc);
     return ipb_run_suite(s);
 }

@@ -165,6 +165,24 @@ static probe_result p_tioclinux(void) {
     char c = 0;
     return result(ioctl(0, TIOCLINUX, &c));
 }
+/* N_TTY on a pty of our own: allowed without the filter, so EPERM can only be the filter. */
+static probe_result p_tiocsetd(void) {
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0)
+        return result(-1);
+    int s = open(ptsname(m), O_RDWR | O_NOCTTY);
+    int ldisc = 0;
+    long r = s < 0 ? -1 : ioctl(s, TIOCSETD, &ldisc);
+    probe_result pr = result(r);
+    if (s >= 0)
+        close(s);
+    close(m);
+    return pr;
+}
+static probe_result p_tiocsetd_high_bits(void) {
+    int ldisc = 0;
+    return result(ioctl(0, TIOCSETD | (1UL << 32), &ldisc));
+}
 static probe_result p_ioctl_fionread(void) {
     int fds[2];
     if (pipe(fds) < 0)
@@ -220,6 +238,86 @@ static probe_result p_mkfifo(void) {
 static probe_result p_mknod_sock(void) { return mknod_in_workdir("sock", S_IFSOCK | 0600, 0); }
 static probe_result p_mknod_reg(void) { return mknod_in_workdir("regular", S_IFREG | 0600, 0); }
 
+/* Set-id bits on files the sandbox writes: each way a mode is given. */
+static void wpath(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", workdir, name); }
+static probe_result p_open_creat_setuid(void) {
+    char p[128];
+    wpath(p, sizeof(p), "suid-open");
+    return result(syscall(SYS_open, p, O_WRONLY | O_CREAT, 04755));
+}
+static probe_result p_openat_creat_setgid(void) {
+    char p[128];
+    wpath(p, sizeof(p), "sgid-openat");
+    return result(syscall(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CREAT, 02755));
+}
+static probe_result p_openat_tmpfile_setuid(void) {
+    return result(syscall(SYS_openat, AT_FDCWD, workdir, O_WRONLY | O_TMPFILE, 04755));
+}
+static probe_result p_creat_setuid(void) {
+    char p[128];
+    wpath(p, sizeof(p), "suid-creat");
+    return result(syscall(SYS_creat, p, 04755));
+}
+static probe_result p_openat_creat_plain(void) {
+    char p[128];
+    wpath(p, sizeof(p), "plain");
+    return result(syscall(SYS_openat, AT_FDCWD, p, O_WRONLY | O_CREAT, 0755));
+}
+/* mode bits without O_CREAT mean nothing: not refused */
+static probe_result p_openat_read_mode_garbage(void) {
+    return result(syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY, 06777));
+}
+static int make_plain_file(void) {
+    char p[128];
+    wpath(p, sizeof(p), "victim");
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0755);
+    return fd;
+}
+static probe_result p_chmod_setuid(void) {
+    char p[128];
+    int fd = make_plain_file();
+    if (fd < 0)
+        return result(-1);
+    close(fd);
+    wpath(p, sizeof(p), "victim");
+    return result(syscall(SYS_chmod, p, 04755));
+}
+static probe_result p_fchmod_setgid(void) {
+    int fd = make_plain_file();
+    return fd < 0 ? result(-1) : result(syscall(SYS_fchmod, fd, 02755));
+}
+static probe_result p_fchmodat_setuid(void) {
+    char p[128];
+    int fd = make_plain_file();
+    if (fd < 0)
+        return result(-1);
+    close(fd);
+    wpath(p, sizeof(p), "victim");
+    return result(syscall(SYS_fchmodat, AT_FDCWD, p, 04755));
+}
+static probe_result p_fchmodat2_setuid(void) {
+    char p[128];
+    int fd = make_plain_file();
+    if (fd < 0)
+        return result(-1);
+    close(fd);
+    wpath(p, sizeof(p), "victim");
+    long r = syscall(452 /* fchmodat2 */, AT_FDCWD, p, 04755, 0);
+    return r < 0 && errno == ENOSYS ? (probe_result){-1, EPERM} /* kernel without it: nothing to refuse */
+                                    : result(r);
+}
+static probe_result p_fchmod_plain(void) {
+    int fd = make_plain_file();
+    return fd < 0 ? result(-1) : result(syscall(SYS_fchmod, fd, 0700));
+}
+static probe_result p_mknod_reg_setuid(void) { return mknod_in_workdir("suid-mknod", S_IFREG | 04755, 0); }
+static probe_result p_openat2_any(void) {
+    struct {
+        uint64_t flags, mode, resolve;
+    } how = {O_RDONLY, 0, 0};
+    return result(syscall(437 /* openat2 */, AT_FDCWD, "/dev/null", &how, sizeof(how)));
+}
+
 static probe_result p_persona_rie(void) { return result(personality(READ_IMPLIES_EXEC)); }
 static probe_result p_persona_norandom(void) { return result(personality(ADDR_NO_RANDOMIZE)); }
 static probe_result p_persona_page_zero(void) { return result(personality(MMAP_PAGE_ZERO)); }
@@ -235,6 +333,7 @@ static probe_result p_keyctl(void) { return result(syscall(SYS_keyctl, 0 /* KEYC
 static probe_result p_bpf(void) { return result(syscall(SYS_bpf, 0, NULL, 0)); }
 static probe_result p_io_uring(void) { return result(syscall(SYS_io_uring_setup, 1, NULL)); }
 static probe_result p_userfaultfd(void) { return result(syscall(SYS_userfaultfd, 0)); }
+static probe_result p_memfd_secret(void) { return result(syscall(447 /* memfd_secret, x86_64 and arm64 */, 0)); }
 static probe_result p_setns(void) { return result(setns(0, 0)); }
 static probe_result p_chroot(void) { return result(chroot("/")); }
 static probe_result p_getpid(void) { return result(getpid()); }
@@ -284,6 +383,8 @@ START_TEST(terminal_injection_refused) {
     EXPECT_ERRNO(p_tiocsti, EPERM);
     EXPECT_ERRNO(p_tiocsti_high_bits, EPERM);
     EXPECT_ERRNO(p_tioclinux, EPERM);
+    EXPECT_ERRNO(p_tiocsetd, EPERM);
+    EXPECT_ERRNO(p_tiocsetd_high_bits, EPERM);
     EXPECT_OK(p_ioctl_fionread);
 }
 END_TEST
@@ -334,6 +435,34 @@ START_TEST(device_nodes_refused_fifos_allowed) {
 }
 END_TEST
 
+START_TEST(setid_bits_refused) {
+    EXPECT_ERRNO(p_open_creat_setuid, EPERM);
+    EXPECT_ERRNO(p_openat_creat_setgid, EPERM);
+    EXPECT_ERRNO(p_openat_tmpfile_setuid, EPERM);
+    EXPECT_ERRNO(p_creat_setuid, EPERM);
+    EXPECT_ERRNO(p_chmod_setuid, EPERM);
+    EXPECT_ERRNO(p_fchmod_setgid, EPERM);
+    EXPECT_ERRNO(p_fchmodat_setuid, EPERM);
+    EXPECT_ERRNO(p_fchmodat2_setuid, EPERM);
+    EXPECT_ERRNO(p_mknod_reg_setuid, EPERM);
+    EXPECT_ERRNO(p_openat2_any, ENOSYS);
+    EXPECT_OK(p_openat_creat_plain);
+    EXPECT_OK(p_openat_read_mode_garbage);
+    EXPECT_OK(p_fchmod_plain);
+    static const char *const never[] = {"suid-open", "sgid-openat", "suid-creat", "suid-mknod"};
+    for (size_t i = 0; i < sizeof(never) / sizeof(*never); i++) {
+        char p[128];
+        wpath(p, sizeof(p), never[i]);
+        ck_assert_msg(access(p, F_OK) < 0, "%s was created", never[i]);
+    }
+    char p[128];
+    struct stat st;
+    wpath(p, sizeof(p), "victim");
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_msg(!(st.st_mode & (S_ISUID | S_ISGID)), "a set-id bit reached the file: %o", st.st_mode);
+}
+END_TEST
+
 START_TEST(personality_weakening_refused) {
     EXPECT_ERRNO(p_persona_rie, EPERM);
     EXPECT_ERRNO(p_persona_norandom, EPERM);
@@ -351,6 +480,7 @@ START_TEST(kernel_attack_surface_refused) {
     EXPECT_ERRNO(p_bpf, EPERM);
     EXPECT_ERRNO(p_io_uring, EPERM);
     EXPECT_ERRNO(p_userfaultfd, EPERM);
+    EXPECT_ERRNO(p_memfd_secret, EPERM);
     EXPECT_OK(p_getpid);
 }
 END_TEST
@@ -375,6 +505,7 @@ static Suite *seccomp_suite(void) {
     tcase_set_timeout(t, 30);
     tcase_add_test(t, program_shape);
     tcase_add_test(t, namespaces_refused);
+    tcase_add_test(t, setid_bits_refused);
     tcase_add_test(t, clone3_enosys_and_fallbacks_work);
     tcase_add_test(t, terminal_injection_refused);
     tcase_add_test(t, socket_families);

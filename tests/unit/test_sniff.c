@@ -913,6 +913,100 @@ START_TEST(dns_answers_capped) {
 }
 END_TEST
 
+/* ---- sniffed names and the decision (policy/egress.c): the name the client uses decides */
+
+/* The DNS stub gave 192.0.2.10 out for a.test, the one allowed name. */
+static const char *stub_recall(void *ctx, const ipb_addr *a) {
+    (void)ctx;
+    ipb_addr given;
+    ck_assert(ipb_addr_parse("192.0.2.10", 10, &given));
+    return ipb_addr_equal(a, &given) ? "a.test" : NULL;
+}
+static bool stub_gave(void *ctx, const ipb_addr *a, const char *name) {
+    const char *n = stub_recall(ctx, a);
+    return n && !strcmp(n, name);
+}
+
+/* Sniffs bytes dialled at the stub's address for a.test and decides them. */
+static enum ipb_egress_route judge(const void *p, size_t n, const ipb_addr *dialled, ipb_sniff *o,
+                                   ipb_egress_verdict *v) {
+    static const char *const entries[] = {"a.test", NULL};
+    static ipb_egress_policy pol;
+    if (!pol.n_rules)
+        for (const char *const *e = entries; *e; e++) {
+            ipb_error *err = NULL;
+            ck_assert_int_eq(ipb_egress_add_rule(&pol, *e, &err), 0);
+        }
+    enum ipb_sniff_kind k = sniff(p, n, o);
+    ck_assert_msg(k != IPB_SNIFF_MORE && k != IPB_SNIFF_BAD, "sniffed %d", k);
+    const ipb_egress_memo memo = {stub_recall, stub_gave, NULL};
+    ipb_egress_decide(&pol, o->host, dialled, &memo, v);
+    return v->route;
+}
+
+START_TEST(sniffed_names_decide) {
+    ipb_addr stub;
+    ck_assert(ipb_addr_parse("192.0.2.10", 10, &stub));
+    ipb_sniff o;
+    ipb_egress_verdict v;
+    hello_layout lay;
+    /* TLS: a server name that is not allowed, at the allowed name's address. */
+    bytes *x = hello_for("other.test", 0, &lay);
+    ck_assert_int_eq(judge(x->b, x->n, &stub, &o, &v), IPB_EGRESS_REFUSE);
+    ck_assert_str_eq(v.name, "other.test");
+    x = hello_for("a.test", 0, &lay);
+    ck_assert_int_eq(judge(x->b, x->n, &stub, &o, &v), IPB_EGRESS_TO_ADDR);
+    /* TLS without a server name: the address decides. */
+    static bytes y;
+    hello_records(&y, NULL, 0, 0, 0, &lay);
+    ck_assert_int_eq(judge(y.b, y.n, &stub, &o, &v), IPB_EGRESS_TO_ADDR);
+    ck_assert_str_eq(v.name, "a.test");
+    /* HTTP: the Host (or absolute URI) likewise; HTTP/1.0 without Host: the address. */
+    const char *h = "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n";
+    ck_assert_int_eq(judge(h, strlen(h), &stub, &o, &v), IPB_EGRESS_REFUSE);
+    h = "GET http://other.test/ HTTP/1.1\r\nHost: other.test\r\n\r\n";
+    ck_assert_int_eq(judge(h, strlen(h), &stub, &o, &v), IPB_EGRESS_REFUSE);
+    h = "GET / HTTP/1.1\r\nHost: a.test:80\r\n\r\n";
+    ck_assert_int_eq(judge(h, strlen(h), &stub, &o, &v), IPB_EGRESS_TO_ADDR);
+    h = "GET / HTTP/1.0\r\n\r\n";
+    ck_assert_int_eq(judge(h, strlen(h), &stub, &o, &v), IPB_EGRESS_TO_ADDR);
+    /* An address literal as the Host: judged as that address. */
+    h = "GET / HTTP/1.1\r\nHost: 198.51.100.1\r\n\r\n";
+    ck_assert_int_eq(judge(h, strlen(h), &stub, &o, &v), IPB_EGRESS_REFUSE);
+    ck_assert_int_ne(v.addr.family, 0);
+    /* Two Host headers never get as far as a decision. */
+    ck_assert_int_eq(sniff_str("GET / HTTP/1.1\r\nHost: a.test\r\nHost: other.test\r\n\r\n", &o), IPB_SNIFF_BAD);
+}
+END_TEST
+
+START_TEST(connect_tunnel_is_judged_again) {
+    /* An allowed CONNECT authority, then a ClientHello for another name through the tunnel:
+     * the proxy sniffs the tunnel's first bytes as a connection of their own (no dialled
+     * address: it goes to the authority's checked address), and refuses. */
+    ipb_sniff o;
+    ipb_egress_verdict v;
+    hello_layout lay;
+    const char *head = "CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n";
+    static bytes all;
+    all.n = 0;
+    putmem(&all, head, strlen(head));
+    bytes *x = hello_for("other.test", 0, &lay);
+    putmem(&all, x->b, x->n);
+    ck_assert_int_eq(judge(all.b, all.n, NULL, &o, &v), IPB_EGRESS_TO_NAME);
+    ck_assert_str_eq(v.name, "a.test");
+    ck_assert_uint_eq(o.head_len, strlen(head));
+    size_t head_len = o.head_len;
+    ck_assert_int_eq(judge(all.b + head_len, all.n - head_len, NULL, &o, &v), IPB_EGRESS_REFUSE);
+    ck_assert_int_eq(o.kind, IPB_SNIFF_TLS);
+    ck_assert_str_eq(v.name, "other.test");
+    /* The same name inside: allowed; plain HTTP inside: its Host is judged. */
+    x = hello_for("a.test", 0, &lay);
+    ck_assert_int_eq(judge(x->b, x->n, NULL, &o, &v), IPB_EGRESS_TO_NAME);
+    const char *h = "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n";
+    ck_assert_int_eq(judge(h, strlen(h), NULL, &o, &v), IPB_EGRESS_REFUSE);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sniff");
     TCase *c = tcase_create("sniff");
@@ -933,6 +1027,8 @@ int main(void) {
     tcase_add_test(c, connect_authority);
     tcase_add_test(c, connect_bad_authority);
     tcase_add_test(c, split_authority);
+    tcase_add_test(c, sniffed_names_decide);
+    tcase_add_test(c, connect_tunnel_is_judged_again);
     suite_add_tcase(s, c);
     TCase *d = tcase_create("dnswire");
     tcase_add_test(d, dns_parse_query);
