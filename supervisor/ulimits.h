@@ -1,12 +1,13 @@
 /* --memory, --max-processes and --cpu-weight without the system service (ipybox mcp, ipybox
- * run, ipyboxd --user's workers): no root, no monitor. Chosen once per process, best first:
+ * run, ipyboxd --user's workers, run by a user other than root: root's go through a private
+ * monitor, monclient.h): no monitor. Chosen once per process, best first:
  *   scope    a transient scope of the user's systemd manager for each sandbox (the shim is
  *            started through `systemd-run --user --scope`, which execs it inside) with
  *            MemoryMax, MemorySwapMax=0, TasksMax and CPUWeight: cgroup v2 in the subtree
  *            systemd delegates to the user. systemd removes the scope once its last process is
  *            gone, also when the supervisor was SIGKILLed (the sandbox dies with it).
  *   cgroup1  a cgroup of our own per sandbox in the v1 memory, pids (and cpu) hierarchies, where
- *            this process may write there (root on hosts that keep v1 controllers); those of a
+ *            this user may write there (a subtree the administrator gave the user); those of a
  *            supervisor that is gone are removed at the next start.
  *   rlimit   RLIMIT_NPROC set inside the sandbox's user namespace, where the kernel counts the
  *            sandbox's processes apart from the user's others (not for uid 0, which the kernel

@@ -4,12 +4,15 @@ bounded and reported in the cell's result (text and _meta), the session recovers
 kernel after an out-of-memory kill), nothing is left behind, and whatever this host cannot
 enforce is said in one line on stderr at start.
 
-Which mechanism applies depends on the host (supervisor/ulimits.h): a transient scope of the
-user's systemd manager (cgroup v2), per-sandbox cgroups in writable v1 hierarchies (root on this
-build machine, which keeps v1 memory and pids controllers), else rlimits (RLIMIT_NPROC in the
-sandbox's user namespace, RLIMIT_AS per process). Each test reads the notice and asserts what
-the host's mechanism promises; it skips, saying why, only what the notice says cannot be
-enforced. The systemd + cgroup v2 path runs in the Debian VM: tests/vm/limits_user.sh."""
+Which mechanism applies depends on the host and the user (supervisor/ulimits.h): a transient
+scope of the user's systemd manager (cgroup v2), per-sandbox cgroups in a v1 subtree the user
+may write, else rlimits (RLIMIT_NPROC in the sandbox's user namespace, RLIMIT_AS per process);
+root's sandboxes go through its private monitor (the system service's code). On this build
+machine: DelegatedV1Limits (a plain user given a v1 memory and pids subtree), UnprivilegedUserLimits
+(a plain user with rlimits only), UserModeLimits (the invoking user: root under make check).
+Each test reads the notice and asserts what the host's mechanism promises; it skips, saying
+why, only what the notice says cannot be enforced. The systemd + cgroup v2 path runs in the
+Debian VM: tests/vm/limits_user.sh."""
 import glob
 import os
 import pwd
@@ -22,7 +25,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import McpClient, require_sandbox, wait_for  # noqa: E402
+from ipybox_test import McpClient, descendants, require_sandbox, wait_for  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
 
 PROCS = 40
@@ -64,12 +67,6 @@ def forked(text):
 
 def execution(r):
     return r.get("_meta", {}).get("ipybox/execution", {})
-
-
-def user_cgroups(pid):
-    """Cgroups a user-mode supervisor with this pid made (v1 hierarchies; scopes on v2)."""
-    return (glob.glob("/sys/fs/cgroup/*/**/ipybox/u%d-*" % pid, recursive=True) +
-            glob.glob("/sys/fs/cgroup/**/ipybox-%d-*.scope" % pid, recursive=True))
 
 
 class LimitsCase(unittest.TestCase):
@@ -130,41 +127,13 @@ class LimitsCase(unittest.TestCase):
 
 @unittest.skipUnless(os.path.exists("/proc/self/ns/user"), "needs user namespaces")
 class UserModeLimits(LimitsCase):
-    """As the user running the tests (root under make check here)."""
+    """As the user running the tests (root under make check here: its private monitor)."""
 
     def test_fork_bomb_bounded_and_reported(self):
         self.check_fork_bomb()
 
     def test_memory_hog_bounded_and_reported(self):
         self.check_memory_hog()
-
-    def test_nothing_left_after_close_or_sigkill(self):
-        c, err = self.client("--max-processes", str(PROCS), "--memory", "256M")
-        c.execute("print(1)")
-        pid = c.proc.pid
-        made = user_cgroups(pid)
-        if not made:
-            why = notice_for(err, "--memory")
-            self.assertTrue(why, "no cgroup for the sandbox, and no notice saying why: " + err)
-            self.skipTest("no cgroups on this host (rlimits only): " + why)
-        c.close()
-        self.clients.remove(c)
-        self.assertTrue(wait_for(lambda: not user_cgroups(pid), 20), user_cgroups(pid))
-        # SIGKILL: the sandbox dies with its supervisor; what it leaves the next start removes
-        # (a scope goes by itself).
-        c, _ = self.client("--max-processes", str(PROCS))
-        c.execute("print(1)")
-        pid = c.proc.pid
-        self.assertTrue(user_cgroups(pid))
-        os.kill(pid, signal.SIGKILL)
-        c.proc.wait()
-        try:
-            c.proc.stdin.close()
-        except OSError:
-            pass
-        nxt, _ = self.client("--max-processes", str(PROCS))
-        nxt.execute("print(1)")
-        self.assertTrue(wait_for(lambda: not user_cgroups(pid), 20), user_cgroups(pid))
 
     def test_notice_is_one_line_naming_the_option(self):
         c, err = self.client("--memory", "256M", "--max-processes", str(PROCS), "--cpu-weight", "50")
@@ -199,31 +168,139 @@ class UserModeLimits(LimitsCase):
             d.close()
 
 
-@unittest.skipUnless(os.geteuid() == 0 and shutil.which("useradd") and shutil.which("runuser"),
-                     "needs root, useradd and runuser")
-class UnprivilegedUserLimits(LimitsCase):
-    """As a plain user created here (on this build machine: rlimits, the user may not write the
-    v1 hierarchies and has no systemd manager)."""
+def own_v1_dir(ctrl):
+    """This process's cgroup in the v1 hierarchy of ctrl, or None."""
+    mnt = "/sys/fs/cgroup/" + ctrl
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, ctrls, path = line.rstrip("\n").split(":", 2)
+                if ctrl in ctrls.split(","):
+                    return mnt + (path if path != "/" else "")
+    except OSError:
+        pass
+    return None
+
+
+class PlainUserCase(LimitsCase):
+    """Runs ipybox mcp as a plain user made here (USER), with its own home."""
+    USER = USER
 
     @classmethod
     def setUpClass(cls):
         try:
-            pwd.getpwnam(USER)
+            pwd.getpwnam(cls.USER)
         except KeyError:
-            subprocess.run(["useradd", "-m", "-s", "/bin/sh", USER], check=True)
-        pw = pwd.getpwnam(USER)
+            subprocess.run(["useradd", "-m", "-s", "/bin/sh", cls.USER], check=True)
+        pw = pwd.getpwnam(cls.USER)
+        cls.pw = pw
         cls.home = tempfile.mkdtemp(prefix="ipybox-lim-")
         os.chown(cls.home, pw.pw_uid, pw.pw_gid)
         os.chmod(cls.home, 0o700)
-        cls.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": cls.home, "XDG_STATE_HOME": os.path.join(cls.home, "state")}
+        cls.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": cls.home,
+                   "XDG_STATE_HOME": os.path.join(cls.home, "state")}
         runuser = shutil.which("runuser")
-        cls.wrap = staticmethod(lambda cmd: [runuser, "-u", USER, "--", "env", "-C", "/tmp", *cmd])
+        user = cls.USER
+        cls.wrap = staticmethod(lambda cmd: [runuser, "-u", user, "--", "env", "-C", "/tmp", *cmd])
 
     @classmethod
     def tearDownClass(cls):
-        subprocess.run(["pkill", "-KILL", "-u", USER])
+        subprocess.run(["pkill", "-KILL", "-u", cls.USER])
         shutil.rmtree(cls.home, ignore_errors=True)
-        subprocess.run(["userdel", "-r", USER], capture_output=True)
+        subprocess.run(["userdel", "-r", cls.USER], capture_output=True)
+
+
+ROOT_USERS = os.geteuid() == 0 and shutil.which("useradd") and shutil.which("runuser")
+
+
+@unittest.skipUnless(ROOT_USERS and own_v1_dir("memory") and own_v1_dir("pids"),
+                     "needs root, useradd, runuser and cgroup v1 memory and pids hierarchies")
+class DelegatedV1Limits(PlainUserCase):
+    """A plain user to whom root gave a v1 memory and pids subtree (the old way of delegating):
+    per-sandbox cgroups u<pid>-<n> there, limits reported, nothing left after close or SIGKILL."""
+    USER = USER + "1"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # The user's processes run in the test's own v1 cgroups (runuser moves nothing), so
+        # their base is <own>/ipybox in each hierarchy: root makes it the user's.
+        cls.bases = []
+        for ctrl in ("memory", "pids"):
+            base = os.path.join(own_v1_dir(ctrl), "ipybox")
+            os.makedirs(base, exist_ok=True)
+            os.chown(base, cls.pw.pw_uid, cls.pw.pw_gid)
+            for f in ("cgroup.procs", "tasks"):
+                os.chown(os.path.join(base, f), cls.pw.pw_uid, cls.pw.pw_gid)
+            cls.bases.append(base)
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        for base in cls.bases:
+            for d in glob.glob(os.path.join(base, "u*-*")):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(base)
+            except OSError:
+                pass
+
+    def made(self, pid):
+        return [d for b in self.bases for d in glob.glob(os.path.join(b, "u%d-*" % pid))]
+
+    def supervisor(self, c):
+        """The ipybox process under runuser (which stays as its parent)."""
+        for p in [c.proc.pid] + descendants(c.proc.pid):
+            try:
+                with open("/proc/%d/comm" % p) as f:
+                    if f.read().strip() == "ipybox":
+                        return p
+            except OSError:
+                pass
+        self.fail("no ipybox process under %d" % c.proc.pid)
+
+    def test_fork_bomb_bounded_and_reported(self):
+        self.check_fork_bomb()
+
+    def test_memory_hog_bounded_and_reported(self):
+        self.check_memory_hog()
+
+    def test_nothing_left_after_close_or_sigkill(self):
+        c, err = self.client("--max-processes", str(PROCS), "--memory", "256M")
+        self.assertNotIn("cannot be enforced", err)
+        c.execute("print(1)")
+        pid = self.supervisor(c)
+        self.assertTrue(self.made(pid), "no cgroup for the sandbox under %s" % self.bases)
+        with open(os.path.join(self.made(pid)[0], "cgroup.procs")) as f:
+            self.assertTrue(f.read().split(), "the sandbox's processes are not in its cgroup")
+        c.close()
+        self.clients.remove(c)
+        self.assertTrue(wait_for(lambda: not self.made(pid), 20), self.made(pid))
+        # SIGKILL: the sandbox dies with its supervisor (parent-death signals); the cgroups it
+        # leaves the next start removes.
+        c, _ = self.client("--max-processes", str(PROCS))
+        c.execute("print(1)")
+        pid = self.supervisor(c)
+        self.assertTrue(self.made(pid))
+        os.kill(pid, signal.SIGKILL)
+        c.proc.wait()
+        try:
+            c.proc.stdin.close()
+        except OSError:
+            pass
+        self.assertTrue(self.made(pid), "expected the killed supervisor's cgroups to stay until the next start")
+        nxt, _ = self.client("--max-processes", str(PROCS))
+        nxt.execute("print(1)")
+        self.assertTrue(wait_for(lambda: not self.made(pid), 20), self.made(pid))
+
+
+@unittest.skipUnless(ROOT_USERS, "needs root, useradd and runuser")
+class UnprivilegedUserLimits(PlainUserCase):
+    """As a plain user without any cgroup of their own (on this build machine: rlimits, the user
+    may not write the v1 hierarchies and has no systemd manager)."""
 
     def test_fork_bomb_bounded_and_reported(self):
         self.check_fork_bomb()
