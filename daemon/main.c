@@ -246,8 +246,9 @@ int ipbd_main(int argc, char **argv) {
         free(sargs);
         return 2;
     }
-    if (!frontend) {
-        /* Said once here, at start, rather than by each session's worker. */
+    if (!frontend && geteuid() != 0) {
+        /* Said once here, at start, rather than by each session's worker (root's sessions get
+         * their limits from its private monitor). */
         ipb_ulimits_setup(&o);
         setenv(IPB_ULIMITS_TOLD_ENV, "1", 1);
     }
