@@ -30,7 +30,7 @@ static int put(const char *dir, const char *file, const char *val) {
     return r;
 }
 
-static bool has_word(const char *list, const char *w) {
+bool ipbm_list_has_word(const char *list, const char *w) {
     size_t n = strlen(w);
     for (const char *p = list; (p = strstr(p, w)); p += n)
         if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
@@ -149,8 +149,8 @@ static bool init_v2(ipbm_cgroups *c, const uint8_t *mine, uint32_t nslots, char 
     snprintf(p, sizeof(p), "%s/cgroup.controllers", parent);
     if (ipb_read_file(p, 4096, &ctrls, &len) < 0)
         return false;
-    bool ok = has_word(ctrls, "memory") && has_word(ctrls, "pids");
-    bool cpu = has_word(ctrls, "cpu");
+    bool ok = ipbm_list_has_word(ctrls, "memory") && ipbm_list_has_word(ctrls, "pids");
+    bool cpu = ipbm_list_has_word(ctrls, "cpu");
     free(ctrls);
     if (!ok) {
         snprintf(desc, desclen, "cgroup v2 is mounted but %s does not delegate the memory and pids controllers",

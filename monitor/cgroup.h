@@ -26,6 +26,8 @@ typedef struct ipbm_cgroups {
  * memory and pids hierarchies (and cpu) when we may write there, named u<pid>-<n> under
  * <hierarchy><own cgroup>/ipybox; those of supervisors that are gone are removed. False when
  * the host offers none of this (desc then empty). The slot is our own counter. */
+/* Whether a space-separated list (cgroup.controllers) holds the word w. */
+bool ipbm_list_has_word(const char *list, const char *w);
 bool ipbm_cgroups_init_user(ipbm_cgroups *c, char *desc, size_t desclen);
 /* Moves pid (a child that has not forked yet) into the slot's cgroups. 0 or -errno. */
 int ipbm_cgroup_enter_pid(const ipbm_cgroups *c, int slot, pid_t pid);

@@ -1,4 +1,5 @@
 #include "monclient.h"
+#include "sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,16 +71,10 @@ int ipb_monitor_start_private(bool frontend) {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
     /* A process group of its own: a terminal's ^C is for the command (forwarded by us), not
      * for the monitor that holds its sandbox. */
+    ipb_spawnattr_clean(&attr, POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
     /* Not our MCP stream: only stderr, for its messages. */
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);

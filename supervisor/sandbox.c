@@ -39,6 +39,16 @@ static void take_egress_fds(ipb_sandbox *sb, uint32_t mask, int *fds, size_t nfd
             sb->egress.fd[i] = fds[k++];
 }
 
+void ipb_spawnattr_clean(posix_spawnattr_t *attr, short extra_flags) {
+    posix_spawnattr_init(attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(attr, &none);
+    posix_spawnattr_setsigdefault(attr, &all);
+    posix_spawnattr_setflags(attr, (short)(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | extra_flags));
+}
+
 int ipb_sandbox_serve_egress(ipb_sandbox *sb, ipb_proxy *proxy, const char *label, ipb_error **err) {
     if (!proxy)
         return 0;
@@ -211,13 +221,7 @@ static int spawn_own(const shim_config *cfg, int in_fd, int out_fd, int err_fd, 
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    ipb_spawnattr_clean(&attr, 0);
     posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
     posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
     posix_spawn_file_actions_adddup2(&fa, err_fd, 2);

@@ -1,5 +1,6 @@
 /* One sandbox seen from the supervisor: the shim process and its sync socket. */
 #pragma once
+#include <spawn.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -43,3 +44,6 @@ int ipb_sandbox_destroy(ipb_sandbox *sb);
 int ipb_sandbox_wait_exit(ipb_sandbox *sb);
 /* A sentence for a wait status: "exited with status 3", "was killed by signal 9 (Killed)". */
 void ipb_describe_status(int status, char *buf, size_t len);
+/* posix_spawn attributes for a child that starts clean: no signal blocked, every handler
+ * default; extra_flags adds POSIX_SPAWN_* flags (the caller sets what they need). */
+void ipb_spawnattr_clean(posix_spawnattr_t *attr, short extra_flags);

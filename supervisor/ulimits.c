@@ -46,14 +46,6 @@ static void fmt_size(uint64_t b, char *out, size_t len) {
         snprintf(out, len, "%llu", (unsigned long long)b);
 }
 
-static bool has_word(const char *list, const char *w) {
-    size_t n = strlen(w);
-    for (const char *p = list; (p = strstr(p, w)); p += n)
-        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
-            return true;
-    return false;
-}
-
 /* systemd-run's version ("systemd 252 (252.39-1~deb12u2)"), 0 when it does not say. */
 static int systemd_version(const char *run) {
     int p[2];
@@ -96,8 +88,8 @@ static bool scope_possible(char *why, size_t whylen) {
         snprintf(why, whylen, "no delegated cgroup v2 (%s is not a unified cgroup v2 hierarchy)", CG_ROOT);
         return false;
     }
-    if (ipb_read_file(CG_ROOT "/cgroup.controllers", 4096, &ctrls, &len) < 0 || !has_word(ctrls, "memory") ||
-        !has_word(ctrls, "pids")) {
+    if (ipb_read_file(CG_ROOT "/cgroup.controllers", 4096, &ctrls, &len) < 0 || !ipbm_list_has_word(ctrls, "memory") ||
+        !ipbm_list_has_word(ctrls, "pids")) {
         free(ctrls);
         snprintf(why, whylen, "no delegated cgroup v2 (it has no memory and pids controllers here)");
         return false;
@@ -202,7 +194,7 @@ enum ipb_ulimits_kind ipb_ulimits_setup(const ipb_options *o) {
         size_t len;
         snprintf(p, sizeof(p), CG_ROOT "/user.slice/user-%u.slice/user@%u.service/cgroup.controllers",
                  (unsigned)geteuid(), (unsigned)geteuid());
-        if (U.cpu_weight && ipb_read_file(p, 4096, &ctrls, &len) == 0 && !has_word(ctrls, "cpu")) {
+        if (U.cpu_weight && ipb_read_file(p, 4096, &ctrls, &len) == 0 && !ipbm_list_has_word(ctrls, "cpu")) {
             part(notice, sizeof(notice), "--cpu-weight %u cannot be enforced here: the user's systemd manager "
                  "does not delegate the cpu controller (user@%u.service has %.*s); the kernel gets the default "
                  "CPU share", U.cpu_weight, (unsigned)geteuid(), (int)strcspn(ctrls, "\n"), ctrls);
