@@ -170,17 +170,31 @@ static int make_mountpoint(const char *dst, bool dir, place *pl, ipb_error **err
     return step_error(err, r, "creating mount point", dst);
 }
 
+int shim_check_same(int fd, const char *src, const ipb_file_id *want, ipb_error **err) {
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return ipb_error_set(err, errno, "bind source %s", src);
+    if ((uint64_t)st.st_dev != want->dev || (uint64_t)st.st_ino != want->ino)
+        return ipb_error_set(err, 0, "%s changed while the sandbox was built (a symlink swapped in?); refusing to "
+                                     "bind it", src);
+    return 0;
+}
+
 /* The tree at src_fd/src (a host path, or a place's fd with src ""), cloned (with whatever is
  * mounted below it when recursive), its top given attrs (the mounts below keep theirs: /dev's
  * device binds, /dev/shm), and attached at the place: the destination is looked up once, and
  * the new mount's flags are set before anyone can reach it. */
 static int attach_clone(int src_fd, const char *src, bool recursive, uint64_t attrs, const place *pl,
-                        const char *what, const char *dst, ipb_error **err) {
+                        const char *what, const char *dst, const ipb_file_id *want, ipb_error **err) {
     unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (src[0] ? 0 : AT_EMPTY_PATH) |
                      (recursive ? AT_RECURSIVE : 0);
     int t = (int)syscall(SYS_open_tree, src_fd, src, flags);
     if (t < 0)
         return ipb_error_set(err, errno, "%s %s", what, dst);
+    if (want && shim_check_same(t, src, want, err) < 0) {
+        close(t);
+        return -1;
+    }
     struct mount_attr a = {.attr_set = attrs};
     int r = (int)syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &a, sizeof(a));
     if (r == 0)
@@ -206,6 +220,9 @@ static int do_bind_fd(const ipb_mount *m, int mfd, ipb_error **err) {
     struct stat st;
     if (fstat(mfd, &st) < 0)
         return ipb_error_set(err, errno, "the mount for %s", m->dst);
+    /* The monitor cloned what the supervisor opened by name: the very tree it resolved? */
+    if ((m->flags & IPB_MNT_SAME) && shim_check_same(mfd, m->src ? m->src : m->dst, &m->id, err) < 0)
+        return -1;
     place pl;
     if (make_mountpoint(m->dst, S_ISDIR(st.st_mode), &pl, err) < 0)
         return -1;
@@ -252,7 +269,10 @@ static int do_bind(const ipb_mount *m, bool system, ipb_error **err) {
     place pl;
     if (make_mountpoint(m->dst, S_ISDIR(st.st_mode), &pl, err) < 0)
         return -1;
-    int r = attach_clone(AT_FDCWD, m->src, false, attrs, &pl, "binding", m->dst, err);
+    /* IPB_MNT_SAME: what open_tree cloned (what gets mounted) must be what the supervisor
+     * resolved; a symlink swapped in on the way since makes it another tree. */
+    int r = attach_clone(AT_FDCWD, m->src, false, attrs, &pl, "binding", m->dst,
+                         (m->flags & IPB_MNT_SAME) ? &m->id : NULL, err);
     place_close(&pl);
     return r;
 }
@@ -362,14 +382,14 @@ static int do_step(const ipb_mount *m, bool system, int *next_fd, int end_fd, ip
             r = place_at(&null, "/dev/null", 0);
             if (r == 0)
                 r = attach_clone(null.fd, "", false, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, &pl,
-                                 "masking", m->dst, err);
+                                 "masking", m->dst, NULL, err);
             else
                 ipb_error_set(err, -r, "masking %s: no /dev/null yet", m->dst);
             place_close(&null);
         } else
             r = attach_clone(pl.fd, "", true,
                              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, &pl,
-                             "making read-only", m->dst, err);
+                             "making read-only", m->dst, NULL, err);
         place_close(&pl);
         return r < 0 ? -1 : 0;
     }

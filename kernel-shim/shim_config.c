@@ -11,7 +11,8 @@
 #include "record.h"
 
 /* Encoding: a sequence of records {u16 tag, u32 length, payload}. Strings are stored without
- * NUL; a mount record is {u32 kind, u32 flags, 3 x (u32 len or 0xffffffff for NULL, bytes)}. */
+ * NUL; a mount record is {u32 kind, u32 flags, 3 x (u32 len or 0xffffffff for NULL, bytes)},
+ * then, with IPB_MNT_SAME, {u64 dev, u64 ino}. */
 enum {
     TAG_MODE = 1, TAG_UID, TAG_GID, TAG_ROOT, TAG_HOSTNAME, TAG_CWD, TAG_MOUNT, TAG_ARGV, TAG_ENV, TAG_BPF, TAG_SYSTEM,
     TAG_RLIMITS, /* {u64 nproc_max, u64 as_max} */
@@ -47,7 +48,10 @@ int shim_config_encode(const shim_config *c, ipb_buf *out) {
         ipb_buf tmp = {0};
         if ((r = ipb_buf_append(&tmp, &m->kind, 4)) < 0 || (r = ipb_buf_append(&tmp, &m->flags, 4)) < 0 ||
             (r = mount_str(&tmp, m->src)) < 0 || (r = mount_str(&tmp, m->dst)) < 0 ||
-            (r = mount_str(&tmp, m->data)) < 0 || (r = put(out, TAG_MOUNT, tmp.data, tmp.len)) < 0) {
+            (r = mount_str(&tmp, m->data)) < 0 ||
+            ((m->flags & IPB_MNT_SAME) &&
+             ((r = ipb_buf_append(&tmp, &m->id.dev, 8)) < 0 || (r = ipb_buf_append(&tmp, &m->id.ino, 8)) < 0)) ||
+            (r = put(out, TAG_MOUNT, tmp.data, tmp.len)) < 0) {
             ipb_buf_free(&tmp);
             return r;
         }
@@ -107,10 +111,22 @@ static int decode_mount(const uint8_t *p, size_t len, ipb_mount_plan *plan) {
     int r = -1;
     if (kind < IPB_MNT_BIND_RO || kind > IPB_MNT_DEVPTS)
         return -1;
+    ipb_file_id id = {0, 0};
     if (take_mount_str(&p, &len, &src) < 0 || take_mount_str(&p, &len, &dst) < 0 ||
-        take_mount_str(&p, &len, &data) < 0 || len != 0 || !dst || dst[0] != '/')
+        take_mount_str(&p, &len, &data) < 0)
+        goto out;
+    if (flags & IPB_MNT_SAME) {
+        if (len != sizeof(id.dev) + sizeof(id.ino) || !src)
+            goto out;
+        memcpy(&id.dev, p, 8);
+        memcpy(&id.ino, p + 8, 8);
+        len = 0;
+    }
+    if (len != 0 || !dst || dst[0] != '/')
         goto out;
     r = ipb_mount_plan_add(plan, kind, flags, src, dst, data) < 0 ? -1 : 0;
+    if (r == 0)
+        plan->m[plan->n - 1].id = id;
 out:
     free(src);
     free(dst);

@@ -101,10 +101,14 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
         ADD(IPB_MNT_BIND_RO, IPB_MNT_OPTIONAL | IPB_MNT_MIRROR, src, dst, NULL);
     }
 
-    ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, in->workspace, IPB_SANDBOX_APP, NULL);
+    ADD(IPB_MNT_BIND_RW, IPB_MNT_USER | (in->workspace_id ? IPB_MNT_SAME : 0), in->workspace, IPB_SANDBOX_APP, NULL);
+    if (in->workspace_id)
+        plan.m[plan.n - 1].id = *in->workspace_id;
     for (size_t i = 0; i < o->n_binds; i++) {
         snprintf(dst, sizeof(dst), IPB_SANDBOX_APP "/%s", o->binds[i].rel);
-        ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, o->binds[i].host, dst, NULL);
+        ADD(IPB_MNT_BIND_RW, IPB_MNT_USER | (in->bind_ids ? IPB_MNT_SAME : 0), o->binds[i].host, dst, NULL);
+        if (in->bind_ids)
+            plan.m[plan.n - 1].id = in->bind_ids[i];
     }
     ADD(IPB_MNT_DIR, 0, NULL, "/home", NULL);
     ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, in->home, IPB_SANDBOX_HOME, NULL);

@@ -27,6 +27,15 @@ enum ipb_mount_kind {
                                * worker opens it with the user's rights and the monitor makes
                                * it an idmapped mount */
 #define IPB_MNT_FD       0x8u /* system mode: the next mount fd of the shim, not src */
+#define IPB_MNT_SAME     0x10u /* src must be the file id recorded when the supervisor resolved
+                                * it (a user-named tree): what the shim binds (or the monitor
+                                * opens) is checked to be that very directory, so a symlink
+                                * swapped in on the way since is refused, not followed */
+
+/* A file's identity: (st_dev, st_ino). {0, 0}: "not there". */
+typedef struct ipb_file_id {
+    uint64_t dev, ino;
+} ipb_file_id;
 
 typedef struct ipb_mount {
     uint32_t kind;
@@ -34,6 +43,7 @@ typedef struct ipb_mount {
     char *src;
     char *dst;  /* absolute path in the sandbox */
     char *data; /* tmpfs options or file content */
+    ipb_file_id id; /* IPB_MNT_SAME: what src must be */
 } ipb_mount;
 
 typedef struct ipb_mount_plan {
@@ -47,6 +57,8 @@ typedef struct ipb_plan_input {
     const char *home;       /* host directory behind /home/appuser */
     const char *rundir;     /* host directory behind /run/ipybox, or NULL */
     const char *mcpdir;     /* host directory behind /opt/ipybox (read-only), or NULL */
+    const ipb_file_id *workspace_id; /* what workspace must be when bound, or NULL */
+    const ipb_file_id *bind_ids;     /* the same for each --container-bind source, or NULL */
 } ipb_plan_input;
 
 /* The workspace: a tree that sandbox code writes and that outlives the session, so whatever

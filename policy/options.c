@@ -43,6 +43,7 @@ void ipb_options_free(ipb_options *o) {
     ipb_egress_free(&o->egress);
     ipb_strv_free(&o->env);
     ipb_strv_free(&o->env_files);
+    free(o->env_spans);
     for (size_t i = 0; i < o->n_binds; i++) {
         free(o->binds[i].host);
         free(o->binds[i].rel);
@@ -282,9 +283,19 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
         int r = ipb_read_file(v, 1 << 20, &text, &len);
         if (r < 0)
             return ipb_error_set(err, -r, "--container-env-file: cannot read '%s'", v);
+        struct ipb_env_span *sp = realloc(o->env_spans, (o->env_files.n + 1) * sizeof(*sp));
+        if (!sp)
+            return ipb_error_set(err, ENOMEM, "%s", name);
+        o->env_spans = sp;
         if (ipb_strv_push(&o->env_files, v) < 0)
             return ipb_error_set(err, ENOMEM, "%s", name);
-        return ipb_parse_env_file(text, len, v, &o->env, err) < 0 ? ipb_error_wrap(err, "--container-env-file") : 0;
+        size_t start = o->env.n;
+        if (ipb_parse_env_file(text, len, v, &o->env, err) < 0)
+            return ipb_error_wrap(err, "--container-env-file");
+        /* The supervisor reads the file again, through fds, for what the sandbox gets
+         * (statedir.c): this read is for early syntax errors. */
+        sp[o->env_files.n - 1] = (struct ipb_env_span){start, o->env.n - start};
+        return 0;
     }
     case OPT_BIND:
         return parse_bind(o, v, err);

@@ -23,7 +23,10 @@ typedef struct ipb_options {
     ipb_strv allowed_domains;/* --allowed-domain entries as given (for messages) */
     ipb_egress_policy egress;/* the same entries parsed, plus --resolve pins */
     ipb_strv env;            /* KEY=VALUE for the kernel, in order; later wins */
-    ipb_strv env_files;      /* --container-env-file paths as given (checked again at start) */
+    ipb_strv env_files;      /* --container-env-file paths as given (read again at start) */
+    struct ipb_env_span {    /* for each of them: the entries of env it gave when parsed */
+        size_t start, n;
+    } *env_spans;
     ipb_bind *binds;
     size_t n_binds;
     char *rootfs;            /* NULL: the host's /usr etc. */

@@ -40,16 +40,20 @@ int ipb_host_dirs_open(ipb_host_dirs *d, const ipb_strv *allowed, char **ret_mis
             free(missing);
             return ipb_error_set(err, ENOMEM, "allowed directories");
         }
-        h->fd = open(h->given, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (h->fd < 0) {
-            h->open_errno = errno;
+        /* From "/" on fds, as any path named on the command line: not through a symlink that
+         * a sandbox could have planted; the canonical path is that of the fd held. */
+        ipb_error *e = NULL;
+        if (ipb_host_named_open("--allowed-dir", h->given, IPB_NAMED_DIR, &h->fd, &h->canon, &e) < 0) {
+            h->fd = -1;
+            h->open_errno = e && e->errnum ? e->errnum : 0;
+            h->why = e && !e->errnum ? strdup(ipb_error_msg(e)) : NULL;
             char *m = ipb_strdupf("%s%s%s (%s)", missing ? missing : "", missing ? ", " : "", h->given,
-                                  strerror(h->open_errno));
+                                  h->open_errno ? strerror(h->open_errno) : ipb_error_msg(e));
+            ipb_error_free(e);
             free(missing);
             missing = m;
             continue;
         }
-        h->canon = realpath(h->given, NULL);
     }
     if (missing) {
         *ret_missing = ipb_strdupf("these allowed directories could not be opened and allow nothing until ipybox "
@@ -80,7 +84,8 @@ int ipb_host_dirs_dup(const ipb_host_dirs *src, ipb_host_dirs *ret, ipb_error **
         h->fd = s->fd >= 0 ? fcntl(s->fd, F_DUPFD_CLOEXEC, 3) : -1;
         h->given = strdup(s->given);
         h->canon = s->canon ? strdup(s->canon) : NULL;
-        if ((s->fd >= 0 && h->fd < 0) || !h->given || (s->canon && !h->canon)) {
+        h->why = s->why ? strdup(s->why) : NULL;
+        if ((s->fd >= 0 && h->fd < 0) || !h->given || (s->canon && !h->canon) || (s->why && !h->why)) {
             int e = errno;
             ipb_host_dirs_free(&d);
             return ipb_error_set(err, e, "copying the allowed directories");
@@ -96,6 +101,7 @@ void ipb_host_dirs_free(ipb_host_dirs *d) {
             close(d->v[i].fd);
         free(d->v[i].given);
         free(d->v[i].canon);
+        free(d->v[i].why);
     }
     free(d->v);
     free(d->roots);
@@ -199,7 +205,8 @@ static int locate(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local
     if (dir->fd < 0)
         return ipb_error_set(err, 0, "'%s' is in the allowed directory %s, which could not be opened when the "
                                      "session started (%s); allowed directories are opened once, at start: create "
-                                     "it and start ipybox again", local_path, dir->given, strerror(dir->open_errno));
+                                     "it and start ipybox again", local_path, dir->given,
+                             dir->why ? dir->why : strerror(dir->open_errno));
     const char *rest = path + ml;
     while (*rest == '/')
         rest++;
@@ -219,6 +226,34 @@ static const char *kind_of(mode_t m) {
 
 /* ---- reading ---- */
 
+/* The regular file the walk reached, opened for reading (returned blocking). */
+static int open_regular(const ipb_hw_result *r, const char *local_path, int *ret_fd, ipb_error **err) {
+    struct stat st, st2;
+    cleanup_close int fd = -1;
+    if (fstat(r->fd, &st) < 0)
+        return ipb_error_set(err, errno, "%s", local_path);
+    if (!S_ISREG(st.st_mode))
+        return ipb_error_set(err, 0, "'%s' is not a regular file (it is %s)", local_path, kind_of(st.st_mode));
+    /* The name in the directory held, following nothing. O_NONBLOCK: a FIFO swapped in
+     * after the look opens at once (and is refused below) instead of waiting for a writer. */
+    fd = ipb_hw_openat2(r->dirfd, r->name, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
+                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    if (fd < 0) {
+        if (errno == ELOOP || errno == ENOENT)
+            return ipb_error_set(err, 0, "'%s' kept changing while it was opened; try again", local_path);
+        return ipb_error_set(err, errno, "opening %s", local_path);
+    }
+    if (fstat(fd, &st2) < 0)
+        return ipb_error_set(err, errno, "%s", local_path);
+    if (!S_ISREG(st2.st_mode))
+        return ipb_error_set(err, 0, "'%s' is not a regular file (it is %s)", local_path, kind_of(st2.st_mode));
+    if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino)
+        return ipb_error_set(err, 0, "'%s' kept changing while it was opened; try again", local_path);
+    ipb_set_nonblock(fd, 0);
+    *ret_fd = steal_fd(fd);
+    return 0;
+}
+
 int ipb_host_open_read(const ipb_host_dirs *d, const char *local_path, int *ret_fd, ipb_error **err) {
     host_target t;
     ipb_hw_trees trees = {0};
@@ -230,46 +265,85 @@ int ipb_host_open_read(const ipb_host_dirs *d, const char *local_path, int *ret_
     ipb_hw_trees_free(&trees);
     if (w < 0)
         return -1;
-    struct stat st, st2;
-    int ret = -1;
-    cleanup_close int fd = -1;
-    if (fstat(r.fd, &st) < 0) {
-        ipb_error_set(err, errno, "%s", local_path);
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ipb_error_set(err, 0, "'%s' is not a regular file (it is %s)", local_path, kind_of(st.st_mode));
-        goto out;
-    }
-    /* The name in the directory held, following nothing. O_NONBLOCK: a FIFO swapped in
-     * after the look opens at once (and is refused below) instead of waiting for a writer. */
-    fd = ipb_hw_openat2(r.dirfd, r.name, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
-                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
-    if (fd < 0) {
-        if (errno == ELOOP || errno == ENOENT)
-            ipb_error_set(err, 0, "'%s' kept changing while it was opened; try again", local_path);
-        else
-            ipb_error_set(err, errno, "opening %s", local_path);
-        goto out;
-    }
-    if (fstat(fd, &st2) < 0) {
-        ipb_error_set(err, errno, "%s", local_path);
-        goto out;
-    }
-    if (!S_ISREG(st2.st_mode)) {
-        ipb_error_set(err, 0, "'%s' is not a regular file (it is %s)", local_path, kind_of(st2.st_mode));
-        goto out;
-    }
-    if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
-        ipb_error_set(err, 0, "'%s' kept changing while it was opened; try again", local_path);
-        goto out;
-    }
-    ipb_set_nonblock(fd, 0);
-    *ret_fd = steal_fd(fd);
-    ret = 0;
-out:
+    int ret = open_regular(&r, local_path, ret_fd, err);
     ipb_hw_result_close(&r);
     return ret;
+}
+
+/* ---- paths named on the command line ---- */
+
+char *ipb_fd_path(int fd) {
+    char proc[64], buf[PATH_MAX];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, buf, sizeof(buf) - 1);
+    if (n <= 0 || buf[0] != '/')
+        return NULL;
+    buf[n] = '\0';
+    return strdup(buf);
+}
+
+/* The walk from "/" of a named path (made absolute against the working directory). */
+static int named_walk(const char *what, const char *path, enum ipb_hw_mode mode, ipb_hw_result *r,
+                      ipb_error **err) {
+    static const ipb_host_dirs none = {0};
+    cleanup_free char *abs = NULL;
+    if (path[0] != '/') {
+        cleanup_free char *cwd = getcwd(NULL, 0);
+        if (!cwd || !(abs = ipb_strdupf("%s/%s", cwd, path)))
+            return ipb_error_set(err, errno ? errno : ENOMEM, "%s %s", what, path);
+    }
+    ipb_hw_trees trees = {0};
+    int w = ipb_hw_walk(&none, &trees, path, NULL, abs ? abs : path, mode, r, err);
+    ipb_hw_trees_free(&trees);
+    return w < 0 ? ipb_error_wrap(err, "%s", what) : 0;
+}
+
+int ipb_host_named_open(const char *what, const char *path, enum ipb_named_kind kind, int *ret_fd, char **ret_canon,
+                        ipb_error **err) {
+    ipb_hw_result r;
+    enum ipb_hw_mode mode = kind == IPB_NAMED_MAKE_DIR || kind == IPB_NAMED_MAKE ? IPB_HW_MAKE : IPB_HW_READ;
+    if (named_walk(what, path, mode, &r, err) < 0)
+        return -1;
+    struct stat st;
+    int ret = -1;
+    if (fstat(r.fd, &st) < 0) {
+        ipb_error_set(err, errno, "%s %s", what, path);
+    } else if ((kind == IPB_NAMED_DIR || kind == IPB_NAMED_MAKE_DIR) && !S_ISDIR(st.st_mode)) {
+        ipb_error_set(err, ENOTDIR, "%s %s", what, path);
+    } else if (kind == IPB_NAMED_FILE && !S_ISREG(st.st_mode)) {
+        ipb_error_set(err, 0, "%s '%s' is not a regular file (it is %s)", what, path, kind_of(st.st_mode));
+    } else if (ret_canon && !(*ret_canon = ipb_fd_path(r.fd))) {
+        ipb_error_set(err, 0, "%s %s: cannot tell where it is (removed?)", what, path);
+    } else {
+        *ret_fd = steal_fd(r.fd);
+        ret = 0;
+    }
+    ipb_hw_result_close(&r);
+    return ret;
+}
+
+int ipb_host_named_read(const char *what, const char *path, size_t max, char **ret_text, size_t *ret_len,
+                        ipb_error **err) {
+    ipb_hw_result r;
+    if (named_walk(what, path, IPB_HW_READ, &r, err) < 0)
+        return -1;
+    cleanup_close int fd = -1;
+    int ret = open_regular(&r, path, &fd, err);
+    ipb_hw_result_close(&r);
+    if (ret < 0)
+        return ipb_error_wrap(err, "%s", what);
+    cleanup_free char *buf = malloc(max + 1);
+    size_t len = 0;
+    if (!buf)
+        return ipb_error_set(err, ENOMEM, "%s %s", what, path);
+    int rr = ipb_read_all(fd, buf, max, &len);
+    if (rr < 0)
+        return ipb_error_set(err, -rr, "%s: cannot read '%s'", what, path);
+    buf[len] = '\0';
+    *ret_text = steal_ptr(buf);
+    if (ret_len)
+        *ret_len = len;
+    return 0;
 }
 
 /* ---- writing ---- */

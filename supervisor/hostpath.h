@@ -18,6 +18,7 @@ typedef struct ipb_host_dir {
     char *canon;    /* its realpath when it was opened, or NULL */
     int fd;         /* O_PATH directory fd, or -1: it could not be opened at start */
     int open_errno; /* why not */
+    char *why;      /* or why not, as a sentence (a refused symlink), or NULL */
 } ipb_host_dir;
 
 typedef struct ipb_host_dirs {
@@ -54,3 +55,26 @@ int ipb_host_open_read(const ipb_host_dirs *d, const char *local_path, int *ret_
  * there is replaced, never followed; a directory is never replaced). gate: see files.h. */
 int ipb_host_write_from(const ipb_host_dirs *d, const char *local_path, int src_fd, const ipb_commit_gate *gate,
                         ipb_error **err);
+
+/* ---- paths the user names on the command line ----
+ * A --workspace, --container-bind source, --rootfs, --allowed-dir, --container-env-file or
+ * --mcp-config is resolved once, from "/", one component at a time on fds (hostwalk.c): a
+ * symlink inside a tree that a sandbox could write is never followed (kernel code of a
+ * running session may swap one in at any moment), any other is. What is used afterwards is
+ * the fd held, never the name again. */
+enum ipb_named_kind {
+    IPB_NAMED_DIR,      /* an existing directory */
+    IPB_NAMED_MAKE_DIR, /* a directory, made (with its missing parents) where missing */
+    IPB_NAMED_MAKE,     /* anything; when missing, made as a directory */
+    IPB_NAMED_FILE,     /* an existing regular file */
+};
+/* what: the option, for messages. *ret_fd: an O_PATH fd of what the path names.
+ * ret_canon (may be NULL): its path as the kernel has it now (from /proc/self/fd). */
+int ipb_host_named_open(const char *what, const char *path, enum ipb_named_kind kind, int *ret_fd, char **ret_canon,
+                        ipb_error **err);
+/* The content of a named regular file (at most max bytes), read through the fd the walk
+ * gave (opened without following a symlink and without blocking on a FIFO). */
+int ipb_host_named_read(const char *what, const char *path, size_t max, char **ret_text, size_t *ret_len,
+                        ipb_error **err);
+/* fd's path as the kernel has it (readlink of /proc/self/fd/N), or NULL. */
+char *ipb_fd_path(int fd);

@@ -338,7 +338,7 @@ static bool has_dotdot(const char *p) {
 }
 
 static int run(walk *w, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **err) {
-    bool follow_last = mode == IPB_HW_READ || mode == IPB_HW_HINT;
+    bool follow_last = mode == IPB_HW_READ || mode == IPB_HW_HINT || mode == IPB_HW_MAKE;
     for (;;) {
         char comp[NAME_MAX + 1];
         bool from_link = false, last = false;
@@ -356,7 +356,7 @@ static int run(walk *w, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **e
         }
         int fd = ipb_hw_openat2(w->cur, comp, O_PATH | O_NOFOLLOW, STEP);
         if (fd < 0 && errno == ENOENT) {
-            if (mode == IPB_HW_PARENT || mode == IPB_HW_HINT_PARENT) {
+            if (mode == IPB_HW_PARENT || mode == IPB_HW_HINT_PARENT || mode == IPB_HW_MAKE) {
                 /* A missing directory is made, but never where a symlink points. */
                 if (from_link)
                     return nowhere(w, err);
@@ -378,7 +378,10 @@ static int run(walk *w, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **e
                     return ipb_error_set(err, errno, "creating %s", where);
                 fd = ipb_hw_openat2(w->cur, comp, O_PATH | O_NOFOLLOW, STEP);
             } else {
-                return ipb_error_set(err, 0, "file not found: %s", w->local_path);
+                ipb_error_set(err, 0, "file not found: %s", w->local_path);
+                if (err && *err)
+                    (*err)->errnum = ENOENT; /* for callers that tell why, the sentence as it is */
+                return -1;
             }
         }
         if (fd < 0)
@@ -442,7 +445,7 @@ int ipb_hw_walk(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_p
     w->local_path = local_path;
     w->slashfd = w->cur = -1;
     int r = -1;
-    if (mode == IPB_HW_HINT || mode == IPB_HW_HINT_PARENT) {
+    if (mode == IPB_HW_HINT || mode == IPB_HW_HINT_PARENT || !dir) {
         w->slashfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
         w->rootfd = w->slashfd;
     } else {

@@ -17,6 +17,8 @@ enum ipb_hw_mode {
     IPB_HW_HINT,   /* from "/", not beneath an allowed directory: where does the path lead?
                     * every component, the last one followed; nothing is made */
     IPB_HW_HINT_PARENT, /* the same for directories: the walk stops at the first missing one */
+    IPB_HW_MAKE,        /* like IPB_HW_READ (the last one may be anything), but a missing
+                         * component is made (mkdirat) as a directory */
 };
 
 typedef struct ipb_hw_result {
@@ -36,7 +38,7 @@ typedef struct ipb_hw_trees {
 } ipb_hw_trees;
 void ipb_hw_trees_free(ipb_hw_trees *t);
 
-/* Walks rel beneath dir (NULL: from "/", for the IPB_HW_HINT modes). local_path is for
+/* Walks rel beneath dir (NULL: from "/"; always so for the IPB_HW_HINT modes). local_path is for
  * messages. On success the result's fds are to be released with ipb_hw_result_close. */
 int ipb_hw_walk(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, const ipb_host_dir *dir,
                 const char *rel, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **err);

@@ -8,6 +8,7 @@
 
 #include "cleanup.h"
 #include "fdio.h"
+#include "hostpath.h"
 #include "log.h"
 #include "strbuf.h"
 #include "toolgen.h"
@@ -164,9 +165,10 @@ fail:
 int ipb_mcp_servers_load_config(ipb_mcp_servers *s, const char *path, ipb_error **err) {
     cleanup_free char *text = NULL;
     size_t len = 0;
-    int r = ipb_read_file(path, CONFIG_MAX, &text, &len);
-    if (r < 0)
-        return ipb_error_set(err, -r, "--mcp-config: cannot read '%s'", path);
+    /* Resolved from "/" on fds, read through the fd: no symlink a sandbox could have planted
+     * (and swapped in since) is followed. */
+    if (ipb_host_named_read("--mcp-config", path, CONFIG_MAX, &text, &len, err) < 0)
+        return -1;
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)

@@ -53,7 +53,8 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
         goto fail;
     if (o->mcp_config && ipb_mcp_servers_load_config(&s->mcp, o->mcp_config, err) < 0)
         goto fail;
-    s->ws_fd = open(s->dirs.workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* The trees resolved at start (statedir.c), never their names again. */
+    s->ws_fd = openat(s->dirs.workspace_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (s->ws_fd < 0) {
         ipb_error_set(err, errno, "opening the workspace %s", s->dirs.workspace);
         goto fail;
@@ -69,7 +70,7 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
     }
     s->bind_fds = calloc(o->n_binds + 1, sizeof(int));
     for (size_t i = 0; i < o->n_binds; i++) {
-        s->bind_fds[i] = open(o->binds[i].host, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        s->bind_fds[i] = openat(s->dirs.bind_fds[i], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (s->bind_fds[i] < 0) {
             ipb_error_set(err, errno, "--container-bind: opening %s", o->binds[i].host);
             goto fail;

@@ -15,6 +15,7 @@
 
 #include "cleanup.h"
 #include "fdio.h"
+#include "hostpath.h"
 #include "strbuf.h"
 #include "tree.h"
 
@@ -231,6 +232,45 @@ static int check_named_paths(const ipb_options *o, const ipb_strv *trees, ipb_er
     return 0;
 }
 
+static int file_id(int fd, ipb_file_id *ret, const char *what, const char *path, ipb_error **err) {
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return ipb_error_set(err, errno, "%s %s", what, path);
+    ret->dev = (uint64_t)st.st_dev;
+    ret->ino = (uint64_t)st.st_ino;
+    return 0;
+}
+
+/* The user's variables in order, each --container-env-file's entries (options.c read it by
+ * name while parsing, for early syntax errors) replaced by what reading it now through the
+ * walk gives: that is what the sandbox gets. */
+static int session_env(const ipb_options *o, ipb_strv *ret, ipb_error **err) {
+    ipb_strv env = {0};
+    size_t f = 0;
+    for (size_t i = 0; i <= o->env.n; i++) {
+        while (f < o->env_files.n && o->env_spans[f].start == i) {
+            cleanup_free char *text = NULL;
+            size_t len = 0;
+            const char *path = o->env_files.v[f];
+            int r = ipb_host_named_read("--container-env-file", path, 1 << 20, &text, &len, err);
+            if (r == 0 && (r = ipb_parse_env_file(text, len, path, &env, err)) < 0)
+                ipb_error_wrap(err, "--container-env-file");
+            if (r < 0) {
+                ipb_strv_free(&env);
+                return -1;
+            }
+            i += o->env_spans[f].n;
+            f++;
+        }
+        if (i < o->env.n && ipb_strv_push(&env, o->env.v[i]) < 0) {
+            ipb_strv_free(&env);
+            return ipb_error_set(err, ENOMEM, "the sandbox environment");
+        }
+    }
+    *ret = env;
+    return 0;
+}
+
 static int sub(char **ret, const char *base, const char *name, ipb_error **err) {
     if (asprintf(ret, "%s/%s", base, name) < 0)
         return ipb_error_set(err, ENOMEM, "session directories");
@@ -242,6 +282,7 @@ static int sub(char **ret, const char *base, const char *name, ipb_error **err) 
 int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs *ret, ipb_error **err) {
     ipb_session_dirs d;
     memset(&d, 0, sizeof(d));
+    d.workspace_fd = d.rootfs_fd = -1;
     unsigned char rnd[8];
     cleanup_free char *state = NULL;
     if (ipb_random(rnd, sizeof(rnd)) < 0)
@@ -269,46 +310,53 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
         ipb_error_set(err, errno, "writing the session's pid file");
         goto fail;
     }
+    /* Each path the user named is resolved once, from "/" on fds; from here on the fd is what
+     * counts (a session running now may swap a symlink in under any name at any moment). */
+    d.held = true;
     if (o->workspace) {
-        int r = ipb_mkdir_p(o->workspace, 0755);
-        if (r < 0) {
-            ipb_error_set(err, -r, "--workspace: creating %s", o->workspace);
+        if (ipb_host_named_open("--workspace", o->workspace, IPB_NAMED_MAKE_DIR, &d.workspace_fd, &d.workspace,
+                                err) < 0)
             goto fail;
-        }
-        d.workspace = realpath(o->workspace, NULL);
-        if (!d.workspace) {
-            ipb_error_set(err, errno, "--workspace: %s", o->workspace);
-            goto fail;
-        }
-        struct stat st;
-        if (stat(d.workspace, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            ipb_error_set(err, ENOTDIR, "--workspace: %s", o->workspace);
-            goto fail;
-        }
     } else {
         cleanup_free char *ws = NULL;
         cleanup_free char *wsroot = NULL;
         if (sub(&wsroot, state, "workspaces", err) < 0 || sub(&ws, wsroot, d.id, err) < 0)
             goto fail;
         chmod(ws, 0755);
+        d.workspace_fd = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d.workspace_fd < 0) {
+            ipb_error_set(err, errno, "opening %s", ws);
+            goto fail;
+        }
         d.workspace = steal_ptr(ws);
         d.workspace_owned = true;
     }
-    for (size_t i = 0; i < o->n_binds; i++) {
-        int r = ipb_mkdir_p(o->binds[i].host, 0755);
-        if (r < 0 && r != -EEXIST && r != -ENOTDIR) {
-            ipb_error_set(err, -r, "--container-bind: creating %s", o->binds[i].host);
-            goto fail;
-        }
+    if (file_id(d.workspace_fd, &d.workspace_id, "--workspace", d.workspace, err) < 0)
+        goto fail;
+    d.n_binds = o->n_binds;
+    d.bind_fds = calloc(o->n_binds + 1, sizeof(*d.bind_fds));
+    d.bind_ids = calloc(o->n_binds + 1, sizeof(*d.bind_ids));
+    d.bind_canon = calloc(o->n_binds + 1, sizeof(*d.bind_canon));
+    if (!d.bind_fds || !d.bind_ids || !d.bind_canon) {
+        ipb_error_set(err, ENOMEM, "session directories");
+        goto fail;
     }
+    for (size_t i = 0; i < o->n_binds; i++)
+        d.bind_fds[i] = -1;
+    for (size_t i = 0; i < o->n_binds; i++)
+        if (ipb_host_named_open("--container-bind", o->binds[i].host, IPB_NAMED_MAKE, &d.bind_fds[i],
+                                &d.bind_canon[i], err) < 0 ||
+            file_id(d.bind_fds[i], &d.bind_ids[i], "--container-bind", o->binds[i].host, err) < 0)
+            goto fail;
+    if (o->rootfs && ipb_host_named_open("--rootfs", o->rootfs, IPB_NAMED_DIR, &d.rootfs_fd, NULL, err) < 0)
+        goto fail;
+    if (session_env(o, &d.env, err) < 0)
+        goto fail;
     /* From now on, kernel code may plant symlinks in these. */
     if (!d.workspace_owned)
         granted_add(state, &trees, d.workspace);
-    for (size_t i = 0; i < o->n_binds; i++) {
-        cleanup_free char *canon = realpath(o->binds[i].host, NULL);
-        if (canon)
-            granted_add(state, &trees, canon);
-    }
+    for (size_t i = 0; i < o->n_binds; i++)
+        granted_add(state, &trees, d.bind_canon[i]);
     ipb_strv_free(&trees);
     *ret = d;
     return 0;
@@ -329,7 +377,23 @@ void ipb_session_dirs_remove(ipb_session_dirs *d) {
     free(d->run);
     free(d->mcp);
     free(d->workspace);
+    if (d->held) {
+        if (d->workspace_fd >= 0)
+            close(d->workspace_fd);
+        if (d->rootfs_fd >= 0)
+            close(d->rootfs_fd);
+        for (size_t i = 0; d->bind_fds && i < d->n_binds; i++)
+            if (d->bind_fds[i] >= 0)
+                close(d->bind_fds[i]);
+    }
+    for (size_t i = 0; d->bind_canon && i < d->n_binds; i++)
+        free(d->bind_canon[i]);
+    free(d->bind_fds);
+    free(d->bind_ids);
+    free(d->bind_canon);
+    ipb_strv_free(&d->env);
     memset(d, 0, sizeof(*d));
+    d->workspace_fd = d->rootfs_fd = -1;
 }
 
 int ipb_session_dirs_reap_stale(void) {

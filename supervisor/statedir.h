@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "error.h"
+#include "mountplan.h"
 #include "options.h"
 
 typedef struct ipb_session_dirs {
@@ -16,10 +17,24 @@ typedef struct ipb_session_dirs {
     char *base, *root, *home, *run, *mcp;
     char *workspace;       /* canonical */
     bool workspace_owned;  /* created for this session */
+    /* The user-named trees as resolved once (ipb_host_named_open: from "/" on fds, no
+     * symlink a sandbox could have planted followed), held from then on: O_PATH fds, their
+     * identities (checked again where they are bound) and canonical paths. */
+    bool held;             /* the fds below are ours to close */
+    int workspace_fd;
+    ipb_file_id workspace_id;
+    size_t n_binds;
+    int *bind_fds;
+    ipb_file_id *bind_ids;
+    char **bind_canon;
+    int rootfs_fd;         /* -1 without --rootfs */
+    ipb_strv env;          /* the user's variables: --container-env-var, and the
+                            * --container-env-file contents as read through the walk, in order */
 } ipb_session_dirs;
 
 int ipb_state_dir(char **ret, ipb_error **err);
-/* Creates the directories (and missing --container-bind host paths). */
+/* Creates the directories (and missing --container-bind host paths); resolves the paths the
+ * user named (above) and reads the env files. */
 int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs *ret, ipb_error **err);
 /* Removes the session's private directories; the workspace only if it was created for the
  * session and is empty. Safe to call twice. */
