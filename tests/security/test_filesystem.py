@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
 import unittest
 import uuid
 
@@ -746,6 +747,116 @@ class NamedPathsThroughPlantedSymlinks(unittest.TestCase):
         r = self.run_in(["--workspace", os.path.join(self.ws, "real")], self.LOOK)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("'/app/marker'", r.stdout)
+
+    # Session 1's kernel code swaps /app/sub (a real directory) and /app/lnk (a symlink to a
+    # host directory nobody bound) in a loop, while later sessions name <W1>/sub.
+    SWAPPER = textwrap.dedent("""
+        import ctypes, os, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        os.makedirs("/app/sub", exist_ok=True)
+        with open("/app/sub/key", "w") as f:
+            f.write("REAL_KEY")
+        with open("/app/sub/env", "w") as f:
+            f.write("TOKEN=REAL_KEY\\n")
+        os.symlink(%r, "/app/lnk")
+        open("/app/ready", "w").close()
+        end = time.time() + %d
+        n = 0
+        while time.time() < end and not os.path.exists("/app/stop"):
+            libc.renameat2(-100, b"/app/sub", -100, b"/app/lnk", 2)  # RENAME_EXCHANGE
+            n += 1
+        if os.path.islink("/app/sub"):
+            libc.renameat2(-100, b"/app/sub", -100, b"/app/lnk", 2)
+        print("swapped", n)
+        """)
+
+    RACE_RUNS = 24
+    RACE_SECONDS = 60
+
+    def start_swapper(self):
+        with open(os.path.join(self.secret, "key"), "w") as f:
+            f.write("SECRET_MARKER")
+        p = subprocess.Popen([IPYBOX, "run", "--workspace", self.ws, "--", "/usr/bin/python3", "-c",
+                              self.SWAPPER % (self.secret, self.RACE_SECONDS + 30)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        ipybox_test.wait_for(lambda: os.path.exists(os.path.join(self.ws, "ready")), timeout=60)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "ready")), "the swapper did not start")
+        return p
+
+    def stop_swapper(self, p):
+        open(os.path.join(self.ws, "stop"), "w").close()
+        out, err = p.communicate(timeout=60)
+        self.assertIn("swapped", out, err)
+        self.assertGreater(int(out.split()[-1]), 1000, "the swapper hardly ran: " + out)
+
+    REFUSALS = ("symlink", "changed while the sandbox was built", "kept changing")
+
+    def race(self, name, options, command, real):
+        """Runs the command in later sessions while the swapper runs: each one either sees the
+        real directory or is refused with a clear message; the host directory never shows."""
+        p = self.start_swapper()
+        deadline = time.time() + self.RACE_SECONDS
+        worked = refused = 0
+        try:
+            for _ in range(self.RACE_RUNS):
+                if time.time() > deadline:
+                    break
+                r = subprocess.run([IPYBOX, "run", *options, "--", *command], capture_output=True, text=True,
+                                   timeout=120, env=self.env)
+                self.assertNotIn("SECRET_MARKER", r.stdout + r.stderr, "%s: the host directory reached the "
+                                 "sandbox" % name)
+                if r.returncode == 0:
+                    self.assertIn(real, r.stdout, "%s: %s %s" % (name, r.stdout, r.stderr))
+                    worked += 1
+                else:
+                    self.assertTrue(any(m in r.stderr for m in self.REFUSALS), "%s: rc %d, unclear: %s"
+                                    % (name, r.returncode, r.stderr))
+                    refused += 1
+        finally:
+            self.stop_swapper(p)
+        sys.stderr.write("[%s: %d ran on the real directory, %d refused] " % (name, worked, refused))
+        self.assertGreater(worked + refused, 0)
+        self.assertEqual(sorted(os.listdir(self.secret)), ["env", "key", "marker"], "written in the host dir")
+
+    def test_race_workspace(self):
+        self.race("--workspace", ["--workspace", os.path.join(self.ws, "sub")], ["/bin/cat", "/app/key"], "REAL_KEY")
+
+    def test_race_bind(self):
+        self.race("--container-bind", ["--container-bind", os.path.join(self.ws, "sub") + ":x"],
+                  ["/bin/cat", "/app/x/key"], "REAL_KEY")
+
+    def test_race_env_file(self):
+        self.race("--container-env-file", ["--container-env-file", os.path.join(self.ws, "sub", "env")],
+                  ["/bin/sh", "-c", "echo TOKEN=$TOKEN"], "TOKEN=REAL_KEY")
+
+    def test_allowed_dir_through_a_planted_symlink(self):
+        """--allowed-dir named through a symlink an earlier session planted in its workspace:
+        refused at start (the directory allows nothing), so download_file writes nothing in
+        the host directory it points at and upload_file reads nothing from it."""
+        self.plant()
+        with open(os.path.join(self.ws, "real", "mine.txt"), "w") as f:
+            f.write("mine")
+        c = ipybox_test.McpClient("--allowed-dir", os.path.join(self.ws, "data"),
+                                  "--allowed-dir", os.path.join(self.ws, "real"), env=self.env)
+        try:
+            c.execute("open('/app/payload.txt', 'w').write('PAYLOAD')")
+            r = c.call("download_file", {"relpath": "payload.txt",
+                                         "local_path": os.path.join(self.ws, "data", "dropped.txt")}, timeout=60)
+            self.assertTrue(r["isError"], r)
+            r = c.call("upload_file", {"relpath": "got.txt",
+                                       "local_path": os.path.join(self.ws, "data", "marker")}, timeout=60)
+            self.assertTrue(r["isError"], r)
+            self.assertIn("symlink", r["content"][0]["text"])
+            text, _ = c.execute("import os\nprint(os.path.exists('/app/got.txt'))")
+            self.assertIn("False", text)
+            # the other allowed directory works
+            r = c.call("upload_file", {"relpath": "mine.txt",
+                                       "local_path": os.path.join(self.ws, "real", "mine.txt")}, timeout=60)
+            self.assertFalse(r["isError"], r)
+        finally:
+            c.close()
+        self.assertEqual(sorted(os.listdir(self.secret)), ["env", "marker"], "written in the host dir")
 
 
 if __name__ == "__main__":

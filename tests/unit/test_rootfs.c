@@ -179,6 +179,50 @@ START_TEST(test_workspace_symlinks_never_followed_for_mounts) {
 }
 END_TEST
 
+static int pub_bound_at_t(void) {
+    struct stat st;
+    return stat("/t/marker", &st) == 0 ? 0 : 1;
+}
+
+/* IPB_MNT_SAME: the tree cloned for the bind must be the one the supervisor resolved (its
+ * dev, ino). The right identity binds; another one (a symlink swapped in under the name,
+ * or an absent source that appeared) is refused, nothing bound. */
+START_TEST(test_bind_source_identity_is_checked) {
+    char pub[128], other[128], lnk[128], p[192];
+    snprintf(pub, sizeof(pub), "%s/pub", tmp);
+    snprintf(other, sizeof(other), "%s/other", tmp);
+    snprintf(lnk, sizeof(lnk), "%s/lnk", tmp);
+    ck_assert_int_eq(mkdir(other, 0755), 0);
+    ck_assert_int_eq(symlink(other, lnk), 0);
+    snprintf(p, sizeof(p), "%s/marker", pub);
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    struct stat st;
+    ck_assert_int_eq(stat(pub, &st), 0);
+    ipb_file_id right = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+    ipb_file_id wrong_ino = {(uint64_t)st.st_dev, (uint64_t)st.st_ino + 1};
+    ipb_file_id absent = {0, 0};
+    struct {
+        const char *src;
+        const ipb_file_id *id;
+        int want;
+    } cases[] = {
+        {pub, &right, 0},       /* the very tree: bound */
+        {pub, &wrong_ino, 100}, /* another inode */
+        {lnk, &right, 100},     /* the name now leads elsewhere (a symlink swapped in) */
+        {pub, &absent, 100},    /* was not there when resolved */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        ipb_mount_plan plan = {0};
+        ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_BIND_RW, IPB_MNT_SAME, cases[i].src, "/t", NULL), 0);
+        plan.m[0].id = *cases[i].id;
+        ck_assert_msg(in_new_root(&plan, pub_bound_at_t) == cases[i].want, "case %zu", i);
+        ipb_mount_plan_free(&plan);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("rootfs");
     TCase *tc = tcase_create("rootfs");
@@ -186,6 +230,7 @@ int main(void) {
     tcase_add_test(tc, test_a_read_only_bind_stays_read_only_through_symlinks);
     tcase_add_test(tc, test_destinations_resolve_inside_the_root);
     tcase_add_test(tc, test_workspace_symlinks_never_followed_for_mounts);
+    tcase_add_test(tc, test_bind_source_identity_is_checked);
     suite_add_tcase(s, tc);
     return ipb_run_suite(s);
 }

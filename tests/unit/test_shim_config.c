@@ -35,6 +35,11 @@ static void sample_config(shim_config *c) {
     ck_assert_int_eq(ipb_mount_plan_add(&c->plan, IPB_MNT_FILE, 0, NULL, "/etc/hostname", "ipybox\n"), 0);
     ck_assert_int_eq(ipb_mount_plan_add(&c->plan, IPB_MNT_TMPFS, 0, NULL, "/tmp", ""), 0); /* empty, not NULL */
     ck_assert_int_eq(ipb_mount_plan_add(&c->plan, IPB_MNT_READONLY, IPB_MNT_OPTIONAL, NULL, "/proc/sys", NULL), 0);
+    /* a user-named tree with the identity the shim checks */
+    ck_assert_int_eq(ipb_mount_plan_add(&c->plan, IPB_MNT_BIND_RW, IPB_MNT_USER | IPB_MNT_SAME, "/home/u/ws", "/app",
+                                        NULL),
+                     0);
+    c->plan.m[c->plan.n - 1].id = (ipb_file_id){0x1122334455667788ull, 0x8877665544332211ull};
     ipb_strv_push(&c->argv, "/usr/bin/python3");
     ipb_strv_push(&c->argv, "-m");
     ipb_strv_push(&c->argv, "");
@@ -120,6 +125,8 @@ START_TEST(round_trip_all_fields) {
         const ipb_mount *a = &in.plan.m[i], *z = &out.plan.m[i];
         ck_assert_uint_eq(z->kind, a->kind);
         ck_assert_uint_eq(z->flags, a->flags);
+        ck_assert_uint_eq(z->id.dev, a->id.dev);
+        ck_assert_uint_eq(z->id.ino, a->id.ino);
         ck_assert_str_eq(z->dst, a->dst);
         if (a->src)
             ck_assert_str_eq(z->src, a->src);
@@ -365,6 +372,13 @@ START_TEST(refuses_bad_mounts) {
     static const uint8_t nul_dst[] = {5, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 3, 0, 0, 0, '/', 0, 'x',
                                       0xff, 0xff, 0xff, 0xff};
     static const uint8_t too_short[] = {5, 0, 0, 0, 0, 0, 0};
+    /* IPB_MNT_SAME (0x10): {u64 dev, u64 ino} after the strings, and a source to check */
+    static const uint8_t same_no_id[] = {2, 0, 0, 0, 0x10, 0, 0, 0, 2, 0, 0, 0, '/', 'w', 2, 0, 0, 0, '/', 'x',
+                                         0xff, 0xff, 0xff, 0xff};
+    static const uint8_t same_short_id[] = {2, 0, 0, 0, 0x10, 0, 0, 0, 2, 0, 0, 0, '/', 'w', 2, 0, 0, 0, '/', 'x',
+                                            0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    static const uint8_t same_no_src[] = {2, 0, 0, 0, 0x10, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, '/', 'x',
+                                          0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     static const uint8_t good[] = {5, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, '/', 'x',
                                    0xff, 0xff, 0xff, 0xff};
     static const struct {
@@ -375,7 +389,10 @@ START_TEST(refuses_bad_mounts) {
                  {trailing, sizeof(trailing), "bytes after a mount's last string"},
                  {short_str, sizeof(short_str), "a mount string past the record"},
                  {nul_dst, sizeof(nul_dst), "a NUL inside a mount string"},
-                 {too_short, sizeof(too_short), "a 7-byte mount record"}};
+                 {too_short, sizeof(too_short), "a 7-byte mount record"},
+                 {same_no_id, sizeof(same_no_id), "IPB_MNT_SAME without the identity"},
+                 {same_short_id, sizeof(same_short_id), "IPB_MNT_SAME with 12 bytes of identity"},
+                 {same_no_src, sizeof(same_no_src), "IPB_MNT_SAME without a source"}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         raw_mount_payload = cases[i].p;
         raw_mount_len = cases[i].len;
