@@ -698,8 +698,14 @@ class NamedPathsThroughPlantedSymlinks(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def wrap(self, cmd):
+        return cmd
+
+    def own_tree(self):
+        pass
+
     def run_in(self, options, code):
-        return subprocess.run([IPYBOX, "run", *options, "--", "/usr/bin/python3", "-c", code],
+        return subprocess.run(self.wrap([IPYBOX, "run", *options, "--", "/usr/bin/python3", "-c", code]),
                               capture_output=True, text=True, timeout=120, env=self.env)
 
     def plant(self):
@@ -776,8 +782,9 @@ class NamedPathsThroughPlantedSymlinks(unittest.TestCase):
     def start_swapper(self):
         with open(os.path.join(self.secret, "key"), "w") as f:
             f.write("SECRET_MARKER")
-        p = subprocess.Popen([IPYBOX, "run", "--workspace", self.ws, "--", "/usr/bin/python3", "-c",
-                              self.SWAPPER % (self.secret, self.RACE_SECONDS + 30)],
+        self.own_tree()
+        p = subprocess.Popen(self.wrap([IPYBOX, "run", "--workspace", self.ws, "--", "/usr/bin/python3", "-c",
+                                        self.SWAPPER % (self.secret, self.RACE_SECONDS + 30)]),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
         self.addCleanup(lambda: (p.kill(), p.wait()))
         ipybox_test.wait_for(lambda: os.path.exists(os.path.join(self.ws, "ready")), timeout=60)
@@ -785,7 +792,7 @@ class NamedPathsThroughPlantedSymlinks(unittest.TestCase):
         return p
 
     def stop_swapper(self, p):
-        open(os.path.join(self.ws, "stop"), "w").close()
+        subprocess.run(self.wrap(["touch", os.path.join(self.ws, "stop")]), check=True)
         out, err = p.communicate(timeout=60)
         self.assertIn("swapped", out, err)
         self.assertGreater(int(out.split()[-1]), 1000, "the swapper hardly ran: " + out)
@@ -802,8 +809,8 @@ class NamedPathsThroughPlantedSymlinks(unittest.TestCase):
             for _ in range(self.RACE_RUNS):
                 if time.time() > deadline:
                     break
-                r = subprocess.run([IPYBOX, "run", *options, "--", *command], capture_output=True, text=True,
-                                   timeout=120, env=self.env)
+                r = subprocess.run(self.wrap([IPYBOX, "run", *options, "--", *command]), capture_output=True,
+                                   text=True, timeout=120, env=self.env)
                 self.assertNotIn("SECRET_MARKER", r.stdout + r.stderr, "%s: the host directory reached the "
                                  "sandbox" % name)
                 if r.returncode == 0:
@@ -857,6 +864,47 @@ class NamedPathsThroughPlantedSymlinks(unittest.TestCase):
         finally:
             c.close()
         self.assertEqual(sorted(os.listdir(self.secret)), ["env", "marker"], "written in the host dir")
+
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("useradd") and shutil.which("runuser"),
+                     "needs root, useradd and runuser")
+class NamedPathsRacingAsPlainUser(NamedPathsThroughPlantedSymlinks):
+    """The racing cases again as a plain user: root's sandboxes take the monitor's path (the
+    workspace and binds reach the shim as idmapped mounts, checked there by identity), a
+    plain user's take the shim's own binds by path (the open_tree clone checked)."""
+    USER = "ipyboxnamed"
+    test_later_session_refuses_paths_through_planted_symlinks = None
+    test_real_paths_in_a_former_workspace_still_work = None
+    test_allowed_dir_through_a_planted_symlink = None
+
+    @classmethod
+    def setUpClass(cls):
+        import pwd
+        try:
+            pwd.getpwnam(cls.USER)
+        except KeyError:
+            subprocess.run(["useradd", "-M", "-s", "/bin/sh", cls.USER], check=True)
+        cls.pw = pwd.getpwnam(cls.USER)
+
+    @classmethod
+    def tearDownClass(cls):
+        subprocess.run(["pkill", "-KILL", "-u", cls.USER])
+        subprocess.run(["userdel", cls.USER], capture_output=True)
+
+    def setUp(self):
+        super().setUp()
+        os.chmod(self.tmp, 0o755)
+        self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": self.tmp,
+                    "XDG_STATE_HOME": os.path.join(self.tmp, "state")}
+
+    def own_tree(self):
+        for d, _, files in os.walk(self.tmp):
+            for n in [d] + [os.path.join(d, f) for f in files]:
+                os.chown(n, self.pw.pw_uid, self.pw.pw_gid)
+
+    def wrap(self, cmd):
+        return [shutil.which("runuser"), "-u", self.USER, "--", "env", "-C", "/tmp", *cmd]
 
 
 if __name__ == "__main__":
