@@ -75,6 +75,34 @@ START_TEST(binds_below_app) {
 }
 END_TEST
 
+/* The identities of the user-named trees go with their steps (IPB_MNT_SAME); nothing else
+ * carries one. */
+START_TEST(named_trees_carry_their_identity) {
+    ipb_options_init(&opts);
+    const char *const *words = WORDS("--container-bind", "/data/in:input", "--container-bind", "/data/b:b");
+    ipb_error *err = NULL;
+    ck_assert_int_eq(ipb_options_parse(&opts, 4, (char **)words, NULL, &err), 0);
+    ck_assert_int_eq(ipb_options_finish(&opts, "/home/u", NULL), 0);
+    ipb_file_id ws = {7, 70}, binds[2] = {{8, 80}, {9, 90}};
+    ipb_plan_input in = {.opts = &opts, .workspace = "/srv/ws", .home = "/srv/home", .workspace_id = &ws,
+                         .bind_ids = binds};
+    memset(&plan, 0, sizeof(plan));
+    ck_assert_int_eq(ipb_mount_plan_build(&in, &plan, &err), 0);
+    const ipb_mount *m = expect_entry("/app", IPB_MNT_BIND_RW);
+    ck_assert_uint_eq(m->flags & IPB_MNT_SAME, IPB_MNT_SAME);
+    ck_assert(m->id.dev == 7 && m->id.ino == 70);
+    m = expect_entry("/app/input", IPB_MNT_BIND_RW);
+    ck_assert(m->flags & IPB_MNT_SAME);
+    ck_assert(m->id.dev == 8 && m->id.ino == 80);
+    m = expect_entry("/app/b", IPB_MNT_BIND_RW);
+    ck_assert(m->id.dev == 9 && m->id.ino == 90);
+    size_t same = 0;
+    for (size_t i = 0; i < plan.n; i++)
+        same += (plan.m[i].flags & IPB_MNT_SAME) != 0;
+    ck_assert_uint_eq(same, 3);
+}
+END_TEST
+
 START_TEST(rundir_bound_after_run_tmpfs) {
     build_with(NULL, "/srv/run");
     const ipb_mount *m = expect_entry(IPB_SANDBOX_RUNDIR, IPB_MNT_BIND_RW);
@@ -264,6 +292,7 @@ static Suite *mountplan_suite(void) {
     tcase_add_checked_fixture(t, NULL, teardown);
     tcase_add_test(t, app_bound_rw_from_workspace);
     tcase_add_test(t, binds_below_app);
+    tcase_add_test(t, named_trees_carry_their_identity);
     tcase_add_test(t, rundir_bound_after_run_tmpfs);
     tcase_add_test(t, proc_masked);
     tcase_add_test(t, no_host_credentials);
