@@ -224,7 +224,9 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
     if (m.type == IPBM_ERROR) {
         for (unsigned i = 0; i < nr; i++)
             close(rfds[i]);
-        ipb_error_set(err, m.err, "%s could not start the sandbox: %s", who(), m.text);
+        /* The monitor's sentence often names the errno already: not twice. */
+        ipb_error_set(err, m.err > 0 && strstr(m.text, strerror(m.err)) ? 0 : m.err,
+                      "%s could not start the sandbox: %s", who(), m.text);
         goto out;
     }
     if (m.type != IPBM_SPAWNED) {
