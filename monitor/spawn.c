@@ -58,9 +58,12 @@ static int idmap_userns(uid_t uid, gid_t gid, uint32_t sandbox_uid) {
     pid_t pid = userns_child(&go_w, &ready_r);
     if (pid < 0)
         return pid;
-    char b;
+    unsigned char b;
     int fd = -EIO;
-    if (read(ready_r, &b, 1) == 1) {
+    ssize_t got = read(ready_r, &b, 1);
+    if (got == 1 && b != 'u')
+        fd = -(int)b; /* the child's unshare failed with that errno */
+    else if (got == 1) {
         char um[64], gm[64], p[64];
         snprintf(um, sizeof(um), "%u %u 1\n", (unsigned)uid, sandbox_uid);
         snprintf(gm, sizeof(gm), "%u %u 1\n", (unsigned)gid, sandbox_uid);
@@ -91,7 +94,13 @@ static pid_t userns_child(int *go_w, int *ready_r) {
     int keep[2] = {go[0], ready[1]};
     pid_t pid = ipbm_fork_clean(-1, keep, 2);
     if (pid == 0) {
-        if (unshare(CLONE_NEWUSER) < 0 || write(IPBM_LOW_FD + 1, "u", 1) != 1)
+        if (unshare(CLONE_NEWUSER) < 0) {
+            /* tell why (an errno fits a byte; 'u' is none of the ones unshare gives) */
+            unsigned char e = (unsigned char)(errno > 0 && errno < 256 && errno != 'u' ? errno : EIO);
+            (void)!write(IPBM_LOW_FD + 1, &e, 1);
+            _exit(1);
+        }
+        if (write(IPBM_LOW_FD + 1, "u", 1) != 1)
             _exit(1);
         char b;
         _exit(read(IPBM_LOW_FD, &b, 1) == 1 ? 0 : 1);
@@ -339,7 +348,8 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
     if (req->nbinds) {
         userns = idmap_userns(chan->user->uid, chan->user->gid, base + IPB_SANDBOX_UID);
         if (userns < 0) {
-            fail(rep, -userns, "cannot make the user namespace for idmapped mounts: %s", strerror(-userns));
+            fail(rep, -userns, "cannot make the user namespace for idmapped mounts: %s%s", strerror(-userns),
+                 -userns == ENOSPC ? " (the user namespace limit is reached: raise user.max_user_namespaces)" : "");
             goto undo;
         }
     }

@@ -185,6 +185,26 @@ static void tunnel_start(struct conn *c) {
     peek_readable(c);
 }
 
+static const char *name_kind(const ipb_sniff *s) {
+    return s->kind == IPB_SNIFF_TLS ? "the TLS server name" : s->kind == IPB_SNIFF_CONNECT ? "the CONNECT authority"
+                                                                                            : "the Host";
+}
+
+/* A name the client sent once its upstream was chosen (inside a tunnel, or after a silent
+ * start): it must be allowed, or be an address literal of the address connected to. */
+static bool later_name_ok(struct conn *c, const char **ret_why) {
+    const ipb_sniff *s = &c->sn;
+    ipb_egress_verdict v;
+    ipb_egress_memo m = memo_of(c);
+    if (ipb_egress_decide(c->p->policy, s->host, NULL, &m, &v))
+        return true;
+    ipb_addr lit;
+    if (ipb_addr_parse(s->host, strlen(s->host), &lit) && ipb_addr_equal(&lit, &c->cand[c->cur]))
+        return true;
+    *ret_why = v.why;
+    return false;
+}
+
 void tunnel_decide(struct conn *c) {
     ipb_sniff *s = &c->sn;
     c->http = s->kind == IPB_SNIFF_HTTP || s->kind == IPB_SNIFF_CONNECT;
@@ -192,32 +212,82 @@ void tunnel_decide(struct conn *c) {
         conn_refuse(c, "inside the CONNECT tunnel: %s", s->why);
         return;
     }
-    if (!s->host[0]) {
+    const char *why;
+    if (!s->host[0] || later_name_ok(c, &why)) {
         tunnel_open(c);
         return;
     }
-    const char *what = s->kind == IPB_SNIFF_TLS ? "the TLS server name" : s->kind == IPB_SNIFF_CONNECT ?
-                       "the CONNECT authority" : "the Host";
-    ipb_egress_verdict v;
-    ipb_egress_memo m = memo_of(c);
-    if (ipb_egress_decide(c->p->policy, s->host, NULL, &m, &v)) {
-        tunnel_open(c);
+    conn_refuse(c, "%s inside the CONNECT tunnel, %s: %s", name_kind(s), s->host, why);
+}
+
+/* With an allowlist in force, a connection opened on its client's silence is judged again by
+ * the first bytes the client sends later: waiting a second must not turn the rule "the name
+ * decides" into "the address decides". Without a list every name is allowed anyway. */
+void conn_judge_later(struct conn *c) { c->judge_late = c->p->policy->n_rules > 0; }
+
+static void late_release(struct conn *c) {
+    c->judge_late = false;
+    c->h[0].pre = c->buf;
+    c->h[0].pre_len = c->len;
+    c->h[0].pre_off = 0;
+    relay_pump(c);
+}
+
+void conn_late_peek(struct conn *c) {
+    bool eof = false;
+    size_t before = c->len;
+    while (c->len < IPB_SNIFF_MAX) {
+        ssize_t n = recv(c->cw.fd, c->buf + c->len, IPB_SNIFF_MAX - c->len, MSG_DONTWAIT);
+        if (n > 0) {
+            c->len += (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            eof = true;
+            break;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN)
+            break;
+        proxy_close_conn(c);
         return;
     }
-    ipb_addr lit;
-    if (ipb_addr_parse(s->host, strlen(s->host), &lit) && ipb_addr_equal(&lit, &c->cand[c->cur])) {
-        tunnel_open(c);
+    if (c->len == 0) {
+        if (eof)
+            late_release(c); /* nothing was said: the relay carries the close */
         return;
     }
-    conn_refuse(c, "%s inside the CONNECT tunnel, %s: %s", what, s->host, v.why);
+    if (before == 0)
+        c->deadline = proxy_now_ms() + PEEK_MS;
+    enum ipb_sniff_kind k = ipb_sniff_bytes(c->buf, c->len, &c->sn);
+    if (k == IPB_SNIFF_MORE) {
+        if (!eof && c->len < IPB_SNIFF_MAX)
+            return;
+        c->sn.kind = IPB_SNIFF_OTHER;
+    }
+    const ipb_sniff *s = &c->sn;
+    c->http = s->kind == IPB_SNIFF_HTTP || s->kind == IPB_SNIFF_CONNECT;
+    if (s->kind == IPB_SNIFF_BAD) {
+        conn_refuse(c, "after a silent start: %s", s->why);
+        return;
+    }
+    const char *why;
+    if (s->host[0] && !later_name_ok(c, &why)) {
+        conn_refuse(c, "%s sent after a silent start, %s: %s", name_kind(s), s->host, why);
+        return;
+    }
+    late_release(c);
 }
 
 /* The upstream of a tunnel that is waiting for the client's first bytes became readable:
  * when the client has said nothing yet, the server speaks first, and no name can come. */
 static void tunnel_upstream_event(struct conn *c) {
     char b;
-    if (c->len == 0 && (recv(c->uw.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || errno != EAGAIN))
+    if (c->len == 0 && (recv(c->uw.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || errno != EAGAIN)) {
+        conn_judge_later(c);
         tunnel_open(c);
+    }
 }
 
 static void connected(struct conn *c) {
@@ -417,7 +487,10 @@ void conn_client_event(struct conn *c) {
         peek_readable(c);
         break;
     case C_RELAY:
-        relay_pump(c);
+        if (c->judge_late)
+            conn_late_peek(c);
+        else
+            relay_pump(c);
         break;
     case C_DNS:
         dns_tcp_readable(c);

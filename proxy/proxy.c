@@ -129,17 +129,19 @@ static void sweep_deadlines(struct ipb_proxy *p) {
     for (struct sbx *sb = p->sbs; sb; sb = sb->next)
         for (struct conn *c = sb->conns, *n; c; c = n) {
             n = c->next;
-            if (c->st == C_RELAY || c->deadline > now)
+            if ((c->st == C_RELAY && !(c->judge_late && c->len)) || c->deadline > now)
                 continue;
             switch (c->st) {
             case C_PEEK:
                 if (c->len == 0) {
                     /* It says nothing: a server-first protocol; judge the address alone. */
                     c->sn.kind = IPB_SNIFF_OTHER;
-                    if (c->explicit_)
+                    if (c->explicit_) {
                         conn_refuse(c, "nothing was sent to the proxy");
-                    else
+                    } else {
+                        conn_judge_later(c);
                         conn_decide(c);
+                    }
                 } else {
                     conn_refuse(c, "the request did not arrive whole within %d s", PEEK_MS / 1000);
                 }
@@ -148,6 +150,7 @@ static void sweep_deadlines(struct ipb_proxy *p) {
                 if (c->len == 0) {
                     /* Nothing through the tunnel yet: no name to judge; a server-first protocol. */
                     c->sn.kind = IPB_SNIFF_OTHER;
+                    conn_judge_later(c);
                     tunnel_decide(c);
                 } else {
                     conn_refuse(c, "the tunnel's first request did not arrive whole within %d s", PEEK_MS / 1000);
@@ -167,6 +170,8 @@ static void sweep_deadlines(struct ipb_proxy *p) {
                 proxy_close_conn(c);
                 break;
             case C_RELAY:
+                conn_refuse(c, "the first request after a silent start did not arrive whole within %d s",
+                            PEEK_MS / 1000);
                 break;
             }
         }

@@ -67,6 +67,11 @@ struct conn {
     long deadline;
     bool have_odst, explicit_, connect_mode, http, dead, on_ready, dns_busy;
     bool tunnel;         /* the CONNECT was answered; buf holds the tunnel's first bytes */
+    /* Relaying, but the client's first bytes are still to be judged: the connection was
+     * opened on its silence (a server-first protocol) while an allowlist is in force, and a
+     * name sent later must be allowed too. Until then only upstream -> client moves; buf
+     * collects what the client sends. */
+    bool judge_late;
     ipb_addr odst;
     uint16_t oport, port;
     uint8_t *buf;
@@ -136,6 +141,10 @@ void conn_resolved(struct conn *c, const ipb_resolve_req *r);
 void conn_try_connect(struct conn *c);
 /* Judges the first bytes through an answered CONNECT tunnel (c->sn). */
 void tunnel_decide(struct conn *c);
+/* Opening on silence: whether the client's later first bytes must still be judged. */
+void conn_judge_later(struct conn *c);
+/* A relayed connection opened on silence: its client's first bytes, read and judged. */
+void conn_late_peek(struct conn *c);
 /* Refuses at once: a one-line 403 where HTTP allows, else a plain close. */
 void conn_refuse(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

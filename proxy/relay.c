@@ -80,6 +80,8 @@ void relay_pump(struct conn *c) {
     size_t budget = BUDGET;
     bool again = false;
     for (int d = 0; d < 2; d++) {
+        if (d == 0 && c->judge_late)
+            continue; /* conn_late_peek reads the client until its first bytes are judged */
         int r = pump_half(c, d, &budget);
         if (r < 0) {
             proxy_close_conn(c);

@@ -275,6 +275,23 @@ enum ipb_sniff_kind ipb_sniff_bytes(const uint8_t *buf, size_t len, ipb_sniff *o
             return o->kind = sniff_tls(buf, len, o);
         return o->kind = IPB_SNIFF_OTHER;
     }
+    /* Empty lines before a request line, which HTTP servers skip (RFC 9112, 2.2): judged as
+     * the request that follows them, or the name in it would pass unread. */
+    size_t crlf = 0;
+    while (crlf < len && (buf[crlf] == '\r' || buf[crlf] == '\n'))
+        crlf++;
+    if (crlf) {
+        if (crlf > 64) {
+            o->why = "too many empty lines before a request";
+            return o->kind = IPB_SNIFF_BAD;
+        }
+        if (crlf == len)
+            return IPB_SNIFF_MORE;
+        enum ipb_sniff_kind k = ipb_sniff_bytes(buf + crlf, len - crlf, o);
+        if (o->head_len)
+            o->head_len += crlf;
+        return k;
+    }
     /* An HTTP method followed by one space. */
     size_t i = 0;
     while (i < len && i < 8 && buf[i] >= 'A' && buf[i] <= 'Z')

@@ -115,8 +115,14 @@ int ipb_monitor_fd(void) {
     int type = 0;
     socklen_t l = sizeof(type);
     if (*end || fd < 3 || fd > 1 << 20 || getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 ||
-        type != SOCK_SEQPACKET)
+        type != SOCK_SEQPACKET) {
+        /* Not a channel (stale, or set by hand): root still never starts a sandbox itself. */
+        if (geteuid() == 0) {
+            chan = ipb_monitor_start_private(false);
+            private_mon = chan >= 0;
+        }
         return chan;
+    }
     fcntl((int)fd, F_SETFD, FD_CLOEXEC);
     chan = (int)fd;
     return chan;
@@ -218,7 +224,9 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
     if (m.type == IPBM_ERROR) {
         for (unsigned i = 0; i < nr; i++)
             close(rfds[i]);
-        ipb_error_set(err, m.err, "%s could not start the sandbox: %s", who(), m.text);
+        /* The monitor's sentence often names the errno already: not twice. */
+        ipb_error_set(err, m.err > 0 && strstr(m.text, strerror(m.err)) ? 0 : m.err,
+                      "%s could not start the sandbox: %s", who(), m.text);
         goto out;
     }
     if (m.type != IPBM_SPAWNED) {

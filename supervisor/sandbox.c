@@ -116,6 +116,11 @@ static int sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_
     ipb_buf msg = {0};
     int r;
     bool own = ipb_monitor_fd() < 0;
+    /* A sandbox of our own maps its user to ours: never when that is root. */
+    if (own && geteuid() == 0)
+        return ipb_error_set(err, EPERM, "cannot start a sandbox: ipybox runs as root and has no monitor to start "
+                                         "it in the uid pool (the private monitor could not be started); it never "
+                                         "runs a sandbox as root");
     if (!own && (r = shim_config_encode(cfg, &msg)) < 0) {
         ipb_buf_free(&msg);
         return ipb_error_set(err, -r, "encoding the sandbox configuration");

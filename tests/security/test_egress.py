@@ -269,6 +269,63 @@ class NameDecides(EgressCase):
                 if opts[1] == A_V4:
                     self.assertEqual(out["http_literal"], "host-a")
 
+    def test_silence_or_empty_lines_buy_no_way_around_the_name(self):
+        # A client that says nothing for a while looks like a server-first protocol (the
+        # address alone opens the connection); what it sends later is still judged by the name
+        # it carries. Empty lines before a request (which servers skip) hide nothing either.
+        out, err = self.run_probe('''
+            import time
+            def late(addr, port, data, tls_name=None, pause=1.6, connect=None):
+                try:
+                    s = socket.create_connection((addr, port), timeout=10)
+                    if connect:
+                        s.sendall(("CONNECT %%s HTTP/1.1\\r\\nHost: %%s\\r\\n\\r\\n" %% (connect, connect)).encode())
+                        head = b""
+                        while b"\\r\\n\\r\\n" not in head:
+                            b = s.recv(1)
+                            if not b:
+                                return "ERR closed before the answer"
+                            head += b
+                    time.sleep(pause)
+                    if tls_name:
+                        s = CTX.wrap_socket(s, server_hostname=tls_name)
+                    s.sendall(data)
+                    got = b""
+                    while True:
+                        b = s.recv(65536)
+                        if not b:
+                            return got.decode(errors="replace")
+                        got += b
+                except ssl.SSLError as e:
+                    return "ERR ssl " + (e.reason or "")
+                except OSError as e:
+                    return "ERR " + err(e)
+            addr = socket.getaddrinfo("a.ipybox.test", 80, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+            R = "%(req)s"
+            out["late_http_other"] = late(addr, 80, (R %% "b.ipybox.test").encode())
+            out["late_http_allowed"] = body(late(addr, 80, (R %% "a.ipybox.test").encode()))
+            out["late_tls_other"] = late(addr, 443, (R %% "b.ipybox.test").encode(), tls_name="b.ipybox.test")
+            out["late_tunnel_other"] = late("127.0.0.1", 1023, (R %% "b.ipybox.test").encode(),
+                                            connect="a.ipybox.test:80")
+            out["late_tunnel_allowed"] = body(late("127.0.0.1", 1023, (R %% "a.ipybox.test").encode(),
+                                                   connect="a.ipybox.test:80"))
+            out["crlf_other"] = raw(addr, 80, ("\\r\\n\\r\\n" + R %% "b.ipybox.test").encode())
+            out["crlf_allowed"] = raw(addr, 80, ("\\r\\n" + R %% "a.ipybox.test").encode())
+            out["greeter"] = raw(addr, 7, once=True)
+        ''' % {"req": self.REQ}, "--allowed-domain", "a.ipybox.test")
+        for k in ("late_http_other", "late_tunnel_other", "crlf_other"):
+            self.assertTrue(out[k].startswith("HTTP/1.1 403"), "%s: %s" % (k, out[k]))
+        self.assertTrue(out["late_tls_other"].startswith("ERR"), out["late_tls_other"])
+        for k in ("late_http_allowed", "late_tunnel_allowed"):
+            self.assertEqual(out[k], "host-a", k)
+        # passed on to host A (whose server may or may not skip the empty line)
+        self.assertFalse(out["crlf_allowed"].startswith("HTTP/1.1 403"), out["crlf_allowed"])
+        self.assertTrue([e for e in self.seen("http") if (e.get("host") or "").startswith("a.ipybox.test")] or
+                        out["crlf_allowed"].startswith("HTTP/1."), out["crlf_allowed"])
+        self.assertEqual(out["greeter"], "host-a\n")  # server-first, no name: the address
+        self.assertEqual(self.fronted(), [])
+        self.assertIn("sent after a silent start, b.ipybox.test: the name is not allowed", err)
+
     def test_connect_tunnel_carries_only_allowed_names(self):
         out, err = self.run_probe('''
             def tunnel(authority, sni, host):

@@ -265,6 +265,16 @@ class RootIsNeverTheSandboxUser(SandboxCase):
         self.assertEqual(p.returncode, 0, "stdout: %s%s\nstderr: %s" % (line, rest, errs[-2000:]))
         self.check(json.loads(line), uids)
 
+    def test_a_stale_monitor_channel_in_the_environment_changes_nothing(self):
+        # IPYBOX_MONITOR_FD naming no channel (stale, or set by hand) must not make root start
+        # the sandbox itself, mapped to host uid 0.
+        env = dict(self.state_env(), IPYBOX_MONITOR_FD="99")
+        r = subprocess.run([IPYBOX, "run", *self.opts(), "--", "/bin/cat", "/proc/self/uid_map"],
+                           capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        inside, outside, _count = r.stdout.split()
+        self.assertNotEqual(outside, "0", "the sandbox's user is host uid 0: %s" % r.stdout)
+
     def test_ipybox_mcp_embedded(self):
         c = McpClient("--workspace", self.ws, env=self.state_env())
         try:

@@ -175,6 +175,26 @@ static const uint8_t openssl_hello[] = {
     0x93, 0x48, 0x91, 0x71, 0xd3, 0xfa, 0xe7, 0x22, 0x65, 0x57, 0xe8, 0x6e, 0xc8, 0x57,
 };
 
+/* Empty lines before a request line are skipped by HTTP servers: the request after them is
+ * what is judged, never "no name". */
+START_TEST(http_after_empty_lines) {
+    ipb_sniff o;
+    ck_assert_int_eq(sniff_str("\r\n\r\nGET / HTTP/1.1\r\nHost: b.example\r\n\r\n", &o), IPB_SNIFF_HTTP);
+    ck_assert_str_eq(o.host, "b.example");
+    ck_assert_int_eq(sniff_str("\nGET / HTTP/1.1\r\nHost: a.example\r\n\r\n", &o), IPB_SNIFF_HTTP);
+    ck_assert_str_eq(o.host, "a.example");
+    ck_assert_int_eq(sniff_str("\r\n", &o), IPB_SNIFF_MORE);
+    ck_assert_int_eq(sniff_str("\r\nGE", &o), IPB_SNIFF_MORE);
+    ck_assert_int_eq(sniff_str("\r\nCONNECT b.example:443 HTTP/1.1\r\nHost: b.example:443\r\n\r\nrest", &o),
+                     IPB_SNIFF_CONNECT);
+    ck_assert_uint_eq(o.head_len, strlen("\r\nCONNECT b.example:443 HTTP/1.1\r\nHost: b.example:443\r\n\r\n"));
+    char many[80];
+    memset(many, '\n', 70);
+    memcpy(many + 70, "GET / ", 7);
+    ck_assert_int_eq(sniff_str(many, &o), IPB_SNIFF_BAD);
+}
+END_TEST
+
 START_TEST(tls_sni) {
     hello_layout lay;
     bytes *x = hello_for("a.example.test", 0, &lay);
@@ -1011,6 +1031,7 @@ int main(void) {
     Suite *s = suite_create("sniff");
     TCase *c = tcase_create("sniff");
     tcase_add_test(c, tls_sni);
+    tcase_add_test(c, http_after_empty_lines);
     tcase_add_test(c, tls_without_server_name);
     tcase_add_test(c, tls_hello_across_records);
     tcase_add_test(c, tls_every_prefix_is_more);
