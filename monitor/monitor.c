@@ -174,7 +174,8 @@ static int chan_dispatch(struct ipbm *M, struct ipbm_chan *c, const struct ipbm_
         int rfds[2];
         unsigned nr = 0;
         ipbm_spawn(M, c, m, fds, nfds, &rep, rfds, &nr);
-        if (rep.type == IPBM_ERROR && chan_may_log(c))
+        /* A private monitor's only requester prints the error itself, on the same terminal. */
+        if (rep.type == IPBM_ERROR && !M->private_mon && chan_may_log(c))
             log_warn("user %s: a sandbox could not start: %s", c->user->name, rep.text);
         ipbm_chan_send(c, &rep, rfds, nr);
         for (unsigned i = 0; i < nr; i++)
