@@ -151,6 +151,8 @@ static void tunnel_open(struct conn *c) {
         return;
     }
     relay_pump(c);
+    if (!c->dead && c->judge_late)
+        conn_late_peek(c); /* what the client sent meanwhile: its edge may be spent */
 }
 
 static void tunnel_start(struct conn *c) {
@@ -170,9 +172,11 @@ static void tunnel_start(struct conn *c) {
     c->deadline = proxy_now_ms() + (c->len ? PEEK_MS : FIRST_BYTE_MS);
     if (c->len) {
         enum ipb_sniff_kind k = ipb_sniff_bytes(c->buf, c->len, &c->sn);
-        if (k != IPB_SNIFF_MORE || c->h[0].eof || c->len >= IPB_SNIFF_MAX) {
-            if (k == IPB_SNIFF_MORE)
-                c->sn.kind = IPB_SNIFF_OTHER;
+        if (k == IPB_SNIFF_MORE && (c->h[0].eof || c->len >= IPB_SNIFF_MAX)) {
+            conn_refuse(c, "inside the CONNECT tunnel: the first request ended before its head was complete");
+            return;
+        }
+        if (k != IPB_SNIFF_MORE) {
             tunnel_decide(c);
             return;
         }
@@ -264,7 +268,8 @@ void conn_late_peek(struct conn *c) {
     if (k == IPB_SNIFF_MORE) {
         if (!eof && c->len < IPB_SNIFF_MAX)
             return;
-        c->sn.kind = IPB_SNIFF_OTHER;
+        conn_refuse(c, "after a silent start: the first request ended before its head was complete");
+        return;
     }
     const ipb_sniff *s = &c->sn;
     c->http = s->kind == IPB_SNIFF_HTTP || s->kind == IPB_SNIFF_CONNECT;
@@ -305,6 +310,8 @@ static void connected(struct conn *c) {
         return;
     }
     relay_pump(c);
+    if (!c->dead && c->judge_late)
+        conn_late_peek(c); /* what the client sent meanwhile: its edge may be spent */
 }
 
 void conn_upstream_event(struct conn *c) {
@@ -468,11 +475,13 @@ static void peek_readable(struct conn *c) {
         c->deadline = proxy_now_ms() + PEEK_MS;
     enum ipb_sniff_kind k = ipb_sniff_bytes(c->buf, c->len, &c->sn);
     if (k == IPB_SNIFF_MORE) {
-        if (eof || c->len >= IPB_SNIFF_MAX) {
-            c->sn.kind = IPB_SNIFF_OTHER;
-        } else {
+        if (!eof && c->len < IPB_SNIFF_MAX)
             return;
-        }
+        /* What began as a request (or a TLS hello) and ended unfinished is not "no name": a
+         * server may still act on it. */
+        conn_refuse(c, "%sthe first request ended before its head was complete",
+                    c->st == C_TUNNEL ? "inside the CONNECT tunnel: " : "");
+        return;
     }
     if (c->st == C_TUNNEL)
         tunnel_decide(c);

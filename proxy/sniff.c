@@ -180,6 +180,11 @@ bool ipb_sniff_split_authority(const char *s, size_t len, char *host, size_t hos
 static enum ipb_sniff_kind sniff_http(const uint8_t *buf, size_t len, size_t mlen, ipb_sniff *o) {
     const char *b = (const char *)buf;
     const char *end = memmem(b, len, "\r\n\r\n", 4);
+    /* A line ended by a bare LF: servers differ on it, so it is refused, not guessed. */
+    size_t scan = end ? (size_t)(end - b) + 4 : len;
+    for (size_t q = 0; q < scan; q++)
+        if (buf[q] == '\n' && (q == 0 || buf[q - 1] != '\r'))
+            return bad(o, "an HTTP request line or header ended by a bare LF");
     if (!end)
         return len >= IPB_SNIFF_MAX ? bad(o, "HTTP request head too large") : IPB_SNIFF_MORE;
     size_t head = (size_t)(end - b) + 4;
@@ -275,10 +280,11 @@ enum ipb_sniff_kind ipb_sniff_bytes(const uint8_t *buf, size_t len, ipb_sniff *o
             return o->kind = sniff_tls(buf, len, o);
         return o->kind = IPB_SNIFF_OTHER;
     }
-    /* Empty lines before a request line, which HTTP servers skip (RFC 9112, 2.2): judged as
-     * the request that follows them, or the name in it would pass unread. */
+    /* Empty lines before a request line, which HTTP servers skip (RFC 9112, 2.2), and blanks
+     * some servers skip too: judged as the request that follows them, or the name in it would
+     * pass unread. */
     size_t crlf = 0;
-    while (crlf < len && (buf[crlf] == '\r' || buf[crlf] == '\n'))
+    while (crlf < len && (buf[crlf] == '\r' || buf[crlf] == '\n' || buf[crlf] == ' ' || buf[crlf] == '\t'))
         crlf++;
     if (crlf) {
         if (crlf > 64) {
@@ -300,12 +306,25 @@ enum ipb_sniff_kind ipb_sniff_bytes(const uint8_t *buf, size_t len, ipb_sniff *o
         for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++)
             if (!strncmp((const char *)buf, methods[m], i))
                 return IPB_SNIFF_MORE; /* a prefix of a method */
-        return o->kind = IPB_SNIFF_OTHER;
     }
-    if (i == len || buf[i] != ' ')
-        return o->kind = IPB_SNIFF_OTHER;
-    for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++)
-        if (strlen(methods[m]) == i && !memcmp(buf, methods[m], i))
-            return o->kind = sniff_http(buf, len, i, o);
+    if (i < len && buf[i] == ' ')
+        for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++)
+            if (strlen(methods[m]) == i && !memcmp(buf, methods[m], i))
+                return o->kind = sniff_http(buf, len, i, o);
+    /* Any other method, in any case (servers accept extension methods, some lower case): a
+     * first line shaped "token SP target SP HTTP/" is a request too, judged by its Host.
+     * Until that line ends it may still become one. */
+    size_t t = 0;
+    while (t < len && t < 32 && tchar(buf[t]))
+        t++;
+    if (t == 0 || t == len || buf[t] != ' ')
+        return o->kind = t == len && t < 32 ? IPB_SNIFF_MORE : IPB_SNIFF_OTHER;
+    const uint8_t *nl = memchr(buf, '\n', len < 8192 ? len : 8192);
+    if (!nl)
+        return len < 8192 ? IPB_SNIFF_MORE : (o->kind = IPB_SNIFF_OTHER);
+    size_t ll = (size_t)(nl - buf);
+    for (size_t q = t; q + 6 <= ll; q++)
+        if (buf[q] == ' ' && !strncasecmp((const char *)buf + q + 1, "HTTP/", 5))
+            return o->kind = sniff_http(buf, len, t, o);
     return o->kind = IPB_SNIFF_OTHER;
 }

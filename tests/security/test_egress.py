@@ -326,6 +326,50 @@ class NameDecides(EgressCase):
         self.assertEqual(self.fronted(), [])
         self.assertIn("sent after a silent start, b.ipybox.test: the name is not allowed", err)
 
+    def test_forms_servers_accept_are_judged_too(self):
+        # Requests a server takes that a strict reader might call "no name": bare-LF lines,
+        # an unfinished head at the end of input, other methods, lower case, leading blanks.
+        out, err = self.run_probe('''
+            def half(addr, port, data, connect=None):
+                try:
+                    s = socket.create_connection((addr, port), timeout=10)
+                    if connect:
+                        s.sendall(("CONNECT %%s HTTP/1.1\\r\\nHost: %%s\\r\\n\\r\\n" %% (connect, connect)).encode())
+                        head = b""
+                        while b"\\r\\n\\r\\n" not in head:
+                            b = s.recv(1)
+                            if not b:
+                                return "ERR closed before the answer"
+                            head += b
+                    s.sendall(data)
+                    s.shutdown(socket.SHUT_WR)
+                    got = b""
+                    while True:
+                        b = s.recv(65536)
+                        if not b:
+                            return got.decode(errors="replace")
+                        got += b
+                except OSError as e:
+                    return "ERR " + err(e)
+            addr = socket.getaddrinfo("a.ipybox.test", 80, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+            out["lf"] = half(addr, 80, b"GET /lf HTTP/1.1\\nHost: b.ipybox.test\\n\\n")
+            out["mixed"] = half(addr, 80, b"GET /mixed HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\n")
+            out["unfinished"] = half(addr, 80, b"GET /unf HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n")
+            out["propfind"] = raw(addr, 80, b"PROPFIND /pf HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
+            out["lower"] = raw(addr, 80, b"get /lower HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
+            out["space"] = raw(addr, 80, b" GET /sp HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
+            out["tab"] = raw(addr, 80, b"\\tGET /tab HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
+            out["tunnel_lf"] = half("127.0.0.1", 1023, b"GET /tunlf HTTP/1.1\\nHost: b.ipybox.test\\n\\n",
+                                    connect="a.ipybox.test:80")
+            out["allowed_lower"] = body(raw(addr, 80, b"get / HTTP/1.1\\r\\nHost: a.ipybox.test\\r\\n\\r\\n"))
+        ''' % {}, "--allowed-domain", "a.ipybox.test")
+        for k in ("lf", "mixed", "unfinished", "propfind", "lower", "space", "tab", "tunnel_lf"):
+            with self.subTest(form=k):
+                self.assertFalse("host-a" in out[k] or out[k].startswith(("HTTP/1.0 2", "HTTP/1.0 4", "HTTP/1.0 5")),
+                                 "%s reached host A: %s" % (k, out[k]))
+        self.assertEqual(self.fronted(), [])
+        self.assertNotIn("ERR", out["allowed_lower"])
+
     def test_connect_tunnel_carries_only_allowed_names(self):
         out, err = self.run_probe('''
             def tunnel(authority, sni, host):

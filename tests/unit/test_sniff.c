@@ -195,6 +195,25 @@ START_TEST(http_after_empty_lines) {
 }
 END_TEST
 
+/* Forms servers accept that once read as "no name": each is judged by its Host, or refused. */
+START_TEST(http_lenient_forms_are_judged) {
+    ipb_sniff o;
+    static const char *const named[] = {"PROPFIND / HTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                        "get / HTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                        "\tGET / HTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                        " \r\nGET / HTTP/1.1\r\nHost: b.example\r\n\r\n"};
+    for (size_t i = 0; i < sizeof(named) / sizeof(*named); i++) {
+        ck_assert_msg(sniff_str(named[i], &o) == IPB_SNIFF_HTTP, "kind %d for %s", o.kind, named[i]);
+        ck_assert_str_eq(o.host, "b.example");
+    }
+    static const char *const bare_lf[] = {"GET / HTTP/1.1\nHost: b.example\n\n",
+                                          "GET / HTTP/1.1\r\nHost: b.example\r\n\n",
+                                          "GET / HTTP/1.1\nHost: b.example\r\n\r\n", "GET / HTTP/1.1\n"};
+    for (size_t i = 0; i < sizeof(bare_lf) / sizeof(*bare_lf); i++)
+        ck_assert_msg(sniff_str(bare_lf[i], &o) == IPB_SNIFF_BAD, "kind %d for %s", o.kind, bare_lf[i]);
+}
+END_TEST
+
 START_TEST(tls_sni) {
     hello_layout lay;
     bytes *x = hello_for("a.example.test", 0, &lay);
@@ -467,16 +486,23 @@ END_TEST
 
 START_TEST(http_incomplete_and_other) {
     ipb_sniff o;
+    /* A token may still become a request line ("GETX / HTTP/1.1"): more, until its line ends. */
     static const char *const more[] = {"G", "GE", "GET", "CONN", "CONNECT", "OPTIONS", "DELE", "GET ",
                                        "GET / HTTP/1.1\r\nHost: a.test\r\n",
-                                       "GET / HTTP/1.1\r\nHost: a.test\r\n\r"};
+                                       "GET / HTTP/1.1\r\nHost: a.test\r\n\r", "GETX", "X", "CONNECTX",
+                                       "ABCDEFGHIJ", "get / HTTP/1.1", "EHLO mail.example"};
     for (size_t i = 0; i < sizeof(more) / sizeof(*more); i++)
         ck_assert_msg(sniff_str(more[i], &o) == IPB_SNIFF_MORE, "kind %d for %s", o.kind, more[i]);
-    static const char *const other[] = {"GETX", "GET/", "GETS / HTTP/1.1\r\n\r\n", "get / HTTP/1.1\r\n\r\n",
-                                        "SSH-2.0-OpenSSH_9.2p1\r\n", "X", "CONNECTX", "ABCDEFGHIJ",
-                                        "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", " GET / HTTP/1.1\r\n\r\n"};
+    static const char *const other[] = {"GET/", "SSH-2.0-OpenSSH_9.2p1\r\n", "EHLO mail.example\r\n",
+                                        "PING\r\n", "get foo\r\n", "*1\r\n$4\r\nPING\r\n"};
     for (size_t i = 0; i < sizeof(other) / sizeof(*other); i++)
         ck_assert_msg(sniff_str(other[i], &o) == IPB_SNIFF_OTHER, "kind %d for %s", o.kind, other[i]);
+    /* Request lines of any method and case, after blanks: requests, judged (here: no Host);
+     * cleartext HTTP/2's preface names nothing that can be read: refused, not waved through. */
+    static const char *const bad[] = {"GETS / HTTP/1.1\r\n\r\n", "get / HTTP/1.1\r\n\r\n",
+                                      " GET / HTTP/1.1\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+        ck_assert_msg(sniff_str(bad[i], &o) == IPB_SNIFF_BAD, "kind %d for %s", o.kind, bad[i]);
     static const uint8_t binary[] = {0x00, 0xff, 0x16};
     ck_assert_int_eq(sniff(binary, sizeof(binary), &o), IPB_SNIFF_OTHER);
     ck_assert_int_eq(sniff("", 0, &o), IPB_SNIFF_MORE);
@@ -1032,6 +1058,7 @@ int main(void) {
     TCase *c = tcase_create("sniff");
     tcase_add_test(c, tls_sni);
     tcase_add_test(c, http_after_empty_lines);
+    tcase_add_test(c, http_lenient_forms_are_judged);
     tcase_add_test(c, tls_without_server_name);
     tcase_add_test(c, tls_hello_across_records);
     tcase_add_test(c, tls_every_prefix_is_more);
