@@ -279,6 +279,26 @@ static int sub(char **ret, const char *base, const char *name, ipb_error **err) 
     return 0;
 }
 
+/* A tree lent to a sandbox read-write must not hold the state directory: from there its code
+ * could rewrite the record of granted trees (and so the planted-symlink rule), other sessions'
+ * directories, their tool packages and sockets. One of the state directory's own workspaces
+ * (an earlier default /app, named again) holds none of that. canon: the tree's canonical path. */
+static int state_reachable(const char *what, const char *canon, const char *state, ipb_error **err) {
+    cleanup_free char *st = realpath(state, NULL);
+    if (!st || !canon)
+        return 0;
+    cleanup_free char *wsroot = NULL;
+    if (asprintf(&wsroot, "%s/workspaces", st) < 0)
+        return ipb_error_set(err, ENOMEM, "%s", what);
+    bool holds = path_within(st, canon);
+    bool inside = path_within(canon, st) && !(path_within(canon, wsroot) && strcmp(canon, wsroot));
+    if (!holds && !inside)
+        return 0;
+    return ipb_error_set(err, 0, "%s %s: %s ipybox's state directory %s (its sessions and the record of trees lent "
+                                 "to sandboxes); a sandbox must not reach it: choose another directory", what, canon,
+                         holds ? "holds" : "is inside", st);
+}
+
 int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs *ret, ipb_error **err) {
     ipb_session_dirs d;
     memset(&d, 0, sizeof(d));
@@ -347,6 +367,11 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
         if (ipb_host_named_open("--container-bind", o->binds[i].host, IPB_NAMED_MAKE, &d.bind_fds[i],
                                 &d.bind_canon[i], err) < 0 ||
             file_id(d.bind_fds[i], &d.bind_ids[i], "--container-bind", o->binds[i].host, err) < 0)
+            goto fail;
+    if (!d.workspace_owned && state_reachable("--workspace", d.workspace, state, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < o->n_binds; i++)
+        if (state_reachable("--container-bind", d.bind_canon[i], state, err) < 0)
             goto fail;
     if (o->rootfs && ipb_host_named_open("--rootfs", o->rootfs, IPB_NAMED_DIR, &d.rootfs_fd, NULL, err) < 0)
         goto fail;

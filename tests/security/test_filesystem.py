@@ -909,3 +909,35 @@ class NamedPathsRacingAsPlainUser(NamedPathsThroughPlantedSymlinks):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StateDirectoryNeverLent(unittest.TestCase):
+    """ipybox's state directory holds the record of trees lent to sandboxes (the planted-symlink
+    rule reads it), other sessions' directories and their tool packages and sockets: a
+    --workspace or --container-bind that holds it, or lies inside it, is refused. One of its
+    own default workspaces, named again, is fine."""
+
+    def test_trees_holding_or_inside_the_state_directory_refused(self):
+        tmp = ipybox_test.tempfile.mkdtemp(prefix="ipybox-sec-state-")
+        try:
+            state = os.path.join(tmp, "home", ".local", "state")
+            os.makedirs(os.path.join(state, "ipybox", "workspaces", "old"))
+            os.makedirs(os.path.join(state, "ipybox", "sessions"))
+            env = dict(os.environ, XDG_STATE_HOME=state)
+            probe = "import os; open('/app/granted', 'a').close(); print(sorted(os.listdir('/app')))"
+            for opts in (["--workspace", os.path.join(tmp, "home")],
+                         ["--workspace", os.path.join(tmp, "home", ".local")],
+                         ["--workspace", os.path.join(state, "ipybox")],
+                         ["--workspace", os.path.join(state, "ipybox", "sessions")],
+                         ["--container-bind", os.path.join(tmp, "home", ".local") + ":x"]):
+                with self.subTest(opts=opts):
+                    r = subprocess.run([IPYBOX, "run", *opts, "--", "/usr/bin/python3", "-c", probe],
+                                       capture_output=True, text=True, timeout=120, env=env)
+                    self.assertNotEqual(r.returncode, 0, "the session started: %s" % r.stdout)
+                    self.assertIn("state directory", r.stderr)
+            r = subprocess.run([IPYBOX, "run", "--workspace", os.path.join(state, "ipybox", "workspaces", "old"),
+                                "--", "/usr/bin/python3", "-c", "print('ok')"],
+                               capture_output=True, text=True, timeout=120, env=env)
+            self.assertEqual((r.returncode, r.stdout), (0, "ok\n"), r.stderr)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
