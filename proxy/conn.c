@@ -237,9 +237,9 @@ static void late_release(struct conn *c) {
     relay_pump(c);
 }
 
-void conn_late_peek(struct conn *c) {
-    bool eof = false;
-    size_t before = c->len;
+/* What the client sent, added to buf up to IPB_SNIFF_MAX without waiting; *eof when it ended
+ * its side. -1 on a socket error. */
+static int read_head(struct conn *c, bool *eof) {
     while (c->len < IPB_SNIFF_MAX) {
         ssize_t n = recv(c->cw.fd, c->buf + c->len, IPB_SNIFF_MAX - c->len, MSG_DONTWAIT);
         if (n > 0) {
@@ -247,13 +247,20 @@ void conn_late_peek(struct conn *c) {
             continue;
         }
         if (n == 0) {
-            eof = true;
-            break;
+            *eof = true;
+            return 0;
         }
         if (errno == EINTR)
             continue;
-        if (errno == EAGAIN)
-            break;
+        return errno == EAGAIN ? 0 : -1;
+    }
+    return 0;
+}
+
+void conn_late_peek(struct conn *c) {
+    bool eof = false;
+    size_t before = c->len;
+    if (read_head(c, &eof) < 0) {
         proxy_close_conn(c);
         return;
     }
@@ -447,20 +454,7 @@ void conn_decide(struct conn *c) {
 static void peek_readable(struct conn *c) {
     bool eof = false;
     size_t before = c->len;
-    while (c->len < IPB_SNIFF_MAX) {
-        ssize_t n = recv(c->cw.fd, c->buf + c->len, IPB_SNIFF_MAX - c->len, MSG_DONTWAIT);
-        if (n > 0) {
-            c->len += (size_t)n;
-            continue;
-        }
-        if (n == 0) {
-            eof = true;
-            break;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN)
-            break;
+    if (read_head(c, &eof) < 0) {
         proxy_close_conn(c);
         return;
     }
