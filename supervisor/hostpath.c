@@ -231,7 +231,7 @@ static int open_regular(const ipb_hw_result *r, const char *local_path, int *ret
     struct stat st, st2;
     cleanup_close int fd = -1;
     if (fstat(r->fd, &st) < 0)
-        return ipb_error_set(err, errno, "%s", local_path);
+        return ipb_error_set(err, errno, "looking at %s", local_path);
     if (!S_ISREG(st.st_mode))
         return ipb_error_set(err, 0, "'%s' is not a regular file (it is %s)", local_path, kind_of(st.st_mode));
     /* The name in the directory held, following nothing. O_NONBLOCK: a FIFO swapped in
@@ -244,7 +244,7 @@ static int open_regular(const ipb_hw_result *r, const char *local_path, int *ret
         return ipb_error_set(err, errno, "opening %s", local_path);
     }
     if (fstat(fd, &st2) < 0)
-        return ipb_error_set(err, errno, "%s", local_path);
+        return ipb_error_set(err, errno, "looking at %s once opened", local_path);
     if (!S_ISREG(st2.st_mode))
         return ipb_error_set(err, 0, "'%s' is not a regular file (it is %s)", local_path, kind_of(st2.st_mode));
     if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino)

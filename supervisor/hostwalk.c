@@ -453,9 +453,9 @@ int ipb_hw_walk(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_p
         w->rootfd = dir->fd;
     }
     if (w->rootfd < 0 || (w->cur = fcntl(w->rootfd, F_DUPFD_CLOEXEC, 3)) < 0) {
-        ipb_error_set(err, errno, "%s", local_path);
+        ipb_error_set(err, errno, "%s: cannot start resolving it (out of file descriptors?)", local_path);
     } else if (snprintf(w->rem, sizeof(w->rem), "%s", rel) >= (int)sizeof(w->rem)) {
-        ipb_error_set(err, ENAMETOOLONG, "%s", local_path);
+        ipb_error_set(err, ENAMETOOLONG, "%s: the path is too long to resolve", local_path);
     } else {
         w->orig_len = strlen(w->rem);
         r = run(w, mode, ret, err);
