@@ -4,11 +4,17 @@
 # ./start's stdout belongs to the MCP client.
 #   scripts/deps.sh build   compiler, libraries, the kernel (enough to run ipybox mcp)
 #   scripts/deps.sh test    the above plus what the tests need (Check, Node.js + npm)
+#   scripts/deps.sh system  only the host's tools for the VM tier (make check-system): qemu,
+#                           qemu-img, debootstrap, mke2fs; what is built runs inside the VM
 set -eu
 exec 1>&2
-want="build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libzmq3-dev libssl-dev
+if [ "${1:-build}" = system ]; then
+    want="qemu-system-x86 qemu-utils debootstrap e2fsprogs"
+else
+    want="build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libzmq3-dev libssl-dev
       libnftables-dev libnl-3-dev libnl-route-3-dev libcurl4-openssl-dev
       python3-ipykernel python3-matplotlib python3-pip python3-wheel"
+fi
 if [ "${1:-build}" = test ]; then
     # nftables, iproute2 and openssl: the egress tests build test hosts and try the tools;
     # python3-venv: the SDK test installs sdk/python with pip into a virtual environment.
