@@ -1,0 +1,112 @@
+#!/bin/bash
+# The VM tier's job (make check-system: tests/vm/boot.sh tests/vm/system.sh), as root in a
+# stock Debian 12 under real systemd with cgroup v2: installs what the project needs
+# (scripts/deps.sh test), builds, `make install`s, starts ipyboxd.service from the installed
+# unit as shipped, with a test configuration, and runs three suites:
+#   1. tests/vm/system_service.py: the service as users alice and bob meet it
+#   2. tests/integration/test_system.py against the installed binaries
+#   3. tests/vm/limits_user.sh: user-mode limits under a user manager
+# Exits 0 only when everything passed; the last lines sum up each suite.
+#
+# IPYBOX_VM_UNIT_OVERRIDE=1 (for debugging the suite only; off by default, never in
+# check-system): a drop-in lifts the unit's settings known to break the service today
+# (RestrictSUIDSGID, ProtectSystem, ProtectKernelModules, ProtectKernelLogs, ProtectClock,
+# UMask), to see whether the suite can pass. Run it with
+#   tests/vm/boot.sh 'IPYBOX_VM_UNIT_OVERRIDE=1 tests/vm/system.sh'
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${IPYBOX_VM_OUT:-/tmp/ipybox-vm-out}
+mkdir -p "$out"
+t0=$SECONDS
+step() { echo; echo "== [$((SECONDS - t0)) s] $*"; }
+die() { echo "FAIL: $*"; exit 1; }
+
+step "systemd $(systemctl --version | head -n 1 | cut -d' ' -f2); /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup); kernel $(uname -r)"
+[ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] || die "/sys/fs/cgroup is not the unified cgroup v2 hierarchy"
+[ "$(cat /proc/1/comm)" = systemd ] || die "PID 1 is $(cat /proc/1/comm), not systemd"
+
+step "scripts/deps.sh test"
+scripts/deps.sh test || die "scripts/deps.sh test"
+
+step "make -j$(nproc)"
+make -j"$(nproc)" >"$out/build.log" 2>&1 || { tail -n 40 "$out/build.log"; die "make"; }
+
+step "configuration: dist/ipyboxd.conf with memory_max = 256M, pids_max = 64"
+mkdir -p /etc/ipybox
+sed -e 's/^memory_max = .*/memory_max = 256M/' -e 's/^pids_max = .*/pids_max = 64/' \
+    dist/ipyboxd.conf >/etc/ipybox/ipyboxd.conf
+grep -qx 'memory_max = 256M' /etc/ipybox/ipyboxd.conf && grep -qx 'pids_max = 64' /etc/ipybox/ipyboxd.conf ||
+    die "dist/ipyboxd.conf has no memory_max or pids_max line to set"
+cp /etc/ipybox/ipyboxd.conf "$out/ipyboxd.conf"
+
+step "make install"
+make install >"$out/install.log" 2>&1 || { tail -n 40 "$out/install.log"; die "make install"; }
+cmp -s /etc/ipybox/ipyboxd.conf "$out/ipyboxd.conf" || die "make install overwrote /etc/ipybox/ipyboxd.conf"
+unit=$(systemctl show -p FragmentPath --value ipyboxd.service 2>/dev/null)
+echo "installed: $(command -v ipybox) $(command -v ipyboxd); unit ${unit:-(not found)}"
+
+step "users alice and bob"
+for u in alice bob; do id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"; done
+id alice; id bob
+
+if [ "${IPYBOX_VM_UNIT_OVERRIDE:-0}" = 1 ]; then
+    step "DEBUGGING ONLY: a drop-in lifts unit settings (IPYBOX_VM_UNIT_OVERRIDE=1)"
+    mkdir -p /etc/systemd/system/ipyboxd.service.d
+    printf '%s\n' '[Service]' RestrictSUIDSGID=no ProtectSystem=no ProtectKernelModules=no \
+        ProtectKernelLogs=no ProtectClock=no UMask=0022 >/etc/systemd/system/ipyboxd.service.d/zz-vm-debug.conf
+    cat /etc/systemd/system/ipyboxd.service.d/zz-vm-debug.conf
+fi
+
+step "systemctl enable --now ipyboxd"
+systemctl daemon-reload
+systemctl enable --now ipyboxd.service || echo "(systemctl enable --now failed; the suite says what follows)"
+if [ "${IPYBOX_VM_UNIT_OVERRIDE:-0}" = 1 ]; then chmod 755 /run/ipybox/* 2>/dev/null; fi
+systemctl --no-pager status ipyboxd.service | head -n 12
+journalctl -u ipyboxd -o cat --no-pager | tail -n 5
+
+# What the users' processes need to read (the checkout is under /root, 0700).
+dest=/opt/ipybox-vm
+rm -rf "$dest" && mkdir -p "$dest/tests"
+cp -a tests/lib tests/vm tests/integration "$dest/tests/"
+chmod -R a+rX "$dest"
+
+step "suite 1: tests/vm/system_service.py (the installed service, as alice and bob)"
+timeout -k 10 1200 /usr/bin/python3 -u "$dest/tests/vm/system_service.py" -v 2>&1
+rc_service=$?
+journalctl -u ipyboxd -o short-precise --no-pager >"$out/ipyboxd.journal" 2>&1
+
+step "suite 2: tests/integration/test_system.py against the installed binaries"
+# It runs ipyboxd itself, as root, with a configuration of its own: the installed service
+# stops first. On cgroup v2 the monitor divides only a cgroup delegated to it (as systemd's
+# Delegate=yes gives the service); the test's ipyboxd gets one: ipyboxd in bin/ is a wrapper
+# that moves itself into an empty cgroup of a delegated unit and executes the installed binary.
+systemctl disable --now ipyboxd.service
+systemd-run -q --unit=ipybox-vm-delegated -p Delegate=yes /bin/sleep infinity
+cg=/sys/fs/cgroup$(systemctl show -p ControlGroup --value ipybox-vm-delegated.service)
+mkdir -p "$cg/keep" "$dest/bin"
+systemctl show -p MainPID --value ipybox-vm-delegated.service >"$cg/keep/cgroup.procs"
+echo "+memory +pids +cpu" >"$cg/cgroup.subtree_control"
+mkdir -p "$cg/ipyboxd"
+ln -sf "$(command -v ipybox)" "$dest/bin/ipybox"
+# A killed ipyboxd leaves its cgroup with controllers handed down (and sandbox cgroups for
+# the next start to remove): no process may join it until they are taken back.
+cat >"$dest/bin/ipyboxd" <<WRAPPER
+#!/bin/sh
+echo "-memory -pids -cpu" >$cg/ipyboxd/cgroup.subtree_control 2>/dev/null
+echo \$\$ >$cg/ipyboxd/cgroup.procs && exec $(command -v ipyboxd) "\$@"
+WRAPPER
+chmod 0755 "$dest/bin/ipyboxd"
+(cd "$dest/tests/integration" && IPYBOX=$dest/bin/ipybox timeout -k 10 1200 /usr/bin/python3 -u -m unittest -v test_system 2>&1)
+rc_integration=$?
+systemctl stop ipybox-vm-delegated.service
+
+step "suite 3: tests/vm/limits_user.sh (user mode under a user manager)"
+timeout -k 10 900 tests/vm/limits_user.sh 2>&1
+rc_user=$?
+
+result() { [ "$1" -eq 0 ] && echo PASS || echo "FAIL (exit $1)"; }
+step "summary"
+echo "suite 1, tests/vm/system_service.py: $(result $rc_service)"
+echo "suite 2, tests/integration/test_system.py: $(result $rc_integration)"
+echo "suite 3, tests/vm/limits_user.sh: $(result $rc_user)"
+[ $rc_service -eq 0 ] && [ $rc_integration -eq 0 ] && [ $rc_user -eq 0 ]
