@@ -4,9 +4,10 @@
 # its sandbox in a transient scope of that manager with memory.max, memory.swap.max and
 # pids.max set, report an out-of-memory kill and the process limit in the cell's result with a
 # fresh kernel after, and leave no scope behind, also after a SIGKILL of the supervisor.
-# Runs as root inside the VM (tools/vm/run.sh CHECKOUT 'tests/vm/limits_user.sh'); builds the
-# checkout, makes the user `ipbvm` with lingering (so user@UID.service runs) and drives ipybox
-# as that user with tests/vm/limits_user.py.
+# Runs as root inside the VM (the last suite of tests/vm/system.sh, `make check-system`; alone:
+# tests/vm/boot.sh tests/vm/limits_user.sh); builds the checkout, makes the user `ipbvm` with
+# lingering (so user@UID.service runs) and drives ipybox as that user with
+# tests/vm/limits_user.py.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 echo "== $(systemctl --version | head -1); $(stat -fc %T /sys/fs/cgroup) at /sys/fs/cgroup"

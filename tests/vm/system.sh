@@ -13,6 +13,7 @@
 # (RestrictSUIDSGID, ProtectSystem, ProtectKernelModules, ProtectKernelLogs, ProtectClock,
 # UMask), to see whether the suite can pass. Run it with
 #   tests/vm/boot.sh 'IPYBOX_VM_UNIT_OVERRIDE=1 tests/vm/system.sh'
+# IPYBOX_VM_SUITES (default "1 2 3"): which suites run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${IPYBOX_VM_OUT:-/tmp/ipybox-vm-out}
@@ -70,43 +71,68 @@ rm -rf "$dest" && mkdir -p "$dest/tests"
 cp -a tests/lib tests/vm tests/integration "$dest/tests/"
 chmod -R a+rX "$dest"
 
+suites=${IPYBOX_VM_SUITES:-1 2 3}
+want() { case " $suites " in *" $1 "*) return 0 ;; esac; echo "(not asked for)"; return 1; }
+result() { case $1 in -) echo "not run" ;; 0) echo PASS ;; *) echo "FAIL (exit $1)" ;; esac; }
+py=(/usr/bin/python3 -u -W ignore::ResourceWarning)
+rc_service=- rc_integration=- rc_user=-
+
+# For suite 2: $dest/bin/ipybox is the installed one; $dest/bin/ipyboxd, a wrapper that moves
+# itself into a cgroup of its own under a unit with Delegate=yes and executes the installed
+# ipyboxd. On cgroup v2 the monitor divides only a cgroup delegated to it (as the service's is);
+# test_system.py runs ipyboxd as its own child, which would share the test's cgroup.
+delegated_ipyboxd() {
+    systemd-run -q --unit=ipybox-vm-delegated -p Delegate=yes /bin/sleep infinity || return 1
+    local cg
+    cg=/sys/fs/cgroup$(systemctl show -p ControlGroup --value ipybox-vm-delegated.service)
+    mkdir -p "$cg/keep" "$cg/ipyboxd" "$dest/bin"
+    systemctl show -p MainPID --value ipybox-vm-delegated.service >"$cg/keep/cgroup.procs"
+    echo "+memory +pids +cpu" >"$cg/cgroup.subtree_control"
+    ln -sf "$(command -v ipybox)" "$dest/bin/ipybox"
+    # A killed ipyboxd leaves its cgroup with controllers handed down (and sandbox cgroups for
+    # the next start to remove): no process may join it until they are taken back. While one
+    # runs there (the test starts a second one), the second gets a cgroup of its own.
+    cat >"$dest/bin/ipyboxd" <<WRAPPER
+#!/bin/sh
+cg=$cg/ipyboxd
+if grep -qx 'populated 1' \$cg/cgroup.events; then
+    cg=\$cg-\$\$ && mkdir \$cg
+else
+    echo "-memory -pids -cpu" >\$cg/cgroup.subtree_control
+fi
+echo \$\$ >\$cg/cgroup.procs && exec $(command -v ipyboxd) "\$@"
+WRAPPER
+    chmod 0755 "$dest/bin/ipyboxd"
+}
+
 step "suite 1: tests/vm/system_service.py (the installed service, as alice and bob)"
-timeout -k 10 1200 /usr/bin/python3 -u "$dest/tests/vm/system_service.py" -v 2>&1
-rc_service=$?
-journalctl -u ipyboxd -o short-precise --no-pager >"$out/ipyboxd.journal" 2>&1
+if want 1; then
+    timeout -k 10 1200 "${py[@]}" "$dest/tests/vm/system_service.py" -v 2>&1
+    rc_service=$?
+    journalctl -u ipyboxd -o short-precise --no-pager >"$out/ipyboxd.journal" 2>&1
+fi
 
 step "suite 2: tests/integration/test_system.py against the installed binaries"
-# It runs ipyboxd itself, as root, with a configuration of its own: the installed service
-# stops first. On cgroup v2 the monitor divides only a cgroup delegated to it (as systemd's
-# Delegate=yes gives the service); the test's ipyboxd gets one: ipyboxd in bin/ is a wrapper
-# that moves itself into an empty cgroup of a delegated unit and executes the installed binary.
-systemctl disable --now ipyboxd.service
-systemd-run -q --unit=ipybox-vm-delegated -p Delegate=yes /bin/sleep infinity
-cg=/sys/fs/cgroup$(systemctl show -p ControlGroup --value ipybox-vm-delegated.service)
-mkdir -p "$cg/keep" "$dest/bin"
-systemctl show -p MainPID --value ipybox-vm-delegated.service >"$cg/keep/cgroup.procs"
-echo "+memory +pids +cpu" >"$cg/cgroup.subtree_control"
-mkdir -p "$cg/ipyboxd"
-ln -sf "$(command -v ipybox)" "$dest/bin/ipybox"
-# A killed ipyboxd leaves its cgroup with controllers handed down (and sandbox cgroups for
-# the next start to remove): no process may join it until they are taken back.
-cat >"$dest/bin/ipyboxd" <<WRAPPER
-#!/bin/sh
-echo "-memory -pids -cpu" >$cg/ipyboxd/cgroup.subtree_control 2>/dev/null
-echo \$\$ >$cg/ipyboxd/cgroup.procs && exec $(command -v ipyboxd) "\$@"
-WRAPPER
-chmod 0755 "$dest/bin/ipyboxd"
-(cd "$dest/tests/integration" && IPYBOX=$dest/bin/ipybox timeout -k 10 1200 /usr/bin/python3 -u -m unittest -v test_system 2>&1)
-rc_integration=$?
-systemctl stop ipybox-vm-delegated.service
+if want 2; then
+    # It runs ipyboxd itself, as root, with a configuration of its own: the service stops first.
+    systemctl disable --now ipyboxd.service
+    if delegated_ipyboxd; then
+        (cd "$dest/tests/integration" && IPYBOX=$dest/bin/ipybox timeout -k 10 1200 "${py[@]}" -m unittest -v test_system 2>&1)
+        rc_integration=$?
+    else
+        rc_integration=1
+    fi
+    systemctl stop ipybox-vm-delegated.service
+fi
 
 step "suite 3: tests/vm/limits_user.sh (user mode under a user manager)"
-timeout -k 10 900 tests/vm/limits_user.sh 2>&1
-rc_user=$?
+if want 3; then
+    timeout -k 10 900 tests/vm/limits_user.sh 2>&1
+    rc_user=$?
+fi
 
-result() { [ "$1" -eq 0 ] && echo PASS || echo "FAIL (exit $1)"; }
 step "summary"
 echo "suite 1, tests/vm/system_service.py: $(result $rc_service)"
 echo "suite 2, tests/integration/test_system.py: $(result $rc_integration)"
 echo "suite 3, tests/vm/limits_user.sh: $(result $rc_user)"
-[ $rc_service -eq 0 ] && [ $rc_integration -eq 0 ] && [ $rc_user -eq 0 ]
+for rc in $rc_service $rc_integration $rc_user; do [ "$rc" = 0 ] || [ "$rc" = - ] || exit 1; done

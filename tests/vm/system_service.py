@@ -9,6 +9,7 @@ import glob
 import itertools
 import os
 import pwd
+import shutil
 import stat
 import subprocess
 import sys
@@ -24,6 +25,7 @@ UNIT = "ipyboxd.service"
 USERS = ("alice", "bob")
 CG = "/sys/fs/cgroup"
 SERVICE_CG = CG + "/system.slice/ipyboxd.service"
+RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"  # the users' PATH has no sbin
 
 
 def read_conf(path="/etc/ipybox/ipyboxd.conf"):
@@ -61,6 +63,10 @@ def show(prop):
 
 def journal():
     return run("journalctl", "-u", UNIT, "-o", "cat", "--no-pager").stdout
+
+
+def journal_lines():
+    return journal().splitlines()
 
 
 def journal_tail(n=30):
@@ -138,7 +144,7 @@ def snapshot():
     sandboxes' cgroups."""
     main = int(show("MainPID") or 0)
     return {"main": main, "pool": {p["pid"] for p in pool_procs()}, "cgroups": sandbox_cgroups(),
-            "procs": {p["pid"]: p["cmd"] for p in service_procs()}}
+            "procs": {p["pid"]: p["cmd"] for p in service_procs()}, "journal": len(journal_lines())}
 
 
 def text(result):
@@ -146,6 +152,8 @@ def text(result):
 
 
 class SystemService(unittest.TestCase):
+    maxDiff = None
+
     def setUp(self):
         self.clients = []
         self.ensure_service()
@@ -177,7 +185,7 @@ class SystemService(unittest.TestCase):
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": pw.pw_dir,
                "XDG_STATE_HOME": os.path.join(pw.pw_dir, ".local", "state")}
         opts = (("--connect", sock(user)) if connect else ()) + options
-        c = McpClient(*opts, env=env, wrap=lambda cmd: ["runuser", "-u", user, "--", "env", "-C", pw.pw_dir, *cmd])
+        c = McpClient(*opts, env=env, wrap=lambda cmd: [RUNUSER, "-u", user, "--", "env", "-C", pw.pw_dir, *cmd])
         self.clients.append(c)
         return c
 
@@ -238,6 +246,10 @@ class SystemService(unittest.TestCase):
             r = run("nsenter", "-t", main, "-m", "cat", "/proc/self/mountinfo")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(ipybox_mounts(r.stdout), [], "after %s the service's mount namespace has" % what)
+        # The monitor hands closing a user's descriptors to children (closers); one still waiting
+        # at the stop is logged. No user here sent a descriptor that could make a close wait.
+        waits = [x for x in journal_lines()[before["journal"]:] if "closer still waits" in x]
+        self.assertEqual(waits, [], "after %s the journal has" % what)
 
     def assert_new_sessions_work(self, what):
         self.ensure_service()
@@ -318,7 +330,10 @@ class SystemService(unittest.TestCase):
 
     # -- 6
     def test_06_two_users_at_once_each_with_their_own_files(self):
-        n = 5
+        # Each user's sessions start at once. Under TCG (software emulation: systemd-detect-virt
+        # says qemu) a kernel takes about 12 s of 2 slow CPUs to start, and more than 60 s
+        # (the supervisor's limit) when 10 start together: 3 each there.
+        n = 3 if run("systemd-detect-virt").stdout.strip() == "qemu" else 5
         got, cs = {}, {}
 
         def one(user, i):
@@ -411,8 +426,6 @@ class SystemService(unittest.TestCase):
         self.assertFalse(os.path.exists(SERVICE_CG), "%s remains: %s" % (SERVICE_CG, os.listdir(SERVICE_CG)
                                                                          if os.path.isdir(SERVICE_CG) else ""))
         self.assertEqual([u for u in USERS if os.path.exists(sock(u))], [], "sockets remain")
-        waits = [x for x in journal().splitlines() if "closer still waits" in x]
-        self.assertEqual(waits, [], "the journal has")
 
     # -- 10
     def kill_and_restart(self, *how):
