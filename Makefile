@@ -1,6 +1,7 @@
 # ipybox-native build. Plain make; every library comes through pkg-config.
 #   make            build bin/ipybox and libexec/ipybox-shim under $(BUILD)
 #   make check      unit, integration and security tests
+#   make check-system  the system service as installed, in a Debian 12 VM (root; tests/vm/)
 #   make sanitize   the same tests with SANITIZE=address,undefined in build-san/
 #   make bench      benchmarks (bench/results.md, bench/egress.md, bench/daemon.md, bench/tools.md, bench/sdk.md)
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -85,7 +86,7 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 TOOL_SRCS  := $(wildcard tests/tools/*.c)
 TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRCS))
 
-.PHONY: all check unit integration sanitize bench bench-egress bench-daemon bench-system bench-tools bench-sdk install uninstall clean fuzz format-check
+.PHONY: all check check-system unit integration sanitize bench bench-egress bench-daemon bench-system bench-tools bench-sdk install uninstall clean fuzz format-check
 all: $(IPYBOX) $(IPYBOXD) $(SHIM)
 
 $(BUILD)/obj/%.o: %.c
@@ -138,6 +139,13 @@ unit: $(UNIT_BINS)
 
 check: all $(UNIT_BINS) $(HELPER_BINS) $(TOOL_BINS)
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) tests/run-all $(UNIT_BINS)
+
+# The VM tier: a stock Debian 12 under qemu (KVM, else TCG) gets this checkout, builds and
+# installs it and runs the system service under systemd with cgroup v2 (tests/vm/system.sh).
+# Root; the image is cached in IPYBOX_VM_CACHE (default /var/cache/ipybox-vm).
+check-system:
+	@scripts/deps.sh system
+	@tests/vm/boot.sh -t 1500 tests/vm/system.sh
 
 sanitize:
 	$(MAKE) BUILD=build-san SANITIZE=address,undefined check
