@@ -8,10 +8,11 @@
 #   3. tests/vm/limits_user.sh: user-mode limits under a user manager
 # Exits 0 only when everything passed; the last lines sum up each suite.
 #
-# IPYBOX_VM_UNIT_OVERRIDE=1 (for debugging the suite only; off by default, never in
-# check-system): a drop-in lifts the unit's settings known to break the service today
-# (RestrictSUIDSGID, ProtectSystem, ProtectKernelModules, ProtectKernelLogs, ProtectClock,
-# UMask), to see whether the suite can pass. Run it with
+# IPYBOX_VM_UNIT_OVERRIDE (for debugging the suite only; off by default, never in
+# check-system): 1 makes a drop-in that lifts the unit's settings known to break the service
+# today (RestrictSUIDSGID, ProtectSystem, ProtectKernelModules, ProtectKernelLogs, ProtectClock,
+# UMask) and opens /run/ipybox/* after the start, to see whether the suite can pass; other
+# values are the drop-in's settings themselves ("UMask=0022 ProtectClock=no"). Run it with
 #   tests/vm/boot.sh 'IPYBOX_VM_UNIT_OVERRIDE=1 tests/vm/system.sh'
 # IPYBOX_VM_SUITES (default "1 2 3"): which suites run.
 set -uo pipefail
@@ -50,18 +51,21 @@ step "users alice and bob"
 for u in alice bob; do id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"; done
 id alice; id bob
 
-if [ "${IPYBOX_VM_UNIT_OVERRIDE:-0}" = 1 ]; then
-    step "DEBUGGING ONLY: a drop-in lifts unit settings (IPYBOX_VM_UNIT_OVERRIDE=1)"
+override=${IPYBOX_VM_UNIT_OVERRIDE:-}
+[ "$override" = 0 ] && override=""
+if [ -n "$override" ]; then
+    step "DEBUGGING ONLY: a drop-in changes the unit (IPYBOX_VM_UNIT_OVERRIDE=$override)"
+    [ "$override" = 1 ] && override="RestrictSUIDSGID=no ProtectSystem=no ProtectKernelModules=no
+        ProtectKernelLogs=no ProtectClock=no UMask=0022"
     mkdir -p /etc/systemd/system/ipyboxd.service.d
-    printf '%s\n' '[Service]' RestrictSUIDSGID=no ProtectSystem=no ProtectKernelModules=no \
-        ProtectKernelLogs=no ProtectClock=no UMask=0022 >/etc/systemd/system/ipyboxd.service.d/zz-vm-debug.conf
+    printf '%s\n' '[Service]' $override >/etc/systemd/system/ipyboxd.service.d/zz-vm-debug.conf
     cat /etc/systemd/system/ipyboxd.service.d/zz-vm-debug.conf
 fi
 
 step "systemctl enable --now ipyboxd"
 systemctl daemon-reload
 systemctl enable --now ipyboxd.service || echo "(systemctl enable --now failed; the suite says what follows)"
-if [ "${IPYBOX_VM_UNIT_OVERRIDE:-0}" = 1 ]; then chmod 755 /run/ipybox/* 2>/dev/null; fi
+if [ "${IPYBOX_VM_UNIT_OVERRIDE:-}" = 1 ]; then chmod 755 /run/ipybox/* 2>/dev/null; fi
 systemctl --no-pager status ipyboxd.service | head -n 12
 journalctl -u ipyboxd -o cat --no-pager | tail -n 5
 
