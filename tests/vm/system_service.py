@@ -228,28 +228,35 @@ class SystemService(unittest.TestCase):
 
     def assert_nothing_left(self, before, what):
         """Nothing of the sessions before remains: processes (the service's and the pool's), the
-        sandboxes' cgroups, mounts."""
-        gone = wait_for(lambda: not (before["pool"] & {p["pid"] for p in pool_procs()}), 30, 0.2)
-        self.assertTrue(gone, "after %s sandbox processes from before remain: %s" % (
-            what, [p for p in pool_procs() if p["pid"] in before["pool"]]))
-        self.assertTrue(wait_for(lambda: not pool_procs(), 30, 0.2),
-                        "after %s processes in the pool's uids run: %s" % (what, pool_procs()))
+        sandboxes' cgroups, mounts; and no closer was left waiting. Says every one that fails."""
+        problems = []
+        wait_for(lambda: not (before["pool"] & {p["pid"] for p in pool_procs()}), 30, 0.2)
+        left = [p for p in pool_procs() if p["pid"] in before["pool"]]
+        if left:
+            problems.append("sandbox processes from before remain: %s" % left)
+        if not wait_for(lambda: not pool_procs(), 30, 0.2):
+            problems.append("processes in the pool's uids run: %s" % pool_procs())
         old = {pid: cmd for pid, cmd in before["procs"].items() if alive(pid)}
-        self.assertEqual(old, {}, "after %s the service's processes from before remain" % what)
+        if old:
+            problems.append("the service's processes from before remain: %s" % old)
         again = [d for d, ino in before["cgroups"].items() if os.path.isdir(d) and os.stat(d).st_ino == ino]
-        self.assertEqual(again, [], "after %s sandbox cgroups from before remain" % what)
+        if again:
+            problems.append("sandbox cgroups from before remain: %s" % again)
         with open("/proc/self/mountinfo") as f:
             host = ipybox_mounts(f.read())
-        self.assertEqual(host, [], "after %s the host's mount table has" % what)
+        if host:
+            problems.append("the host's mount table has %s" % host)
         main = show("MainPID")
         if main not in ("", "0"):
             r = run("nsenter", "-t", main, "-m", "cat", "/proc/self/mountinfo")
-            self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertEqual(ipybox_mounts(r.stdout), [], "after %s the service's mount namespace has" % what)
+            if r.returncode != 0 or ipybox_mounts(r.stdout):
+                problems.append("the service's mount namespace has %s%s" % (ipybox_mounts(r.stdout), r.stderr))
         # The monitor hands closing a user's descriptors to children (closers); one still waiting
         # at the stop is logged. No user here sent a descriptor that could make a close wait.
         waits = [x for x in journal_lines()[before["journal"]:] if "closer still waits" in x]
-        self.assertEqual(waits, [], "after %s the journal has" % what)
+        if waits:
+            problems.append("the journal has %s" % waits)
+        self.assertEqual(problems, [], "after %s" % what)
 
     def assert_new_sessions_work(self, what):
         self.ensure_service()
