@@ -1,0 +1,118 @@
+/* At the system service's start: the operations every sandbox needs, tried once in a
+ * throwaway child, so that a unit (or a host) that forbids one is named at start instead of
+ * failing each session later. */
+#include "selfcheck.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fdio.h"
+
+enum step { STEP_OPENAT2 = 1, STEP_NAMESPACES, STEP_IDMAP_SELF, STEP_PRIVATE, STEP_BIND_USR, STEP_PROC, STEP_DONE };
+
+static const char *const advice[] = {
+    [STEP_OPENAT2] = "openat2 is refused: a seccomp filter is in the way (systemd's RestrictSUIDSGID=yes refuses "
+                     "it with ENOSYS; so can a SystemCallFilter=). ipybox resolves every path a sandbox could "
+                     "influence with it: remove the setting",
+    [STEP_NAMESPACES] = "cannot make user, mount and pid namespaces (RestrictNamespaces=, or "
+                        "user.max_user_namespaces = 0?)",
+    [STEP_IDMAP_SELF] = "cannot write a user namespace's id map",
+    [STEP_PRIVATE] = "cannot make a private mount namespace",
+    [STEP_BIND_USR] = "cannot bind /usr read-only into a sandbox (a seccomp filter refusing open_tree or "
+                      "mount_setattr?)",
+    [STEP_PROC] = "cannot mount a /proc for a sandbox's pid namespace: the kernel allows it only where the "
+                  "service's own /proc is fully visible, and something covers part of it (systemd's "
+                  "ProtectKernelLogs=, ProtectKernelTunables=, ProtectProc=, InaccessiblePaths= under /proc): "
+                  "remove the setting",
+};
+
+static int write_str(const char *path, const char *s) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int r = ipb_write_all(fd, s, strlen(s));
+    close(fd);
+    return r;
+}
+
+/* In the child: each step in turn; the failed one and its errno go to fd. */
+static void try_steps(int fd) {
+    int step = STEP_OPENAT2, e = 0;
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    int t = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+    if (t < 0)
+        goto fail;
+    close(t);
+    step = STEP_NAMESPACES;
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) < 0)
+        goto fail;
+    step = STEP_IDMAP_SELF;
+    if (write_str("/proc/self/setgroups", "deny") < 0 || write_str("/proc/self/uid_map", "0 0 1") < 0 ||
+        write_str("/proc/self/gid_map", "0 0 1") < 0)
+        goto fail;
+    step = STEP_PRIVATE;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        goto fail;
+    step = STEP_BIND_USR;
+    t = (int)syscall(SYS_open_tree, AT_FDCWD, "/usr", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+    if (t < 0 || syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0)
+        goto fail;
+    close(t);
+    /* The first child is PID 1 of the new pid namespace: /proc is mounted there, over /tmp
+     * of this private mount namespace. */
+    step = STEP_PROC;
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(mount("proc", "/tmp", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ? errno : 0);
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        goto fail;
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+        errno = WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
+        goto fail;
+    }
+    step = STEP_DONE;
+fail:
+    e = step == STEP_DONE ? 0 : errno;
+    int msg[2] = {step, e};
+    (void)!write(fd, msg, sizeof(msg));
+}
+
+int ipbm_selfcheck(ipb_error **err) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return ipb_error_set(err, errno, "self-check");
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return ipb_error_set(err, errno, "self-check");
+    }
+    if (pid == 0) {
+        close(p[0]);
+        try_steps(p[1]);
+        _exit(0);
+    }
+    close(p[1]);
+    int msg[2] = {0, 0};
+    size_t n = 0;
+    int rr = ipb_read_all(p[0], msg, sizeof(msg), &n);
+    close(p[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    if (rr < 0 || n != sizeof(msg) || msg[0] < STEP_OPENAT2 || msg[0] > STEP_DONE)
+        return ipb_error_set(err, EIO, "self-check: the checking process ended without a word");
+    if (msg[0] == STEP_DONE)
+        return 0;
+    return ipb_error_set(err, msg[1], "cannot build sandboxes here: %s", advice[msg[0]]);
+}
