@@ -425,6 +425,35 @@ static int load_config(ipbm_sysconf *conf, const char *path, bool given) {
     return r;
 }
 
+/* Users' frontends run our own binary as the user: every directory on its way must let
+ * others through, and the binary let them run it (a build under /root, 0700, does not). */
+static int check_users_can_run(const char *self) {
+    char path[PATH_MAX];
+    size_t n = strnlen(self, sizeof(path) - 1);
+    memcpy(path, self, n);
+    path[n] = '\0';
+    bool dir = false;
+    for (;;) {
+        const char *p = path[0] ? path : "/";
+        struct stat st;
+        if (stat(p, &st) < 0) {
+            log_error("cannot look at %s (on the way to this program, %s): %s", p, self, strerror(errno));
+            return -1;
+        }
+        if (!(st.st_mode & S_IXOTH)) {
+            log_error("users cannot run %s, which their frontends run as them: %s is mode %04o (others may not "
+                      "%s); install it (make install) or build where every user can reach it", self, p,
+                      (unsigned)(st.st_mode & 07777), dir ? "pass" : "run it");
+            return -1;
+        }
+        char *slash = strrchr(path, '/');
+        if (!path[0] || !slash)
+            return 0;
+        *slash = '\0';
+        dir = true;
+    }
+}
+
 /* The configured defaults against what this host has (ipbm_sysconf_check_host). */
 static int check_host(const ipbm_sysconf *conf, const char *path) {
     uint64_t mem_total = 0, pid_max = 0;
@@ -657,6 +686,8 @@ int ipbm_main(int argc, char **argv) {
     M->self[sl] = '\0';
     snprintf(M->shim, sizeof(M->shim), "%s", shim);
     free(shim);
+    if (check_users_can_run(M->self) < 0)
+        return 2;
     if (pool_setup(M, true, &err) < 0) {
         log_error("%s", ipb_error_msg(err));
         return 2;
