@@ -489,3 +489,7 @@ void ipbm_cgroup_users_sweep(const ipbm_cgroups *c) {
     else if (c->kind == IPBM_LIMITS_CGROUP1)
         sweep_users_in(&uc, c->pids[0] ? c->pids : c->mem);
 }
+
+bool ipbm_cgroup_unified(void) {
+    return is_fs(CG_ROOT, CGROUP2_MAGIC);
+}

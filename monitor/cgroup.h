@@ -59,3 +59,5 @@ void ipbm_cgroups_for_users(const ipbm_cgroups *c, ipbm_cgroups *out);
 /* Kills and removes every user's cgroup (u-*): at start, what an earlier run left; at stop,
  * what is left. */
 void ipbm_cgroup_users_sweep(const ipbm_cgroups *c);
+/* Whether /sys/fs/cgroup is cgroup v2 alone (a systemd host's unified hierarchy). */
+bool ipbm_cgroup_unified(void);

@@ -524,6 +524,15 @@ static int pool_setup(struct ipbm *M, bool clean, ipb_error **err) {
         log_warn("killed what %d sandbox uid range%s held from an earlier run", left, left == 1 ? "" : "s");
     char desc[4096];
     ipbm_cgroups_init(&M->cg, !M->private_mon, mine, n, desc, sizeof(desc));
+    if (!M->private_mon && M->cg.kind == IPBM_LIMITS_RLIMIT && ipbm_cgroup_unified()) {
+        /* A systemd host: the unit delegates a cgroup (Delegate=yes); without it a sandbox's
+         * memory would be bounded per process only and its sum not at all. */
+        free(mine);
+        free(busy);
+        return ipb_error_set(err, 0, "%s. Sandboxes would run without a memory limit: start the service as its "
+                             "unit (systemctl start ipyboxd; the unit has Delegate=yes), or by hand in a delegated "
+                             "scope: systemd-run --scope -p Delegate=yes ipyboxd ...", desc);
+    }
     log_info("limits: %s", desc);
     for (uint32_t i = 0; i < n; i++)
         if (M->slot_lock[i] >= 0) {

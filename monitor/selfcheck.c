@@ -17,7 +17,7 @@
 
 #include "fdio.h"
 
-enum step { STEP_OPENAT2 = 1, STEP_NAMESPACES, STEP_IDMAP_SELF, STEP_PRIVATE, STEP_BIND_USR, STEP_PROC, STEP_DONE };
+enum step { STEP_OPENAT2 = 1, STEP_NAMESPACES, STEP_IDMAP, STEP_PRIVATE, STEP_BIND_USR, STEP_PROC, STEP_DONE };
 
 static const char *const advice[] = {
     [STEP_OPENAT2] = "openat2 is refused: a seccomp filter is in the way (systemd's RestrictSUIDSGID=yes refuses "
@@ -25,7 +25,8 @@ static const char *const advice[] = {
                      "influence with it: remove the setting",
     [STEP_NAMESPACES] = "cannot make user, mount and pid namespaces (RestrictNamespaces=, or "
                         "user.max_user_namespaces = 0?)",
-    [STEP_IDMAP_SELF] = "cannot write a user namespace's id map",
+    [STEP_IDMAP] = "cannot write a new user namespace's id map (CAP_SETUID, CAP_SETGID missing from the "
+                   "unit's CapabilityBoundingSet=?)",
     [STEP_PRIVATE] = "cannot make a private mount namespace",
     [STEP_BIND_USR] = "cannot bind /usr read-only into a sandbox (a seccomp filter refusing open_tree or "
                       "mount_setattr?)",
@@ -44,26 +45,19 @@ static int write_str(const char *path, const char *s) {
     return r;
 }
 
-/* In the child: each step in turn; the failed one and its errno go to fd. */
-static void try_steps(int fd) {
-    int step = STEP_OPENAT2, e = 0;
-    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-    int t = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
-    if (t < 0)
-        goto fail;
-    close(t);
-    step = STEP_NAMESPACES;
-    if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) < 0)
-        goto fail;
-    step = STEP_IDMAP_SELF;
-    if (write_str("/proc/self/setgroups", "deny") < 0 || write_str("/proc/self/uid_map", "0 0 1") < 0 ||
-        write_str("/proc/self/gid_map", "0 0 1") < 0)
-        goto fail;
-    step = STEP_PRIVATE;
+static void report(int fd, int step, int e) {
+    int msg[2] = {step, e};
+    (void)!write(fd, msg, sizeof(msg));
+}
+
+/* In the new namespaces (its ids mapped by its parent, as a sandbox's are by the monitor):
+ * the mounts every sandbox makes. */
+static void in_namespaces(int fd) {
+    int step = STEP_PRIVATE;
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         goto fail;
     step = STEP_BIND_USR;
-    t = (int)syscall(SYS_open_tree, AT_FDCWD, "/usr", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    int t = (int)syscall(SYS_open_tree, AT_FDCWD, "/usr", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
     struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
     if (t < 0 || syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0)
         goto fail;
@@ -81,11 +75,64 @@ static void try_steps(int fd) {
         errno = WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
         goto fail;
     }
-    step = STEP_DONE;
+    report(fd, STEP_DONE, 0);
+    return;
 fail:
-    e = step == STEP_DONE ? 0 : errno;
-    int msg[2] = {step, e};
-    (void)!write(fd, msg, sizeof(msg));
+    report(fd, step, errno);
+}
+
+static int write_map(pid_t pid, const char *file, const char *text) {
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/%s", (int)pid, file);
+    return write_str(p, text);
+}
+
+/* In the child: openat2, then a grandchild in new user, mount and pid namespaces whose ids
+ * this child maps (root there is the overflow uid here: nothing of the host's). The failed
+ * step and its errno, or STEP_DONE, go to fd. */
+static void try_steps(int fd) {
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    int t = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+    if (t < 0) {
+        report(fd, STEP_OPENAT2, errno);
+        return;
+    }
+    close(t);
+    int go[2], ready[2];
+    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
+        report(fd, STEP_NAMESPACES, errno);
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        char c = 0;
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) < 0) {
+            report(fd, STEP_NAMESPACES, errno);
+            _exit(0);
+        }
+        if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1 || c != 'g')
+            _exit(0); /* the parent reported */
+        in_namespaces(fd);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    char c;
+    if (pid < 0) {
+        report(fd, STEP_NAMESPACES, errno);
+        return;
+    }
+    if (read(ready[0], &c, 1) == 1) {
+        if (write_map(pid, "setgroups", "deny") < 0 || write_map(pid, "uid_map", "0 65534 1") < 0 ||
+            write_map(pid, "gid_map", "0 65534 1") < 0) {
+            report(fd, STEP_IDMAP, errno);
+            close(go[1]);
+        } else {
+            (void)!write(go[1], "g", 1);
+        }
+    }
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
 }
 
 int ipbm_selfcheck(ipb_error **err) {
