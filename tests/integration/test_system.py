@@ -356,6 +356,20 @@ class SystemService(unittest.TestCase):
             os.chmod(d, 0o755)
             shutil.rmtree("/tmp/ipbt-fallback-state", ignore_errors=True)
 
+    def test_a_user_whose_home_cannot_be_used_is_told_why(self):
+        ub = pwd.getpwnam(USERS[1])
+        mode = os.stat(ub.pw_dir).st_mode & 0o7777
+        os.chmod(ub.pw_dir, 0)
+        try:
+            r = subprocess.run(["runuser", "-u", USERS[1], "--", "env", "-u", "XDG_RUNTIME_DIR", "-C", "/tmp",
+                                IPYBOX, "mcp"], input=b"", capture_output=True, timeout=60)
+            err = r.stderr.decode()
+            self.assertEqual(r.returncode, 1, err)
+            self.assertIn(ub.pw_dir, err)
+            self.assertIn("Permission denied", err)
+        finally:
+            os.chmod(ub.pw_dir, mode)
+
     def test_modes_are_the_services_own_not_the_umask(self):
         # The service runs with umask 077 here (as under the shipped unit).
         self.assertEqual(os.stat("/run/ipybox").st_mode & 0o7777, 0o755)
