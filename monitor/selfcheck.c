@@ -17,23 +17,33 @@
 
 #include "fdio.h"
 
-enum step { STEP_OPENAT2 = 1, STEP_NAMESPACES, STEP_IDMAP, STEP_PRIVATE, STEP_BIND_USR, STEP_PROC, STEP_DONE };
+enum step {
+    STEP_OPENAT2 = 1,
+    STEP_NAMESPACES,
+    STEP_IDMAP,
+    STEP_HOSTNAME,
+    STEP_PRIVATE,
+    STEP_BIND_USR,
+    STEP_PROC,
+    STEP_DONE
+};
 
 static const char *const advice[] = {
     [STEP_OPENAT2] = "openat2 is refused: a seccomp filter is in the way (systemd's RestrictSUIDSGID=yes refuses "
                      "it with ENOSYS; so can a SystemCallFilter=). ipybox resolves every path a sandbox could "
                      "influence with it: remove the setting",
-    [STEP_NAMESPACES] = "cannot make user, mount and pid namespaces (RestrictNamespaces=, or "
-                        "user.max_user_namespaces = 0?)",
+    [STEP_NAMESPACES] = "cannot make user, mount, pid, network, IPC, UTS and cgroup namespaces (systemd's "
+                        "RestrictNamespaces=, or user.max_user_namespaces = 0?)",
     [STEP_IDMAP] = "cannot write a new user namespace's id map (CAP_SETUID, CAP_SETGID missing from the "
                    "unit's CapabilityBoundingSet=?)",
+    [STEP_HOSTNAME] = "cannot name a sandbox in its own UTS namespace: sethostname is refused (systemd's "
+                      "ProtectHostname=yes)",
     [STEP_PRIVATE] = "cannot make a private mount namespace",
     [STEP_BIND_USR] = "cannot bind /usr read-only into a sandbox (a seccomp filter refusing open_tree or "
                       "mount_setattr?)",
     [STEP_PROC] = "cannot mount a /proc for a sandbox's pid namespace: the kernel allows it only where the "
-                  "service's own /proc is fully visible, and something covers part of it (systemd's "
-                  "ProtectKernelLogs=, ProtectKernelTunables=, ProtectProc=, InaccessiblePaths= under /proc): "
-                  "remove the setting",
+                  "service's own /proc is fully visible, and something is mounted over part of it (an "
+                  "InaccessiblePaths= or BindPaths= under /proc in the unit?)",
 };
 
 static int write_str(const char *path, const char *s) {
@@ -51,9 +61,12 @@ static void report(int fd, int step, int e) {
 }
 
 /* In the new namespaces (its ids mapped by its parent, as a sandbox's are by the monitor):
- * the mounts every sandbox makes. */
+ * the hostname and the mounts every sandbox makes. */
 static void in_namespaces(int fd) {
-    int step = STEP_PRIVATE;
+    int step = STEP_HOSTNAME;
+    if (sethostname("ipybox-check", 12) < 0)
+        goto fail;
+    step = STEP_PRIVATE;
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         goto fail;
     step = STEP_BIND_USR;
@@ -87,7 +100,7 @@ static int write_map(pid_t pid, const char *file, const char *text) {
     return write_str(p, text);
 }
 
-/* In the child: openat2, then a grandchild in new user, mount and pid namespaces whose ids
+/* In the child: openat2, then a grandchild in namespaces of every kind a sandbox has, whose ids
  * this child maps (root there is the overflow uid here: nothing of the host's). The failed
  * step and its errno, or STEP_DONE, go to fd. */
 static void try_steps(int fd) {
@@ -106,7 +119,8 @@ static void try_steps(int fd) {
     pid_t pid = fork();
     if (pid == 0) {
         char c = 0;
-        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) < 0) {
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+                    CLONE_NEWCGROUP) < 0) {
             report(fd, STEP_NAMESPACES, errno);
             _exit(0);
         }

@@ -786,12 +786,12 @@ class ServiceStartChecks(unittest.TestCase):
                                   capture_output=True, text=True, timeout=60)
 
     def test_a_proc_covered_in_part_is_named(self):
-        # As under systemd's ProtectKernelLogs=yes: /proc/kmsg covered. Sandboxes could not
-        # mount their own /proc; the service says so and does not start.
+        # A file of /proc covered by a bind (as a unit's BindPaths= or InaccessiblePaths= there
+        # would): sandboxes could not mount their own /proc; the service says so, not starting.
         r = self.start("users = group root\n", "mount --bind /dev/null /proc/kmsg;")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("cannot mount a /proc for a sandbox's pid namespace", r.stderr)
-        self.assertIn("ProtectKernelLogs=", r.stderr)
+        self.assertIn("InaccessiblePaths=", r.stderr)
 
     def test_defaults_above_the_hosts_are_refused(self):
         with open("/proc/meminfo") as f:
