@@ -614,8 +614,8 @@ class SystemService(unittest.TestCase):
             while sent < 100000:
                 theirs.send(ipbm(IPBM_SPAWN, memory_max=1), socket.MSG_DONTWAIT)
                 sent += 1
-        except BlockingIOError:
-            pass
+        except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+            pass  # full, or already closed by the monitor (it could not send an answer): both fine
         self.assertGreater(sent, 0)
         # The monitor still serves everyone: new sessions for B and for A start and answer.
         b = self.client(USERS[1])
