@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -38,12 +39,38 @@ int cli_daemon_connect(const char *path) {
     return fd;
 }
 
-/* The daemon's answer to our createSession: the first line it sends. */
+/* How long the daemon may take to answer createSession: IPYBOX_CONNECT_TIMEOUT seconds
+ * (default 60; a session's sandbox and kernel start before the answer). */
+static int answer_timeout_ms(void) {
+    const char *v = getenv("IPYBOX_CONNECT_TIMEOUT");
+    char *end = NULL;
+    double t = v && *v ? strtod(v, &end) : 60;
+    if (end && (*end || t <= 0 || t > 86400))
+        t = 60;
+    return (int)(t * 1000);
+}
+
+/* The daemon's answer to our createSession: the first line it sends. -1: refused or closed;
+ * -2: no answer in time. */
 static int session_answer(int fd, const char *path, char **ret_rest, size_t *ret_rest_len) {
     char *buf = NULL;
     size_t len = 0;
     char *nl = NULL;
+    int timeout = answer_timeout_ms();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     while (!nl) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long left = timeout - ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+        struct pollfd p = {fd, POLLIN, 0};
+        int pr = left > 0 ? poll(&p, 1, (int)left) : 0;
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr == 0) {
+            log_error("ipyboxd at %s did not answer within %d s (IPYBOX_CONNECT_TIMEOUT)", path, timeout / 1000);
+            free(buf);
+            return -2;
+        }
         char *n = realloc(buf, len + 65536);
         if (!n) {
             free(buf);
@@ -94,11 +121,12 @@ int cli_bridge(int fd, const char *path, int argc, char **argv) {
     free(line);
     char *rest = NULL;
     size_t rest_len = 0;
-    if (!ok || session_answer(fd, path, &rest, &rest_len) < 0) {
+    int a = ok ? session_answer(fd, path, &rest, &rest_len) : -1;
+    if (a < 0) {
         if (!ok)
             log_error("cannot write to ipyboxd at %s: %s", path, strerror(errno));
         close(fd);
-        return 1;
+        return a == -2 ? CLI_BRIDGE_NO_ANSWER : 1;
     }
     if (rest && ipb_write_all(1, rest, rest_len) < 0) {
         free(rest);

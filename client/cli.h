@@ -18,3 +18,5 @@ int cli_daemon_connect(const char *path);
 /* `ipybox mcp` through a daemon: a session for this connection with these sandbox options,
  * then stdio <-> socket. Returns the exit code. */
 int cli_bridge(int fd, const char *path, int argc, char **argv);
+/* cli_bridge's result when the daemon did not answer createSession in time. */
+#define CLI_BRIDGE_NO_ANSWER (-1)

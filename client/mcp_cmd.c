@@ -35,8 +35,13 @@ static void mcp_usage(FILE *f) {
                "When an ipyboxd daemon is listening at $XDG_RUNTIME_DIR/ipybox/ipybox.sock, ipybox mcp\n"
                "asks it for a session with these options and relays stdio to it (the session ends when\n"
                "this process does); otherwise it runs the supervisor itself. It says which on stderr.\n"
+               "On a host with the system service, its socket /run/ipybox/<user>/ipybox.sock comes next;\n"
+               "when that socket is there but cannot be used (permission, nothing listening, no answer in\n"
+               "IPYBOX_CONNECT_TIMEOUT seconds, default 60), ipybox mcp stops with an error rather than\n"
+               "run without the administrator's limits.\n"
                "  --connect PATH   use the daemon at PATH (an error if it does not answer)\n"
-               "  --embedded       run the supervisor in this process even if a daemon is there\n\n"
+               "  --embedded       run the supervisor in this process even if a daemon is there\n"
+               "  IPYBOX_FALLBACK=embedded (environment): run embedded when the service cannot be used\n\n"
                "Client configuration:  {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n\n%s",
             ipb_options_help());
 }
@@ -71,9 +76,31 @@ static char *system_socket(void) {
     return ipb_strdupf("/run/ipybox/%s/ipybox.sock", pw->pw_name);
 }
 
+/* What to tell a user whose system socket is there but cannot be used. */
+static const char *system_socket_hint(int e) {
+    switch (e) {
+    case EACCES:
+    case EPERM:
+        return "the socket or its directory is not open to you: ask the administrator (ipyboxd(8): `users =`)";
+    case ECONNREFUSED:
+        return "nothing listens there: the service is stopped or restarting (systemctl status ipyboxd)";
+    default:
+        return "ask the administrator (systemctl status ipyboxd)";
+    }
+}
+
+/* The user asked, in the client's configuration, to run embedded when the service cannot be
+ * used: IPYBOX_FALLBACK=embedded. */
+static bool fallback_allowed(void) {
+    const char *v = getenv("IPYBOX_FALLBACK");
+    return v && !strcmp(v, "embedded");
+}
+
 /* A daemon to use: the one named, else the user's own daemon, else the system service's
- * socket for this user. Returns a connected fd, -1 to run embedded, or -2 when the named
- * daemon cannot be reached. */
+ * socket for this user. Returns a connected fd, -1 to run embedded, or -2 when the daemon
+ * named, or the system service's socket that is there, cannot be used: the embedded
+ * supervisor would run without the administrator's limits, so only --embedded or
+ * IPYBOX_FALLBACK=embedded choose it then. */
 static int find_daemon(const char *connect, char **ret_path) {
     if (connect) {
         *ret_path = strdup(connect);
@@ -84,6 +111,7 @@ static int find_daemon(const char *connect, char **ret_path) {
     }
     char *paths[2] = {ipbd_default_socket(), system_socket()};
     char why[2][128] = {"XDG_RUNTIME_DIR is not set", "no user name"};
+    int system_errno = 0;
     *ret_path = NULL;
     int fd = -1;
     for (int i = 0; i < 2 && fd < 0; i++) {
@@ -94,13 +122,23 @@ static int find_daemon(const char *connect, char **ret_path) {
             *ret_path = paths[i];
             paths[i] = NULL;
         } else {
+            if (i == 1 && errno != ENOENT)
+                system_errno = errno;
             snprintf(why[i], sizeof(why[i]), "%s", errno == ENOENT ? "no socket" : strerror(errno));
         }
     }
-    if (fd < 0)
+    if (fd < 0 && system_errno && !fallback_allowed()) {
+        fprintf(stderr,
+                "ipybox mcp: the system service's socket %s is there but cannot be used (%s): %s. Not running "
+                "the embedded supervisor, which would run without the administrator's limits; to run it "
+                "anyway, pass --embedded or set IPYBOX_FALLBACK=embedded\n",
+                paths[1], why[1], system_socket_hint(system_errno));
+        fd = -2;
+    } else if (fd < 0) {
         fprintf(stderr, "ipybox mcp: no ipyboxd at %s (%s) or %s (%s); running the embedded supervisor\n",
                 paths[0] ? paths[0] : "$XDG_RUNTIME_DIR/ipybox/ipybox.sock", why[0],
                 paths[1] ? paths[1] : "/run/ipybox/<user>/ipybox.sock", why[1]);
+    }
     free(paths[0]);
     free(paths[1]);
     return fd;
@@ -128,10 +166,13 @@ int cmd_mcp(int argc, char **argv) {
         char *path = NULL;
         int fd = find_daemon(connect, &path);
         if (fd != -1) {
-            ipb_options_free(&o);
             r = fd >= 0 ? cli_bridge(fd, path, argc, argv) : 1;
-            free(path);
-            return r;
+            if (r != CLI_BRIDGE_NO_ANSWER || !fallback_allowed()) {
+                free(path);
+                ipb_options_free(&o);
+                return r == CLI_BRIDGE_NO_ANSWER ? 1 : r;
+            }
+            fprintf(stderr, "ipybox mcp: running the embedded supervisor instead (IPYBOX_FALLBACK=embedded)\n");
         }
         free(path);
     }

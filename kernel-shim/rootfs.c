@@ -180,14 +180,18 @@ int shim_check_same(int fd, const char *src, const ipb_file_id *want, ipb_error 
     return 0;
 }
 
-/* The tree at src_fd/src (a host path, or a place's fd with src ""), cloned (with whatever is
- * mounted below it when recursive), its top given attrs (the mounts below keep theirs: /dev's
- * device binds, /dev/shm), and attached at the place: the destination is looked up once, and
- * the new mount's flags are set before anyone can reach it. */
-static int attach_clone(int src_fd, const char *src, bool recursive, uint64_t attrs, const place *pl,
+/* How much attach_clone takes: the top mount alone, or the tree with whatever is mounted
+ * below it, the attrs set on its top only (the mounts below keep theirs: /dev's device binds,
+ * /dev/shm) or on every mount of it. */
+enum clone_scope { CLONE_TOP, CLONE_TREE_TOP_ATTRS, CLONE_TREE };
+
+/* The tree at src_fd/src (a host path, or a place's fd with src ""), cloned as scope says,
+ * and attached at the place: the destination is looked up once, and the new mount's flags
+ * are set before anyone can reach it. */
+static int attach_clone(int src_fd, const char *src, enum clone_scope scope, uint64_t attrs, const place *pl,
                         const char *what, const char *dst, const ipb_file_id *want, ipb_error **err) {
     unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (src[0] ? 0 : AT_EMPTY_PATH) |
-                     (recursive ? AT_RECURSIVE : 0);
+                     (scope != CLONE_TOP ? AT_RECURSIVE : 0);
     int t = (int)syscall(SYS_open_tree, src_fd, src, flags);
     if (t < 0)
         return ipb_error_set(err, errno, "%s %s", what, dst);
@@ -196,7 +200,8 @@ static int attach_clone(int src_fd, const char *src, bool recursive, uint64_t at
         return -1;
     }
     struct mount_attr a = {.attr_set = attrs};
-    int r = (int)syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &a, sizeof(a));
+    int r = (int)syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH | (scope == CLONE_TREE ? AT_RECURSIVE : 0), &a,
+                         sizeof(a));
     if (r == 0)
         r = (int)syscall(SYS_move_mount, t, "", pl->fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
     int e = errno;
@@ -270,8 +275,12 @@ static int do_bind(const ipb_mount *m, bool system, ipb_error **err) {
     if (make_mountpoint(m->dst, S_ISDIR(st.st_mode), &pl, err) < 0)
         return -1;
     /* IPB_MNT_SAME: what open_tree cloned (what gets mounted) must be what the supervisor
-     * resolved; a symlink swapped in on the way since makes it another tree. */
-    int r = attach_clone(AT_FDCWD, m->src, false, attrs, &pl, "binding", m->dst,
+     * resolved; a symlink swapped in on the way since makes it another tree. The bind takes
+     * the mounts below the source too, each made read-only (nosuid, nodev) as its top: the
+     * sandbox sees what the host shows there, never what a mount covers. A bind of the top
+     * alone is refused (EINVAL) where the mounts below are locked, as under a systemd unit's
+     * ProtectSystem= / ProtectKernelModules= (/usr is a mount, /usr/lib/modules covered). */
+    int r = attach_clone(AT_FDCWD, m->src, CLONE_TREE, attrs, &pl, "binding", m->dst,
                          (m->flags & IPB_MNT_SAME) ? &m->id : NULL, err);
     place_close(&pl);
     return r;
@@ -381,13 +390,13 @@ static int do_step(const ipb_mount *m, bool system, int *next_fd, int end_fd, ip
             place null = {.fd = -1};
             r = place_at(&null, "/dev/null", 0);
             if (r == 0)
-                r = attach_clone(null.fd, "", false, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, &pl,
+                r = attach_clone(null.fd, "", CLONE_TOP, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, &pl,
                                  "masking", m->dst, NULL, err);
             else
                 ipb_error_set(err, -r, "masking %s: no /dev/null yet", m->dst);
             place_close(&null);
         } else
-            r = attach_clone(pl.fd, "", true,
+            r = attach_clone(pl.fd, "", CLONE_TREE_TOP_ATTRS,
                              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, &pl,
                              "making read-only", m->dst, NULL, err);
         place_close(&pl);

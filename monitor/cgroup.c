@@ -456,3 +456,40 @@ int ipbm_cgroup_enter_pid(const ipbm_cgroups *c, int slot, pid_t pid) {
     }
     return 0;
 }
+
+void ipbm_cgroups_for_users(const ipbm_cgroups *c, ipbm_cgroups *out) {
+    *out = *c;
+    snprintf(out->prefix, sizeof(out->prefix), "u-");
+}
+
+static void sweep_users_in(const ipbm_cgroups *uc, const char *base) {
+    if (!base[0])
+        return;
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int uid;
+        char tail;
+        if (sscanf(e->d_name, "u-%d%c", &uid, &tail) != 1 || uid < 0)
+            continue;
+        ipbm_cgroup_kill(uc, uid);
+        for (int i = 0; i < 50 && !ipbm_cgroup_remove(uc, uid); i++)
+            usleep(20000);
+    }
+    closedir(d);
+}
+
+void ipbm_cgroup_users_sweep(const ipbm_cgroups *c) {
+    ipbm_cgroups uc;
+    ipbm_cgroups_for_users(c, &uc);
+    if (c->kind == IPBM_LIMITS_CGROUP2)
+        sweep_users_in(&uc, c->v2);
+    else if (c->kind == IPBM_LIMITS_CGROUP1)
+        sweep_users_in(&uc, c->pids[0] ? c->pids : c->mem);
+}
+
+bool ipbm_cgroup_unified(void) {
+    return is_fs(CG_ROOT, CGROUP2_MAGIC);
+}

@@ -52,3 +52,12 @@ void ipbm_cgroup_kill(const ipbm_cgroups *c, int slot);
 bool ipbm_cgroup_remove(const ipbm_cgroups *c, int slot);
 /* Whether the slot's cgroup still has processes (false without cgroups). */
 bool ipbm_cgroup_busy(const ipbm_cgroups *c, int slot);
+/* Users' cgroups (system service): each user's frontend and the workers it starts run in
+ * u-<uid>, a sibling of the sandboxes' cgroups, with a memory and pids bound of its own; never
+ * in the monitor's leaf. *out is c with the users' prefix: its "slot" is the uid. */
+void ipbm_cgroups_for_users(const ipbm_cgroups *c, ipbm_cgroups *out);
+/* Kills and removes every user's cgroup (u-*): at start, what an earlier run left; at stop,
+ * what is left. */
+void ipbm_cgroup_users_sweep(const ipbm_cgroups *c);
+/* Whether /sys/fs/cgroup is cgroup v2 alone (a systemd host's unified hierarchy). */
+bool ipbm_cgroup_unified(void);

@@ -25,6 +25,7 @@
 #include "fdio.h"
 #include "log.h"
 #include "monitor_int.h"
+#include "selfcheck.h"
 #include "options.h"
 #include "procs.h"
 #include "record.h"
@@ -424,6 +425,60 @@ static int load_config(ipbm_sysconf *conf, const char *path, bool given) {
     return r;
 }
 
+/* Users' frontends run our own binary as the user: every directory on its way must let
+ * others through, and the binary let them run it (a build under /root, 0700, does not). */
+static int check_users_can_run(const char *self) {
+    char path[PATH_MAX];
+    size_t n = strnlen(self, sizeof(path) - 1);
+    memcpy(path, self, n);
+    path[n] = '\0';
+    bool dir = false;
+    for (;;) {
+        const char *p = path[0] ? path : "/";
+        struct stat st;
+        if (stat(p, &st) < 0) {
+            log_error("cannot look at %s (on the way to this program, %s): %s", p, self, strerror(errno));
+            return -1;
+        }
+        if (!(st.st_mode & S_IXOTH)) {
+            log_error("users cannot run %s, which their frontends run as them: %s is mode %04o (others may not "
+                      "%s); install it (make install) or build where every user can reach it", self, p,
+                      (unsigned)(st.st_mode & 07777), dir ? "pass" : "run it");
+            return -1;
+        }
+        char *slash = strrchr(path, '/');
+        if (!path[0] || !slash)
+            return 0;
+        *slash = '\0';
+        dir = true;
+    }
+}
+
+/* The configured defaults against what this host has (ipbm_sysconf_check_host). */
+static int check_host(const ipbm_sysconf *conf, const char *path) {
+    uint64_t mem_total = 0, pid_max = 0;
+    char *text = NULL;
+    size_t len;
+    if (ipb_read_file("/proc/meminfo", 1 << 16, &text, &len) == 0) {
+        const char *m = strstr(text, "MemTotal:");
+        unsigned long long kb;
+        if (m && sscanf(m, "MemTotal: %llu kB", &kb) == 1)
+            mem_total = (uint64_t)kb << 10;
+        free(text);
+    }
+    if (ipb_read_file("/proc/sys/kernel/pid_max", 64, &text, &len) == 0) {
+        pid_max = strtoull(text, NULL, 10);
+        free(text);
+    }
+    ipb_error *err = NULL;
+    if (ipbm_sysconf_check_host(conf, mem_total, pid_max, path, &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        ipb_error_free(err);
+        return -1;
+    }
+    return 0;
+}
+
 static void block_signals(void) {
     sigset_t set;
     sigemptyset(&set);
@@ -469,6 +524,15 @@ static int pool_setup(struct ipbm *M, bool clean, ipb_error **err) {
         log_warn("killed what %d sandbox uid range%s held from an earlier run", left, left == 1 ? "" : "s");
     char desc[4096];
     ipbm_cgroups_init(&M->cg, !M->private_mon, mine, n, desc, sizeof(desc));
+    if (!M->private_mon && M->cg.kind == IPBM_LIMITS_RLIMIT && ipbm_cgroup_unified()) {
+        /* A systemd host: the unit delegates a cgroup (Delegate=yes); without it a sandbox's
+         * memory would be bounded per process only and its sum not at all. */
+        free(mine);
+        free(busy);
+        return ipb_error_set(err, 0, "%s. Sandboxes would run without a memory limit: start the service as its "
+                             "unit (systemctl start ipyboxd; the unit has Delegate=yes), or by hand in a delegated "
+                             "scope: systemd-run --scope -p Delegate=yes ipyboxd ...", desc);
+    }
     log_info("limits: %s", desc);
     for (uint32_t i = 0; i < n; i++)
         if (M->slot_lock[i] >= 0) {
@@ -531,9 +595,9 @@ static int private_main(int argc, char **argv) {
     if (M->cg.kind == IPBM_LIMITS_RLIMIT)
         M->conf.memory_max = M->conf.memory_max_bound;
     M->ep = epoll_create1(EPOLL_CLOEXEC);
-    if (M->ep < 0 || (mkdir("/run/ipybox", 0755) < 0 && errno != EEXIST) ||
-        (mkdir(IPBM_ROOT_DIR, 0755) < 0 && errno != EEXIST)) {
-        ipb_error_set(&err, errno, "preparing /run/ipybox");
+    int e = M->ep < 0 ? -errno : ipbm_root_dir("/run/ipybox", 0755);
+    if (e < 0 || (e = ipbm_root_dir(IPBM_ROOT_DIR, 0755)) < 0) {
+        ipb_error_set(&err, -e, "preparing /run/ipybox");
         goto failed;
     }
     struct ipbm_user *u = calloc(1, sizeof(*u));
@@ -610,7 +674,7 @@ int ipbm_main(int argc, char **argv) {
         log_error("cannot reserve descriptors for children: %s", strerror(-fr));
         return 1;
     }
-    if (load_config(&M->conf, config, given) < 0)
+    if (load_config(&M->conf, config, given) < 0 || check_host(&M->conf, config) < 0)
         return 2;
     /* The sandbox options every session gets must be valid now. */
     ipb_options o;
@@ -631,7 +695,14 @@ int ipbm_main(int argc, char **argv) {
     M->self[sl] = '\0';
     snprintf(M->shim, sizeof(M->shim), "%s", shim);
     free(shim);
+    if (check_users_can_run(M->self) < 0)
+        return 2;
     if (pool_setup(M, true, &err) < 0) {
+        log_error("%s", ipb_error_msg(err));
+        return 2;
+    }
+    ipbm_cgroup_users_sweep(&M->cg); /* users' cgroups an earlier run left */
+    if (ipbm_selfcheck(&err) < 0) {
         log_error("%s", ipb_error_msg(err));
         return 2;
     }
@@ -644,10 +715,16 @@ int ipbm_main(int argc, char **argv) {
     unsigned nu = 0;
     for (struct ipbm_user *u = M->users; u; u = u->next)
         nu++;
+    char user_bound[96] = "no bound (no cgroups)";
+    if (M->cg.kind == IPBM_LIMITS_CGROUP2 || M->cg.kind == IPBM_LIMITS_CGROUP1)
+        snprintf(user_bound, sizeof(user_bound), "%llu MiB memory, %u tasks in u-<uid>",
+                 (unsigned long long)(M->conf.user_memory_max >> 20), M->conf.user_pids_max);
     log_info("serving %u user%s at /run/ipybox/<user>/ipybox.sock; sandbox uids %u-%u (%u at once); "
-             "per sandbox %llu MiB memory, %u processes, cpu weight %u by default",
+             "per sandbox %llu MiB memory, %u processes, cpu weight %u by default; per user (frontend and "
+             "workers) %s",
              nu, nu == 1 ? "" : "s", M->conf.pool_start, M->conf.pool_start + M->conf.pool_size * IPBM_RANGE - 1,
-             M->conf.pool_size, (unsigned long long)(M->conf.memory_max >> 20), M->conf.pids_max, M->conf.cpu_weight);
+             M->conf.pool_size, (unsigned long long)(M->conf.memory_max >> 20), M->conf.pids_max, M->conf.cpu_weight,
+             user_bound);
     int r = serve(M);
     ipbm_sandboxes_sweep(M);
     /* What is left of the users' (channels, and listening sockets whose queued connections
@@ -660,8 +737,13 @@ int ipbm_main(int argc, char **argv) {
             ipbm_release_user_fd(u, u->listen_fd);
         u->listen_fd = -1;
     }
+    long closer_deadline = ipbm_now_ms() + 2000;
     for (struct ipbm_user *u = M->users; u; u = u->next) {
-        if (u->held.closer > 0)
+        /* A closer started while serving normally ends at once; only one still running after
+         * a moment waits on something (not reaped yet is not waiting). */
+        while (u->held.closer > 0 && waitpid(u->held.closer, NULL, WNOHANG) == 0 && ipbm_now_ms() < closer_deadline)
+            usleep(10000);
+        if (u->held.closer > 0 && kill(u->held.closer, 0) == 0 && waitpid(u->held.closer, NULL, WNOHANG) == 0)
             log_warn("user %s: a closer still waits on a descriptor the user sent (on their own filesystem, "
                      "say); it ends when that filesystem answers", u->name);
         ipbm_held_final(&u->held);

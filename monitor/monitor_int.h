@@ -108,6 +108,9 @@ void ipbm_sandboxes_sweep(struct ipbm *M);
  * range. */
 int ipbm_pool_check_host(const struct ipbm *M, ipb_error **err);
 int ipbm_users_load(struct ipbm *M, ipb_error **err);
+/* mkdir path (a directory of root's, in a directory only root writes) with exactly mode,
+ * whatever the umask. 0 or -errno (-EEXIST: there, but not root's). */
+int ipbm_root_dir(const char *path, mode_t mode);
 /* Starts (or restarts when due) each user's frontend. */
 void ipbm_frontends_start(struct ipbm *M);
 void ipbm_users_cleanup(struct ipbm *M);

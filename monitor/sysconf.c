@@ -24,6 +24,8 @@ void ipbm_sysconf_defaults(ipbm_sysconf *c) {
     c->shm_size = IPB_DEFAULT_SHM_SIZE;
     c->idle_timeout_s = 1800;
     c->max_sessions_per_user = 16;
+    c->user_memory_max = 1ull << 30;
+    c->user_pids_max = 1024;
 }
 
 static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *ret) {
@@ -95,6 +97,8 @@ static int apply(ipbm_sysconf *c, const char *k, const char *v) {
     }
     U32("max_sessions_per_user", max_sessions_per_user, 1, 10000)
     U32("warm_sessions", warm_sessions, 0, 10000)
+    SIZE("user_memory_max", user_memory_max, 64ull << 20, 1ull << 50)
+    U32("user_pids_max", user_pids_max, 64, 1u << 22)
 #undef U32
 #undef SIZE
     return -2;
@@ -157,5 +161,23 @@ int ipbm_sysconf_parse(ipbm_sysconf *c, const char *text, size_t len, const char
         return ipb_error_set(err, EINVAL, "%s: cpu_weight is above cpu_weight_bound", name);
     if (c->warm_sessions > c->max_sessions_per_user)
         return ipb_error_set(err, EINVAL, "%s: warm_sessions is above max_sessions_per_user", name);
+    return 0;
+}
+
+int ipbm_sysconf_check_host(const ipbm_sysconf *c, uint64_t mem_total, uint64_t pid_max, const char *name,
+                            ipb_error **err) {
+    static const char *const mem_keys[2] = {"memory_max", "user_memory_max"};
+    const uint64_t mem[2] = {c->memory_max, c->user_memory_max};
+    for (int i = 0; i < 2; i++)
+        if (mem_total && mem[i] > mem_total)
+            return ipb_error_set(err, EINVAL, "%s: %s = %llu MiB is more than this host's memory (%llu MiB); "
+                                 "a limit the host cannot give is no limit: lower it", name, mem_keys[i],
+                                 (unsigned long long)(mem[i] >> 20), (unsigned long long)(mem_total >> 20));
+    static const char *const pid_keys[2] = {"pids_max", "user_pids_max"};
+    const uint32_t pids[2] = {c->pids_max, c->user_pids_max};
+    for (int i = 0; i < 2; i++)
+        if (pid_max && pids[i] > pid_max)
+            return ipb_error_set(err, EINVAL, "%s: %s = %u is more than this host's kernel.pid_max (%llu): lower it",
+                                 name, pid_keys[i], pids[i], (unsigned long long)pid_max);
     return 0;
 }

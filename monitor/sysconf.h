@@ -23,6 +23,8 @@ typedef struct ipbm_sysconf {
     long idle_timeout_s;
     uint32_t max_sessions_per_user;
     uint32_t warm_sessions;         /* per user, started ahead (ipyboxd --warm) */
+    uint64_t user_memory_max;       /* each user's frontend and workers together (bytes) */
+    uint32_t user_pids_max;         /* the same, tasks */
 } ipbm_sysconf;
 
 void ipbm_sysconf_defaults(ipbm_sysconf *c);
@@ -30,3 +32,9 @@ void ipbm_sysconf_defaults(ipbm_sysconf *c);
  * Every value is checked, and the result as a whole (defaults within bounds, the pool inside
  * the uid space). On error c may be partly changed. */
 int ipbm_sysconf_parse(ipbm_sysconf *c, const char *text, size_t len, const char *name, ipb_error **err);
+/* The configuration against the host: a default limit the host cannot give (memory_max or
+ * user_memory_max above its memory, pids_max or user_pids_max above kernel.pid_max) is an
+ * error naming both; a bound above the host's is not (it only caps what sessions ask).
+ * mem_total: bytes (0: unknown, not checked); pid_max: 0 when unknown. Pure. */
+int ipbm_sysconf_check_host(const ipbm_sysconf *c, uint64_t mem_total, uint64_t pid_max, const char *name,
+                            ipb_error **err);

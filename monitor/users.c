@@ -22,6 +22,27 @@
 
 #define RUN_DIR "/run/ipybox"
 
+int ipbm_root_dir(const char *path, mode_t mode) {
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return -errno;
+    /* The mode is set here, never left to the umask (the unit's UMask=0077 would make a
+     * user's directory 0700 root's, and the user's socket unreachable). Only root writes
+     * the parent, so what is there is ours or root's; it must still be a directory of root. */
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int r = 0;
+    if (fstat(fd, &st) < 0)
+        r = -errno;
+    else if (st.st_uid != 0)
+        r = -EEXIST;
+    else if ((st.st_mode & 07777) != mode && fchmod(fd, mode) < 0)
+        r = -errno;
+    close(fd);
+    return r;
+}
+
 static bool permitted(const struct ipbm *M, const struct passwd *pw) {
     if (pw->pw_uid == 0 || ipbm_pool_slot_of(&M->pool, pw->pw_uid) >= 0)
         return false;
@@ -41,11 +62,9 @@ static bool permitted(const struct ipbm *M, const struct passwd *pw) {
 /* /run/ipybox/<name>/ipybox.sock, bound by root in a directory only root writes, then given
  * to the user (0600). A stale socket is replaced. */
 static int make_socket(struct ipbm_user *u) {
-    if (mkdir(u->dir, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    struct stat st;
-    if (lstat(u->dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
-        return -EEXIST;
+    int e = ipbm_root_dir(u->dir, 0755);
+    if (e < 0)
+        return e;
     unlink(u->sock);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
@@ -60,7 +79,7 @@ static int make_socket(struct ipbm_user *u) {
     int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
     if (r < 0 || lchown(u->sock, u->uid, u->gid) < 0 || chmod(u->sock, 0600) < 0 || listen(fd, 128) < 0) {
-        int e = errno;
+        e = errno;
         close(fd);
         unlink(u->sock);
         return -e;
@@ -101,10 +120,9 @@ int ipbm_pool_check_host(const struct ipbm *M, ipb_error **err) {
 }
 
 int ipbm_users_load(struct ipbm *M, ipb_error **err) {
-    if (mkdir(RUN_DIR, 0755) < 0 && errno != EEXIST)
-        return ipb_error_set(err, errno, "creating " RUN_DIR);
-    if (chmod(RUN_DIR, 0755) < 0 || (mkdir(IPBM_ROOT_DIR, 0755) < 0 && errno != EEXIST))
-        return ipb_error_set(err, errno, "preparing " RUN_DIR);
+    int e = ipbm_root_dir(RUN_DIR, 0755);
+    if (e < 0 || (e = ipbm_root_dir(IPBM_ROOT_DIR, 0755)) < 0)
+        return ipb_error_set(err, -e, "preparing " RUN_DIR " (it must be a directory of root's)");
     if (M->conf.group[0] && !getgrnam(M->conf.group))
         return ipb_error_set(err, ENOENT, "the group '%s' (users = group %s) does not exist", M->conf.group,
                              M->conf.group);
@@ -167,19 +185,65 @@ int ipbm_users_load(struct ipbm *M, ipb_error **err) {
 
 /* The frontend: the user's own process from the exec on, with only its socket and its
  * channel to us. */
-static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+/* The user's cgroup (u-<uid>, bounded by user_memory_max and user_pids_max), for their
+ * frontend and every worker it starts. *dirfd: v2's directory for the clone, else -1. Returns
+ * 0, or -1 with the reason logged: then nothing is started for the user (nothing acts for a
+ * user without a bound where the service has cgroups). */
+static int user_cgroup(struct ipbm *M, struct ipbm_user *u, int *dirfd) {
+    *dirfd = -1;
+    if (M->cg.kind != IPBM_LIMITS_CGROUP2 && M->cg.kind != IPBM_LIMITS_CGROUP1)
+        return 0;
+    if (u->uid > INT_MAX) {
+        log_error("user %s: uid %u is too large for a cgroup of the user's; not started", u->name, (unsigned)u->uid);
         return -1;
+    }
+    ipbm_cgroups uc;
+    ipbm_cgroups_for_users(&M->cg, &uc);
+    ipbm_limits_req l = {.memory_max = M->conf.user_memory_max, .pids_max = M->conf.user_pids_max, .cpu_weight = 100};
+    int mem_ev, pids_ev;
+    char why[1200];
+    int r = ipbm_cgroup_create(&uc, (int)u->uid, &l, dirfd, &mem_ev, &pids_ev, why, sizeof(why));
+    if (mem_ev >= 0)
+        close(mem_ev);
+    if (pids_ev >= 0)
+        close(pids_ev);
+    if (r < 0) {
+        log_error("user %s: %s; the frontend is not started without its bound", u->name, why);
+        return -1;
+    }
+    return 0;
+}
+
+static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
+    int cgfd;
+    if (user_cgroup(M, u, &cgfd) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        if (cgfd >= 0)
+            close(cgfd);
+        return -1;
+    }
     pid_t monitor = getpid();
     int keep[2] = {u->listen_fd, sv[1]};
-    pid_t pid = ipbm_fork_clean(-1, keep, 2);
+    pid_t pid = ipbm_fork_clean(cgfd, keep, 2);
+    if (cgfd >= 0)
+        close(cgfd);
     if (pid == 0) {
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         for (int s = 1; s < NSIG; s++)
             signal(s, SIG_DFL);
+        ipbm_cgroups uc;
+        ipbm_cgroups_for_users(&M->cg, &uc);
+        int e = ipbm_cgroup_enter_v1(&uc, (int)u->uid); /* v2: born there */
+        if (e < 0) {
+            dprintf(2, "ipyboxd: user %s: cannot enter the user's cgroup: %s\n", u->name, strerror(-e));
+            _exit(126);
+        }
         if (setgroups((size_t)u->ngroups, u->groups) < 0 || setresgid(u->gid, u->gid, u->gid) < 0 ||
             setresuid(u->uid, u->uid, u->uid) < 0 || getuid() != u->uid || geteuid() != u->uid) {
             dprintf(2, "ipyboxd: user %s: cannot switch to the user: %s\n", u->name, strerror(errno));
@@ -260,6 +324,8 @@ void ipbm_frontends_start(struct ipbm *M) {
 }
 
 void ipbm_users_cleanup(struct ipbm *M) {
+    if (!M->private_mon)
+        ipbm_cgroup_users_sweep(&M->cg);
     while (M->users) {
         struct ipbm_user *u = M->users;
         M->users = u->next;

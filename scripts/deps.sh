@@ -3,27 +3,35 @@
 # Idempotent and quiet when everything is present. All output goes to stderr, because
 # ./start's stdout belongs to the MCP client.
 #   scripts/deps.sh build   compiler, libraries, the kernel (enough to run ipybox mcp)
-#   scripts/deps.sh test    the above plus what the tests need (Check, Node.js + npm)
-#   scripts/deps.sh system  only the host's tools for the VM tier (make check-system): qemu,
-#                           qemu-img, debootstrap, mke2fs; what is built runs inside the VM
+#   scripts/deps.sh test    the above plus what the tests need (Check, Node.js + npm, the tools
+#                           the tests run)
+#   scripts/deps.sh fresh   what `make check-fresh` needs on the host (debootstrap)
+#   scripts/deps.sh system  what `make check-system` needs on the host: qemu, qemu-img,
+#                           debootstrap, mke2fs (what is built runs inside the VM)
 set -eu
 exec 1>&2
-if [ "${1:-build}" = system ]; then
-    want="qemu-system-x86 qemu-utils debootstrap e2fsprogs"
-else
-    want="build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libzmq3-dev libssl-dev
+want="build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libzmq3-dev libssl-dev
       libnftables-dev libnl-3-dev libnl-route-3-dev libcurl4-openssl-dev
       python3-ipykernel python3-matplotlib python3-pip python3-wheel"
-fi
-if [ "${1:-build}" = test ]; then
-    # nftables, iproute2 and openssl: the egress tests build test hosts and try the tools;
-    # python3-venv: the SDK test installs sdk/python with pip into a virtual environment.
-    want="$want check nftables iproute2 openssl python3-venv"
-    # Any node >= 18 with npm will do (the MCP TypeScript SDK's floor); else Debian's.
+case "${1:-build}" in
+build) ;;
+test)
+    # What a minimal Debian 12 (debootstrap --variant=minbase: coreutils, util-linux, mount,
+    # passwd, login, grep, sed, findutils...) lacks of the tools the tests run:
+    # nftables, iproute2 (ip, ss) and openssl: the egress tests build test hosts and try the tools;
+    # procps (pkill): the tests that add users kill what those users left; man-db (man): the
+    # install test renders the man pages; python3-venv: the SDK test installs sdk/python with pip
+    # into a virtual environment; ca-certificates: npm fetches the tests' packages over TLS.
+    want="$want check nftables iproute2 openssl procps man-db python3-venv ca-certificates"
+    # Any node >= 18 with npm will do (Debian 12's is 18); else Debian's.
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         want="$want nodejs npm"
     fi
-fi
+    ;;
+fresh) want="debootstrap" ;;
+system) want="qemu-system-x86 qemu-utils debootstrap e2fsprogs" ;;
+*) echo "usage: scripts/deps.sh [build|test|fresh|system]" >&2; exit 2 ;;
+esac
 missing=""
 for p in $want; do
     st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
@@ -42,4 +50,9 @@ export DEBIAN_FRONTEND=noninteractive
 if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
     $sudo apt-get update -qq
 fi
-$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+# Package lists younger than a day can still name versions the archive no longer has: on a
+# failed install, refresh them and try once more.
+if ! $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null; then
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi

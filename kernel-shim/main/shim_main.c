@@ -14,6 +14,10 @@
 
 int main(int argc, char **argv) {
     struct stat st;
+    /* The sandbox's umask is ours, not whatever started us (a service's UMask=0077 would make
+     * the root's /home 0700 and the kernel's home unreachable): the directories built for the
+     * root and the files the kernel makes in /app get 0755 / 0644, as in ipybox's container. */
+    umask(022);
     /* Only the system service's monitor starts the shim with `--system N` (N: the mounts it
      * passed from SHIM_MOUNT_FD0 on; a worker cannot choose the monitor's argv); the
      * configuration, written by a worker, must agree. */

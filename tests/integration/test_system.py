@@ -46,6 +46,11 @@ def proc_uids():
     return out
 
 
+def read(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
 def pool_pids():
     return [p for p, u in proc_uids() if POOL_START <= u < POOL_END]
 
@@ -107,7 +112,9 @@ class Service:
 
     def start(self):
         self.log_from = len(self.log_text())
-        self.proc = subprocess.Popen([IPYBOXD, "--config", self.conf], stdout=self.log, stderr=self.log)
+        # UMask=0077 as in the shipped unit: every mode the service gives must be its own.
+        self.proc = subprocess.Popen([IPYBOXD, "--config", self.conf], stdout=self.log, stderr=self.log,
+                                     preexec_fn=lambda: os.umask(0o077))
         ok = wait_for(lambda: all(os.path.exists(self.sock(u)) for u in USERS) and
                       self.frontends() >= len(USERS) or self.proc.poll() is not None)
         if not ok or self.proc.poll() is not None:
@@ -159,7 +166,8 @@ class SystemService(unittest.TestCase):
             except KeyError:
                 subprocess.run(["useradd", "-m", "-G", GROUP, "-s", "/bin/sh", u], check=True)
         cls.svc = Service("users = group %s\nmemory_max = 256M\nmemory_max_bound = 512M\npids_max = 64\n"
-                          "tmp_size = 32M\nidle_timeout = 600\nwarm_sessions = 1\n" % GROUP)
+                          "tmp_size = 32M\nidle_timeout = 600\nwarm_sessions = 1\nuser_memory_max = 700M\n"
+                          "user_pids_max = 300\n" % GROUP)
 
     @classmethod
     def tearDownClass(cls):
@@ -324,6 +332,95 @@ class SystemService(unittest.TestCase):
         c.proc.stdin.close()
         c.proc.wait(30)
         self.assertIn("using ipyboxd at /run/ipybox/%s/ipybox.sock" % USERS[0], c.proc.stderr.read().decode())
+
+    def test_a_system_socket_that_cannot_be_used_is_never_silently_replaced(self):
+        # The user's directory closed to them (as UMask=0077 once made it): ipybox mcp says so
+        # and stops; the embedded supervisor (without the administrator's limits) runs only
+        # when the user's configuration asks for it.
+        d = os.path.dirname(self.svc.sock(USERS[0]))
+        os.chmod(d, 0o700)
+        try:
+            def mcp(*env):
+                return subprocess.run(["runuser", "-u", USERS[0], "--", "env", "-u", "XDG_RUNTIME_DIR", "-C", "/tmp",
+                                       *env, IPYBOX, "mcp"], input=b"", capture_output=True, timeout=60)
+            r = mcp()
+            err = r.stderr.decode()
+            self.assertEqual(r.returncode, 1, err)
+            self.assertIn("the system service's socket %s is there but cannot be used (Permission denied)"
+                          % self.svc.sock(USERS[0]), err)
+            self.assertIn("Not running the embedded supervisor", err)
+            self.assertNotIn("; running the embedded supervisor", err)
+            r = mcp("IPYBOX_FALLBACK=embedded", "XDG_STATE_HOME=/tmp/ipbt-fallback-state")
+            self.assertIn("running the embedded supervisor", r.stderr.decode())
+        finally:
+            os.chmod(d, 0o755)
+            shutil.rmtree("/tmp/ipbt-fallback-state", ignore_errors=True)
+
+    def test_a_user_whose_home_cannot_be_used_is_told_why(self):
+        ub = pwd.getpwnam(USERS[1])
+        mode = os.stat(ub.pw_dir).st_mode & 0o7777
+        os.chmod(ub.pw_dir, 0)
+        try:
+            r = subprocess.run(["runuser", "-u", USERS[1], "--", "env", "-u", "XDG_RUNTIME_DIR", "-C", "/tmp",
+                                IPYBOX, "mcp"], input=b"", capture_output=True, timeout=60)
+            err = r.stderr.decode()
+            self.assertEqual(r.returncode, 1, err)
+            self.assertIn(ub.pw_dir, err)
+            self.assertIn("Permission denied", err)
+        finally:
+            os.chmod(ub.pw_dir, mode)
+
+    def test_modes_are_the_services_own_not_the_umask(self):
+        # The service runs with umask 077 here (as under the shipped unit).
+        self.assertEqual(os.stat("/run/ipybox").st_mode & 0o7777, 0o755)
+        for u in USERS:
+            self.assertEqual(os.stat(os.path.dirname(self.svc.sock(u))).st_mode & 0o7777, 0o755)
+        a = self.client(USERS[0])
+        out, res = a.execute("import os\nopen('/app/m.txt', 'w').close()\n"
+                             "print(oct(os.stat('/home').st_mode & 0o777), oct(os.stat('/app/m.txt').st_mode & 0o777))")
+        self.assertFalse(res["isError"], out)
+        self.assertEqual(out, "0o755 0o644\n")
+
+    def test_the_users_processes_run_in_their_own_bounded_cgroup(self):
+        # Each user's frontend and workers: in u-<uid> (user_memory_max = 700M, user_pids_max
+        # = 300), never in the monitor's own cgroup, and without a way out (root's cgroup).
+        ua = pwd.getpwnam(USERS[0])
+        a = self.client(USERS[0])
+        self.assertEqual(a.execute("print('here')")[0], "here\n")
+        def cmdline(pid):
+            try:
+                with open("/proc/%d/cmdline" % pid) as f:
+                    return f.read().split("\0")
+            except OSError:
+                return []
+        # The frontend (ipyboxd --frontend) and the session's worker (ipybox mcp --embedded);
+        # not the client's own `ipybox mcp`, which runs where the test started it.
+        mine = [p for p, u in proc_uids() if u == ua.pw_uid and {"--frontend", "--embedded"} & set(cmdline(p))]
+        self.assertGreaterEqual(len(mine), 2, "no frontend and worker of %s found" % USERS[0])
+        for pid in mine:
+            try:
+                with open("/proc/%d/cgroup" % pid) as f:
+                    lines = f.read().splitlines()
+            except FileNotFoundError:
+                continue
+            groups = {}
+            for line in lines:
+                _, ctrls, path = line.split(":", 2)
+                groups[ctrls] = path
+            mem = groups.get("memory") or groups.get("")
+            pids = groups.get("pids") or groups.get("")
+            for path in (mem, pids):
+                self.assertTrue(path.endswith("/u-%d" % ua.pw_uid), "%d in %s" % (pid, groups))
+            if "memory" in groups:
+                base = "/sys/fs/cgroup/memory" + mem
+                limit = read(base + "/memory.limit_in_bytes")
+                npids = read("/sys/fs/cgroup/pids" + pids + "/pids.max")
+            else:
+                base = "/sys/fs/cgroup" + mem
+                limit = read(base + "/memory.max")
+                npids = read(base + "/pids.max")
+            self.assertEqual((limit, npids), (str(700 << 20), "300"))
+            self.assertEqual(os.stat(base).st_uid, 0)
 
     def test_limits_within_the_administrators_bounds(self):
         # The bridge's session cannot start: it says why and ends.
@@ -517,8 +614,8 @@ class SystemService(unittest.TestCase):
             while sent < 100000:
                 theirs.send(ipbm(IPBM_SPAWN, memory_max=1), socket.MSG_DONTWAIT)
                 sent += 1
-        except BlockingIOError:
-            pass
+        except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+            pass  # full, or already closed by the monitor (it could not send an answer): both fine
         self.assertGreater(sent, 0)
         # The monitor still serves everyone: new sessions for B and for A start and answer.
         b = self.client(USERS[1])
@@ -670,3 +767,48 @@ class SystemService(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"), "needs root and unshare")
+class ServiceStartChecks(unittest.TestCase):
+    """What the service cannot work with is named at start, before any user is served."""
+
+    def start(self, conf, prelude="", binary=IPYBOXD):
+        with tempfile.TemporaryDirectory(prefix="ipybox-start-") as tmp:
+            path = os.path.join(tmp, "ipyboxd.conf")
+            with open(path, "w") as f:
+                f.write(conf)
+            # A private mount namespace: the service's /proc may be changed there only. Other
+            # proc mounts (a chroot's) are taken away, so the service's own is the one judged.
+            script = ("for m in $(awk '$9 == \"proc\" && $5 != \"/proc\" {print $5}' /proc/self/mountinfo); do "
+                      "umount -l \"$m\"; done; %s exec \"$0\" --config \"$1\"" % prelude)
+            return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, binary, path],
+                                  capture_output=True, text=True, timeout=60)
+
+    def test_a_proc_covered_in_part_is_named(self):
+        # A file of /proc covered by a bind (as a unit's BindPaths= or InaccessiblePaths= there
+        # would): sandboxes could not mount their own /proc; the service says so, not starting.
+        r = self.start("users = group root\n", "mount --bind /dev/null /proc/kmsg;")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("cannot mount a /proc for a sandbox's pid namespace", r.stderr)
+        self.assertIn("InaccessiblePaths=", r.stderr)
+
+    def test_defaults_above_the_hosts_are_refused(self):
+        with open("/proc/meminfo") as f:
+            total = int(f.readline().split()[1]) << 10
+        big = (total >> 20) + 1024
+        r = self.start("memory_max = %dM\nmemory_max_bound = %dM\n" % (big, big))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("memory_max = %d MiB is more than this host's memory" % big, r.stderr)
+
+    def test_a_build_users_cannot_reach_is_named(self):
+        # Users' frontends run the service's own binary as them: from a checkout under a
+        # directory closed to others (/root is 0700) none could start.
+        with tempfile.TemporaryDirectory(prefix="ipybox-closed-") as tmp:
+            bindir = os.path.join(tmp, "bin")
+            shutil.copytree(os.path.dirname(os.path.dirname(IPYBOXD)), tmp, dirs_exist_ok=True)
+            os.chmod(tmp, 0o700)  # after the copy, which gives tmp the build directory's mode
+            r = self.start("users = all\n", binary=os.path.join(bindir, "ipyboxd"))
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("users cannot run %s/ipyboxd, which their frontends run as them: %s is mode 0700"
+                          % (bindir, tmp), r.stderr)

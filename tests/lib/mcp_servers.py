@@ -7,7 +7,8 @@
   are required: without them the tests that need them fail rather than skip.
 * server-everything: everything_stdio_params() runs it over stdio; everything_http("sse" or
   "streamableHttp") starts it on a free port and yields its URL on 127.0.0.1. It listens on every
-  interface; tests only ever connect to 127.0.0.1.
+  interface; tests only ever connect to 127.0.0.1. node runs it with ts/webcrypto.cjs preloaded,
+  so that it runs on Node.js 18 too.
 * A small fake MCP server (this file run as a program) that misbehaves on request, over stdio,
   Streamable HTTP or legacy SSE on 127.0.0.1: fake_stdio_params(...) and fake_http(...).
 
@@ -34,6 +35,9 @@ NODE_DIR = os.path.join(BUILD, "node")
 STAMP = os.path.join(NODE_DIR, "node_modules", ".ipybox-package.json")
 EVERYTHING_DIST = os.path.join(NODE_DIR, "node_modules", "@modelcontextprotocol", "server-everything", "dist",
                                "index.js")
+# node's arguments for server-everything: a preload that gives Node.js 18 (Debian 12's) the global
+# `crypto` that the SDK's Streamable HTTP server uses (ts/webcrypto.cjs; nothing on newer Node.js).
+EVERYTHING_ARGS = ["--require", os.path.join(TS, "webcrypto.cjs"), EVERYTHING_DIST]
 PYTHON = "/usr/bin/python3"
 THIS = os.path.abspath(__file__)
 
@@ -91,7 +95,7 @@ def install_node_packages():
 def everything_stdio_params(env=None):
     """Params for server-everything over stdio (node found on PATH by the client)."""
     install_node_packages()
-    p = {"command": "node", "args": [EVERYTHING_DIST, "stdio"]}
+    p = {"command": "node", "args": [*EVERYTHING_ARGS, "stdio"]}
     if env is not None:
         p["env"] = env
     return p
@@ -164,7 +168,7 @@ def everything_http(transport):
     env = dict(os.environ, PORT=str(port))
     env.pop("NODE_OPTIONS", None)
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([node, EVERYTHING_DIST, transport], cwd=NODE_DIR, env=env, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([node, *EVERYTHING_ARGS, transport], cwd=NODE_DIR, env=env, stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_listening(proc, port, log_path, "server-everything (%s)" % transport)

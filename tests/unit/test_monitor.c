@@ -99,10 +99,12 @@ START_TEST(test_sysconf_defaults_and_values) {
     ck_assert_uint_eq(c.memory_max, 2ull << 30);
     ck_assert_uint_eq(c.pool_start, 0x70000000u);
     ck_assert_uint_eq(c.warm_sessions, 0);
+    ck_assert_uint_eq(c.user_memory_max, 1ull << 30);
+    ck_assert_uint_eq(c.user_pids_max, 1024);
     const char *text = "# comment\n\nusers = group  ipybox-users \r\nmemory_max = 512M # trailing\n"
                        "memory_max_bound=1G\npids_max = 100\ncpu_weight = 50\ncpu_weight_bound = 200\n"
                        "uid_pool_start = 200000000\nuid_pool_size = 10\ntmp_size = 64M\nidle_timeout = 60\n"
-                       "max_sessions_per_user = 3\nwarm_sessions = 2";
+                       "max_sessions_per_user = 3\nwarm_sessions = 2\nuser_memory_max = 300M\nuser_pids_max = 200\n";
     ck_assert_msg(parse(&c, text, msg, sizeof(msg)) == 0, "%s", msg);
     ck_assert_str_eq(c.group, "ipybox-users");
     ck_assert_uint_eq(c.memory_max, 512ull << 20);
@@ -115,6 +117,8 @@ START_TEST(test_sysconf_defaults_and_values) {
     ck_assert_int_eq(c.idle_timeout_s, 60);
     ck_assert_uint_eq(c.max_sessions_per_user, 3);
     ck_assert_uint_eq(c.warm_sessions, 2);
+    ck_assert_uint_eq(c.user_memory_max, 300ull << 20);
+    ck_assert_uint_eq(c.user_pids_max, 200);
     ck_assert_msg(parse(&c, "users = group a\nusers = all\n", msg, sizeof(msg)) == 0, "%s", msg);
     ck_assert_str_eq(c.group, "");
 }
@@ -140,6 +144,8 @@ START_TEST(test_sysconf_errors_name_the_line) {
         {"uid_min = 5000\nuid_max = 4000\n", "uid_min is above uid_max"},
         {"pids_max = 99999999999999999999\n", "bad value"},
         {"max_sessions_per_user = 2\nwarm_sessions = 3\n", "warm_sessions is above max_sessions_per_user"},
+        {"user_memory_max = 10M\n", "bad value for user_memory_max"},
+        {"user_pids_max = 8\n", "bad value for user_pids_max"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         ipbm_sysconf c;
@@ -147,6 +153,27 @@ START_TEST(test_sysconf_errors_name_the_line) {
         ck_assert_msg(parse(&c, cases[i].text, msg, sizeof(msg)) < 0, "accepted: %s", cases[i].text);
         ck_assert_msg(strstr(msg, cases[i].want), "%s -> %s", cases[i].text, msg);
     }
+    /* Defaults the host cannot give; bounds above it are only caps. */
+    ipb_error *herr = NULL;
+    ipbm_sysconf h;
+    ipbm_sysconf_defaults(&h);
+    ck_assert_int_eq(ipbm_sysconf_check_host(&h, 4ull << 30, 32768, "t", &herr), 0);
+    ck_assert_int_lt(ipbm_sysconf_check_host(&h, 1ull << 30, 32768, "t", &herr), 0);
+    ck_assert_msg(strstr(ipb_error_msg(herr), "memory_max = 2048 MiB is more than this host's memory (1024 MiB)"),
+                  "%s", ipb_error_msg(herr));
+    ipb_error_free(herr);
+    herr = NULL;
+    h.memory_max = 512ull << 20;
+    ck_assert_int_lt(ipbm_sysconf_check_host(&h, 768ull << 20, 32768, "t", &herr), 0);
+    ck_assert_msg(strstr(ipb_error_msg(herr), "user_memory_max"), "%s", ipb_error_msg(herr));
+    ipb_error_free(herr);
+    herr = NULL;
+    ck_assert_int_lt(ipbm_sysconf_check_host(&h, 0, 500, "t", &herr), 0);
+    ck_assert_msg(strstr(ipb_error_msg(herr), "pids_max = 512 is more than this host's kernel.pid_max (500)"),
+                  "%s", ipb_error_msg(herr));
+    ipb_error_free(herr);
+    herr = NULL;
+    ck_assert_int_eq(ipbm_sysconf_check_host(&h, 0, 0, "t", &herr), 0);
     /* A NUL byte and an overlong line. */
     ipbm_sysconf c;
     ipbm_sysconf_defaults(&c);
