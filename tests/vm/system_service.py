@@ -110,22 +110,26 @@ def service_procs():
     return [p for p in processes() if (CG + p["cgroup"]).startswith(SERVICE_CG + "/") or CG + p["cgroup"] == SERVICE_CG]
 
 
-def sandbox_cgroups():
-    """{path: inode} of the sandboxes' cgroups (sb-N) under the service's."""
+def service_cgroups():
+    """{path: inode} of every cgroup below the service's (sandboxes', users', the monitor's)."""
     out = {}
-    for d in glob.glob(SERVICE_CG + "/**/sb-*", recursive=True):
-        try:
-            out[d] = os.stat(d).st_ino
-        except OSError:
-            pass
+    for root, dirs, _ in os.walk(SERVICE_CG):
+        for d in dirs:
+            try:
+                out[os.path.join(root, d)] = os.stat(os.path.join(root, d)).st_ino
+            except OSError:
+                pass
     return out
 
 
 def ipybox_mounts(mountinfo):
-    """Lines of a mountinfo that mention ipybox or mount something at /app."""
+    """Lines of a mountinfo that mention ipybox or mount something at /app (systemd's own
+    mounts for the unit, at /run/systemd/..., aside)."""
     out = []
     for line in mountinfo.splitlines():
         f = line.split()
+        if len(f) > 4 and f[4].startswith("/run/systemd/"):
+            continue
         if "ipybox" in line or (len(f) > 4 and (f[4] == "/app" or f[4].startswith("/app/"))):
             out.append(line)
     return out
@@ -140,10 +144,10 @@ def cgfile(d, name):
 
 
 def snapshot():
-    """What a running service has: its main pid, its processes (as users and in the pool), its
-    sandboxes' cgroups."""
+    """What a running service has: its main pid, its processes (as users and in the pool), the
+    cgroups below its own (sandboxes', users', the monitor's), the journal's length."""
     main = int(show("MainPID") or 0)
-    return {"main": main, "pool": {p["pid"] for p in pool_procs()}, "cgroups": sandbox_cgroups(),
+    return {"main": main, "pool": {p["pid"] for p in pool_procs()}, "cgroups": service_cgroups(),
             "procs": {p["pid"]: p["cmd"] for p in service_procs()}, "journal": len(journal_lines())}
 
 
@@ -241,7 +245,7 @@ class SystemService(unittest.TestCase):
             problems.append("the service's processes from before remain: %s" % old)
         again = [d for d, ino in before["cgroups"].items() if os.path.isdir(d) and os.stat(d).st_ino == ino]
         if again:
-            problems.append("sandbox cgroups from before remain: %s" % again)
+            problems.append("cgroups from before remain: %s" % again)
         with open("/proc/self/mountinfo") as f:
             host = ipybox_mounts(f.read())
         if host:
@@ -429,7 +433,7 @@ class SystemService(unittest.TestCase):
         self.assert_clients_ended(cs, "systemctl stop")
         self.assert_nothing_left(before, "systemctl stop")
         self.assertEqual(service_procs(), [])
-        self.assertEqual(sandbox_cgroups(), {})
+        self.assertEqual(service_cgroups(), {})
         self.assertFalse(os.path.exists(SERVICE_CG), "%s remains: %s" % (SERVICE_CG, os.listdir(SERVICE_CG)
                                                                          if os.path.isdir(SERVICE_CG) else ""))
         self.assertEqual([u for u in USERS if os.path.exists(sock(u))], [], "sockets remain")
