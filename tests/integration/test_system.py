@@ -491,7 +491,14 @@ class SystemService(unittest.TestCase):
         try:
             with open(os.path.join(cover, "on-top.txt"), "w") as f:
                 f.write("on top")
-            c = self.client(USERS[0], "--container-bind", "%s:p" % parent)
+            try:
+                c = self.client(USERS[0], "--container-bind", "%s:p" % parent)
+            except EOFError as e:
+                # Kernels before 6.3 cannot idmap tmpfs (Debian 12's 6.1): the bind is refused
+                # and says why; what the mount covers is never shown either way.
+                self.assertIn("cannot make an idmapped mount of bind 1", str(e))
+                self.assertIn("its filesystem may not support idmapped mounts", str(e))
+                return
             out, res = c.execute("import os; print(sorted(os.listdir('/app/p/cover')))")
             self.assertFalse(res["isError"], out)
             self.assertEqual(out, "['on-top.txt']\n")
