@@ -216,7 +216,9 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
     }
     int rfds[2];
     unsigned nr = 0;
-    r = next(&m, rfds, 2, &nr, 0, 30000);
+    /* The monitor answers spawns one after another: on a slow host with many sessions
+     * starting at once (20 under emulation took over 30 s) the last one waits its turn. */
+    r = next(&m, rfds, 2, &nr, 0, 120000);
     if (r <= 0) {
         ipb_error_set(err, r == 0 ? ETIMEDOUT : EPIPE, "%s did not answer for a sandbox", who());
         goto out;
