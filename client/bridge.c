@@ -40,13 +40,14 @@ int cli_daemon_connect(const char *path) {
 }
 
 /* How long the daemon may take to answer createSession: IPYBOX_CONNECT_TIMEOUT seconds
- * (default 60; a session's sandbox and kernel start before the answer). */
+ * (default 180: a session's sandbox and kernel start before the answer, and on a loaded host
+ * the monitor's queue of spawns and the kernel's start each take their time). */
 static int answer_timeout_ms(void) {
     const char *v = getenv("IPYBOX_CONNECT_TIMEOUT");
     char *end = NULL;
-    double t = v && *v ? strtod(v, &end) : 60;
+    double t = v && *v ? strtod(v, &end) : 180;
     if (end && (*end || t <= 0 || t > 86400))
-        t = 60;
+        t = 180;
     return (int)(t * 1000);
 }
 

@@ -37,7 +37,7 @@ static void mcp_usage(FILE *f) {
                "this process does); otherwise it runs the supervisor itself. It says which on stderr.\n"
                "On a host with the system service, its socket /run/ipybox/<user>/ipybox.sock comes next;\n"
                "when that socket is there but cannot be used (permission, nothing listening, no answer in\n"
-               "IPYBOX_CONNECT_TIMEOUT seconds, default 60), ipybox mcp stops with an error rather than\n"
+               "IPYBOX_CONNECT_TIMEOUT seconds, default 180), ipybox mcp stops with an error rather than\n"
                "run without the administrator's limits.\n"
                "  --connect PATH   use the daemon at PATH (an error if it does not answer)\n"
                "  --embedded       run the supervisor in this process even if a daemon is there\n"

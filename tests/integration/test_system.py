@@ -438,7 +438,8 @@ class SystemService(unittest.TestCase):
         self.assertIn(str(400 << 20), limits)
 
     def test_many_concurrent_sessions(self):
-        n = 20
+        # 20 by default; the VM tier asks for fewer under software emulation (IPYBOX_TEST_CONCURRENT).
+        n = int(os.environ.get("IPYBOX_TEST_CONCURRENT", "20"))
         results = {}
 
         def run(i):
