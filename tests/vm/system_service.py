@@ -155,6 +155,15 @@ def text(result):
     return "".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
 
 
+
+def timed_systemctl(verb):
+    """systemctl VERB on the unit: its result and how long it took (printed)."""
+    t0 = time.time()
+    r = run("systemctl", verb, UNIT)
+    took = time.time() - t0
+    print("systemctl %s took %.1f s" % (verb, took))
+    return r, took
+
 class SystemService(unittest.TestCase):
     maxDiff = None
 
@@ -406,10 +415,7 @@ class SystemService(unittest.TestCase):
     def test_08_restart_with_sessions_running(self):
         cs = self.sessions()
         before = snapshot()
-        t0 = time.time()
-        r = run("systemctl", "restart", UNIT)
-        took = time.time() - t0
-        print("systemctl restart took %.1f s" % took)
+        r, took = timed_systemctl("restart")
         self.assertEqual(r.returncode, 0, r.stderr + journal_tail())
         self.assertLess(took, 25, "the stop waited for its timeout:\n" + journal_tail())
         self.assert_clients_ended(cs, "systemctl restart")
@@ -420,10 +426,7 @@ class SystemService(unittest.TestCase):
     def test_09_stop_with_sessions_running(self):
         cs = self.sessions()
         before = snapshot()
-        t0 = time.time()
-        r = run("systemctl", "stop", UNIT)
-        took = time.time() - t0
-        print("systemctl stop took %.1f s" % took)
+        r, took = timed_systemctl("stop")
         self.assertEqual(r.returncode, 0, r.stderr)
         state = {p: show(p) for p in ("ActiveState", "Result", "ExecMainCode", "ExecMainStatus")}
         print(state)
