@@ -155,7 +155,6 @@ def text(result):
     return "".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
 
 
-
 def timed_systemctl(verb):
     """systemctl VERB on the unit: its result and how long it took (printed)."""
     t0 = time.time()
@@ -163,6 +162,7 @@ def timed_systemctl(verb):
     took = time.time() - t0
     print("systemctl %s took %.1f s" % (verb, took))
     return r, took
+
 
 class SystemService(unittest.TestCase):
     maxDiff = None
