@@ -101,6 +101,7 @@ $(BUILD)/obj/%.o: %.S
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(INC_$(firstword $(subst /, ,$<))) -MMD -MP -c $< -o $@
 $(BUILD)/obj/toolgen/runtime.o: toolgen/mcptools_init.py toolgen/mcptools_runtime.py
+$(BUILD)/obj/supervisor/kernel_launch.o: supervisor/kernel_launch.py
 
 define layer_lib
 $(LIB_$(1)): $(call objs,$(1))

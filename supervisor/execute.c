@@ -15,6 +15,10 @@
 #include "ulimits.h"
 
 #define INTERRUPT_GRACE_MS 3000
+/* The kernel takes an interrupt only inside a cell's code, once per cell (kernel_launch.py);
+ * one that came before the code began is dropped there, so it is sent again this often until
+ * the cell ends. */
+#define INTERRUPT_RESEND_MS 200
 /* Stream text is decoded this much at a time, into a buffer that stays in the cache; this is
  * also the size of the progress pieces large output is forwarded in. */
 #define TEXT_CHUNK (256u << 10)
@@ -24,6 +28,7 @@ typedef struct exec_state {
     ipb_exec_result *res;
     const ipb_exec_hooks *h;
     bool got_reply, got_idle, raised;
+    bool reply_ok; /* the execute_reply said "ok": the code ran to its end */
     char *scratch; /* TEXT_CHUNK bytes, for decoding stream text */
 } exec_state;
 
@@ -209,6 +214,7 @@ static void drain(ipb_kernel *k, exec_state *s, const char *msg_id) {
             const char *st = json_string_value(json_object_get(m.content, "status"));
             if (st && strcmp(st, "ok"))
                 s->raised = true;
+            s->reply_ok = st && !strcmp(st, "ok");
         }
         jmsg_free(&m);
     }
@@ -239,6 +245,7 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     }
     long deadline = ipb_now_ms() + (long)(timeout_s * 1000.0);
     bool interrupted = false, cancelled = false;
+    long resend_at = 0; /* when the interrupt goes again (0: not interrupting) */
     /* Tool calls that waited for a cell are taken now. */
     if (h && h->tool_fd >= 0 && h->on_tool)
         h->on_tool(h->ud);
@@ -258,6 +265,8 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         }
         long before = ipb_now_ms();
         long left = deadline - ipb_now_ms();
+        if (resend_at && resend_at - before < left)
+            left = resend_at - before;
         if (h && h->on_tick && h->tick_ms > 0 && left > h->tick_ms)
             left = h->tick_ms;
         if (zmq_poll(items, n, left > 0 ? left : 0) < 0 && zmq_errno() != EINTR) {
@@ -297,7 +306,12 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
                 h->on_interrupt(h->ud);
             ipb_kernel_interrupt(k, NULL);
             deadline = ipb_now_ms() + INTERRUPT_GRACE_MS;
+            resend_at = ipb_now_ms() + INTERRUPT_RESEND_MS;
             continue;
+        }
+        if (resend_at && ipb_now_ms() >= resend_at && ipb_now_ms() < deadline) {
+            ipb_kernel_interrupt(k, NULL);
+            resend_at = ipb_now_ms() + INTERRUPT_RESEND_MS;
         }
         if (ipb_now_ms() >= deadline) {
             if (!interrupted && !cancelled) {
@@ -307,6 +321,7 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
                     h->on_interrupt(h->ud);
                 ipb_kernel_interrupt(k, NULL);
                 deadline = ipb_now_ms() + INTERRUPT_GRACE_MS;
+                resend_at = ipb_now_ms() + INTERRUPT_RESEND_MS;
                 continue;
             }
             /* The interrupt did not bring the kernel back: start over. */
@@ -322,8 +337,10 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     if (outcome == IPB_EXEC_OK) {
         if (cancelled)
             outcome = IPB_EXEC_CANCELLED;
-        else if (interrupted)
+        else if (interrupted && !s.reply_ok)
             outcome = IPB_EXEC_TIMEOUT;
+        /* Interrupted, yet the code ran to its end (the interrupt came before it began, or it
+         * caught KeyboardInterrupt and went on): that is what it did. */
         else if (s.raised)
             outcome = IPB_EXEC_ERROR;
     }

@@ -6,33 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernel_launch.h"
 #include "log.h"
 #include "shimcfg.h"
-
-/* The kernel's launcher: what `python -m ipykernel_launcher` does, plus the working
- * directory and the user site-packages directory (created and put on sys.path, so that
- * `!pip install` results import at once), without ipykernel's debugger: importing debugpy is
- * a quarter of the kernel's start-up (about 130 ms here) and no tool offers debugging. The
- * block is lifted once ipykernel has looked, so code in the kernel can import debugpy. */
-static const char kernel_launch[] =
-    "def main():\n"
-    "    import os, sys, site\n"
-    "    if sys.path and sys.path[0] in ('', '/'):\n"
-    "        del sys.path[0]\n"
-    "    os.chdir('/app')\n"
-    "    user_site = site.getusersitepackages()\n"
-    "    os.makedirs(user_site, exist_ok=True)\n"
-    "    if user_site not in sys.path:\n"
-    "        at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))),\n"
-    "                  len(sys.path))\n"
-    "        sys.path.insert(at, user_site)\n"
-    "    sys.path.append('" IPB_SANDBOX_MCPDIR "')\n"
-    "    sys.modules['debugpy'] = None\n"
-    "    import ipykernel.ipkernel\n"
-    "    del sys.modules['debugpy']\n"
-    "    from ipykernel import kernelapp\n"
-    "    kernelapp.launch_new_instance()\n"
-    "main()\n";
 
 int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb_error **err) {
     memset(s, 0, sizeof(*s));
@@ -82,9 +58,13 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
     for (size_t i = 0; i < o->n_binds; i++)
         if (ipb_host_dirs_add_sandbox_root(&s->host_dirs, s->bind_fds[i], err) < 0)
             goto fail;
-    char *argv[] = {o->python, (char *)"-c", (char *)kernel_launch, (char *)"-f",
-                    (char *)IPB_SANDBOX_RUNDIR "/connection.json", NULL};
-    if (ipb_shim_config_build(o, &s->dirs, SHIM_MODE_KERNEL, argv, &s->cfg, err) < 0)
+    /* The launcher (kernel_launch.py) with the one name it needs from us. */
+    char *launch = ipb_strdupf("MCPDIR = '%s'\n%s", IPB_SANDBOX_MCPDIR, ipb_kernel_launch_py);
+    char *argv[] = {o->python, (char *)"-c", launch, (char *)"-f", (char *)IPB_SANDBOX_RUNDIR "/connection.json", NULL};
+    int built = launch ? ipb_shim_config_build(o, &s->dirs, SHIM_MODE_KERNEL, argv, &s->cfg, err)
+                       : ipb_error_set(err, ENOMEM, "building the kernel's launcher");
+    free(launch);
+    if (built < 0)
         goto fail;
     if (ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err) < 0)
         goto fail;

@@ -1,0 +1,8 @@
+/* The kernel's launcher (supervisor/kernel_launch.py), embedded by kernel_launch.S (.incbin):
+ * NUL-terminated; the length does not count the NUL. It expects MCPDIR to be defined before
+ * it (session.c puts `MCPDIR = '/opt/ipybox'` first). */
+#pragma once
+#include <stddef.h>
+
+extern const char ipb_kernel_launch_py[];
+extern const size_t ipb_kernel_launch_py_len;

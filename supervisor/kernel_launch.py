@@ -1,0 +1,126 @@
+# The kernel's launcher (run as `python -c <this> -f connection.json` in the sandbox; embedded
+# by kernel_launch.S). It does what `python -m ipykernel_launcher` does, plus:
+# - the working directory /app and the user site-packages directory (created and put on
+#   sys.path, so that `!pip install` results import at once);
+# - no debugger: importing debugpy is a quarter of the kernel's start-up and no tool offers
+#   debugging (the block is lifted once ipykernel has looked, so code can import debugpy);
+# - interrupts that reach only user code (_gate_interrupts);
+# - output that waits for the supervisor instead of piling up (_bound_output).
+# Nothing here is a security boundary: code in the kernel may undo all of it, and then only
+# harms its own session.
+
+
+def _gate_interrupts():
+    """SIGINT raises KeyboardInterrupt only inside the code of a cell, and once per cell.
+
+    ipykernel installs the default handler for the whole of each request, so an interrupt
+    that lands outside the cell's code (before it starts, while the reply is sent, in
+    IPython's bookkeeping) used to break the request: no reply came, or the kernel exited.
+    Inside InteractiveShell.run_code, below its frame, every exception is caught and shown
+    as the cell's error; that is the only place the interrupt is raised. Elsewhere it is
+    dropped, and the supervisor sends it again while the cell has not ended."""
+    import signal
+    from IPython.core.interactiveshell import InteractiveShell
+    from ipykernel.kernelbase import Kernel
+
+    run_code = InteractiveShell.run_code
+    target = run_code.__code__
+    state = {"cell": 0, "raised": -1}
+
+    async def counted_run_code(self, *args, **kwargs):
+        state["cell"] += 1
+        return await run_code(self, *args, **kwargs)
+
+    def on_sigint(signum, frame):
+        if state["raised"] == state["cell"]:
+            return
+        # run_code's own frame is not safe (its try has not begun, or has ended): only a frame
+        # it called.
+        f = frame.f_back if frame is not None and frame.f_code is not target else None
+        while f is not None:
+            if f.f_code is target:
+                state["raised"] = state["cell"]
+                raise KeyboardInterrupt
+            f = f.f_back
+
+    def pre_handler_hook(self):
+        self.saved_sigint_handler = signal.signal(signal.SIGINT, on_sigint)
+
+    InteractiveShell.run_code = counted_run_code
+    Kernel.pre_handler_hook = pre_handler_hook
+
+
+def _bound_output(limit=1 << 20):
+    """The kernel waits for the supervisor rather than buffering without end.
+
+    iopub is an XPUB socket that does not drop (XPUB_NODROP) with a small high-water mark: when
+    the supervisor stops reading (its client does not read), the sending thread blocks. A
+    write to stdout/stderr is cut into pieces of at most `limit` characters, and once that much
+    waits, the writer waits until it has been sent; waiting stays interruptible."""
+    import threading
+    import zmq
+    from ipykernel import iostream, kernelapp
+
+    def init_iopub(self, context):
+        sock = context.socket(zmq.XPUB)
+        sock.setsockopt(zmq.XPUB_NODROP, 1)
+        sock.sndhwm = 4
+        sock.linger = 1000
+        self.iopub_socket = sock
+        self.iopub_port = self._bind_socket(sock, self.iopub_port)
+        self.configure_tornado_logger()
+        self.iopub_thread = iostream.IOPubThread(sock, pipe=True)
+        self.iopub_thread.start()
+        self.iopub_socket = self.iopub_thread.background_socket
+
+    kernelapp.IPKernelApp.init_iopub = init_iopub
+
+    write = iostream.OutStream.write
+
+    def wait_sent(self):
+        thread = self.pub_thread.thread if self.pub_thread else None
+        if thread is None or thread.ident == threading.get_ident() or not self._is_master_process():
+            return
+        sent = threading.Event()
+        self.pub_thread.schedule(self._flush)
+        self.pub_thread.schedule(sent.set)
+        while not sent.wait(1.0):
+            if not thread.is_alive():
+                return
+
+    def bounded_write(self, string):
+        if not isinstance(string, str) or len(string) <= limit:
+            n = write(self, string)
+            if self._buffer.tell() >= limit:
+                wait_sent(self)
+            return n
+        for i in range(0, len(string), limit):
+            write(self, string[i:i + limit])
+            wait_sent(self)
+        return len(string)
+
+    iostream.OutStream.write = bounded_write
+
+
+def main():
+    import os, sys, site
+    if sys.path and sys.path[0] in ('', '/'):
+        del sys.path[0]
+    os.chdir('/app')
+    user_site = site.getusersitepackages()
+    os.makedirs(user_site, exist_ok=True)
+    if user_site not in sys.path:
+        at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))),
+                  len(sys.path))
+        sys.path.insert(at, user_site)
+    sys.path.append(MCPDIR)
+    sys.modules['debugpy'] = None
+    import ipykernel.ipkernel
+    del sys.modules['debugpy']
+    _gate_interrupts()
+    _bound_output()
+    from ipykernel import kernelapp
+    kernelapp.launch_new_instance()
+
+
+main()
