@@ -219,8 +219,10 @@ static unsigned sbx_end(struct ipb_proxy *p, struct sbx *sb, const char *what) {
     unsigned conns = 0, dns = 0;
     for (; sb->conns; conns++)
         proxy_close_conn(sb->conns);
-    for (struct preq *q = sb->dns_pending; q; q = q->sb_next, dns++)
+    for (struct preq *q = sb->dns_pending; q; q = q->sb_next, dns++) {
         q->sb = NULL;
+        ipb_resolver_cancel(p->res, &q->r);
+    }
     sb->dns_pending = NULL;
     sb->ndns = 0; /* the TCP ones were released with their connections */
     for (int i = 0; i < IPB_EGRESS_NFDS; i++) {

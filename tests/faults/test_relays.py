@@ -2,8 +2,10 @@
 never closes them are closed, both sides, when that kernel ends (reset, SIGKILL between calls,
 death during a cell, a timeout restart), whatever the remote does; the supervisor's
 descriptors come back to what they were, and the next kernel has the whole connection cap at
-once. The remote is a tarpit in the test hosts' network namespace (tests/lib/testhosts.py):
-it greets, never sends again and never closes, and reports each connection and each EOF."""
+once. DNS queries waiting for the host's resolver end with it too. The remote is a tarpit in
+the test hosts' network namespace (tests/lib/testhosts.py): it greets, never sends again and
+never closes, and reports each connection and each EOF; it is also the supervisor's resolver,
+one that never answers."""
 import json
 import os
 import shutil
@@ -36,9 +38,16 @@ ls.listen(4096)
 sel = selectors.DefaultSelector()
 sel.register(ls, selectors.EVENT_READ)
 kept = []  # sockets whose peer ended: this side is never closed
+dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a resolver that never answers
+dns.bind((sys.argv[1], 53))
+sel.register(dns, selectors.EVENT_READ)
 print(json.dumps({"ev": "ready"}), flush=True)
 while True:
     for key, _ in sel.select():
+        if key.fileobj is dns:
+            dns.recv(4096)
+            print(json.dumps({"ev": "dns", "t": time.monotonic()}), flush=True)
+            continue
         if key.fileobj is ls:
             c, _ = ls.accept()
             c.send(b"tarpit\n")
@@ -58,7 +67,7 @@ while True:
 # Run in the kernel: connect n times to the tarpit, keep what it greets. A connection over the
 # cap is accepted by the proxy and closed at once: EOF instead of the greeting.
 GRAB = r'''
-import socket
+import socket, struct
 try:
     held
 except NameError:
@@ -79,6 +88,17 @@ def grab(n):
             s.close()
             refused += 1
     return got, refused
+def ask(sock, i):
+    """A DNS query (A, for a name of the test hosts' zone) to the stub, without waiting."""
+    name = b"".join(bytes([len(l)]) + l for l in (b"q%%d" %% i, b"slow", b"ipybox", b"test")) + b"\0"
+    sock.sendto(struct.pack(">HHHHHH", i, 0x0100, 1, 0, 0, 0) + name + struct.pack(">HH", 1, 1), ("127.0.0.1", 53))
+def servfail(sock, timeout):
+    """Whether the stub answers SERVFAIL within timeout (None: no answer)."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(512)[3] & 15 == 2
+    except socket.timeout:
+        return None
 ''' % (A_V4, TARPIT_PORT)
 
 
@@ -161,9 +181,14 @@ class Session:
         self.log = os.path.join(self.tmp, "stderr")
         ws = os.path.join(self.tmp, "ws")
         os.mkdir(ws)
+        # The host's resolver, for the supervisor: the tarpit's, which never answers.
+        resolv = os.path.join(self.tmp, "resolv.conf")
+        with open(resolv, "w") as f:
+            f.write("nameserver %s\noptions timeout:30 attempts:1\n" % A_V4)
         env = dict(os.environ, XDG_STATE_HOME=os.path.join(self.tmp, "state"))
         self.c = McpClient("--workspace", ws, "--max-connections", str(CAP), "--verbose", env=env,
-                           wrap=lambda cmd: ["sh", "-c", 'exec "$@" 2>"$0"', self.log] + cmd)
+                           wrap=lambda cmd: ["unshare", "-m", "--", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf '
+                                             '&& log=$1 && shift && exec "$@" 2>"$log"', resolv, self.log] + cmd)
         self.pid = self.c.proc.pid
 
     def stderr(self):
@@ -255,6 +280,23 @@ class RelaysEndWithTheKernel(unittest.TestCase):
         self.assertIn("restarted", text)
         self.s.assert_released(self.base, eofs, "a timeout restart")
         self.s.assert_whole_cap()
+
+    def test_dns_queries_waiting_for_the_resolver(self):
+        """The kernel fills the stub's 64 pending lookups (the host's resolver never answers);
+        after reset they no longer count, and the next kernel's query waits instead of being
+        refused at once."""
+        text, _ = self.s.run("q = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                             "for i in range(64): ask(q, i)\n"
+                             "import time; time.sleep(0.5)\nask(q, 64)\nprint('full', servfail(q, 10))")
+        self.assertIn("full True", text)
+        self.assertTrue(wait_for(lambda: TARPIT.count("dns") >= 4, 10), "the host's lookups did not start")
+        self.s.c.call("reset")
+        mark = len(self.s.stderr())
+        text, _ = self.s.run(GRAB + "q = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                             "ask(q, 1)\nprint('next', servfail(q, 3))")
+        self.assertIn("next None", text)
+        self.assertNotIn("queries are waiting already", self.s.stderr()[mark:])
+        self.assertIn("ended 0 connections and 64 DNS queries of the old kernel", self.s.stderr())
 
 
 if __name__ == "__main__":
