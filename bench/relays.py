@@ -28,9 +28,10 @@ def one(conns, cap):
     ws = os.path.join(tmp, "ws")
     os.mkdir(ws)
     env = dict(os.environ, XDG_STATE_HOME=os.path.join(tmp, "state"))
-    c = McpClient("--workspace", ws, "--max-connections", str(cap), env=env,
-                  wrap=lambda cmd: ["sh", "-c", 'exec "$@" 2>/dev/null', "sh"] + cmd)
+    c = None
     try:
+        c = McpClient("--workspace", ws, "--max-connections", str(cap), env=env,
+                      wrap=lambda cmd: ["sh", "-c", 'exec "$@" 2>/dev/null', "sh"] + cmd)
         pid = c.proc.pid
         c.execute(tr.GRAB + "s = socket.create_connection(('%s', 7)); s.recv(16); s.close()" % tr.A_V4)
         time.sleep(0.5)
@@ -56,7 +57,8 @@ def one(conns, cap):
         t.join(10)
         return (done["released"] - t0) * 1000, (t1 - t0) * 1000
     finally:
-        c.close()
+        if c:
+            c.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
