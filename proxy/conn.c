@@ -36,8 +36,10 @@ void proxy_close_conn(struct conn *c) {
                 close(c->h[d].pipe[i]);
     c->cw.fd = c->uw.fd = -1;
     struct sbx *sb = c->sb;
-    if (c->rq)
+    if (c->rq) {
         c->rq->conn = NULL;
+        ipb_resolver_cancel(c->p->res, &c->rq->r);
+    }
     c->rq = NULL;
     if (c->dns_busy)
         sb->ndns--;

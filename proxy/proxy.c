@@ -18,11 +18,15 @@
 
 #define DNS_MAX_PENDING 64   /* per sandbox */
 
-enum cmd_op { CMD_ATTACH = 1, CMD_DETACH, CMD_STOP };
+/* A queue drained when a sandbox's processes end: at most a listener's backlog. */
+#define DRAIN_MAX 4096
+
+enum cmd_op { CMD_ATTACH = 1, CMD_DETACH, CMD_END, CMD_STOP };
 struct cmd {
     enum cmd_op op;
     struct sbx *sb;
     uint32_t id;
+    unsigned *ret; /* CMD_END: how many were ended */
 };
 
 long proxy_now_ms(void) {
@@ -206,12 +210,49 @@ static void sbx_free_fds(struct sbx *sb) {
         }
 }
 
-static void sbx_detach(struct ipb_proxy *p, struct sbx *sb) {
-    while (sb->conns)
+/* Ends what the sandbox's processes have here: its connections, both sides; the connections
+ * and DNS datagrams still queued on its listeners (made before now, so by what ends: a
+ * connection accepted later would be relayed for a process that is gone); and its DNS
+ * queries waiting for the resolver, whose answers are then dropped. Logs one line (what
+ * says whose they were) when there was anything; returns how many. */
+static unsigned sbx_end(struct ipb_proxy *p, struct sbx *sb, const char *what) {
+    unsigned conns = 0, dns = 0;
+    for (; sb->conns; conns++)
         proxy_close_conn(sb->conns);
-    for (struct preq *q = sb->dns_pending; q; q = q->sb_next)
+    for (struct preq *q = sb->dns_pending; q; q = q->sb_next, dns++) {
         q->sb = NULL;
+        ipb_resolver_cancel(p->res, &q->r);
+    }
     sb->dns_pending = NULL;
+    sb->ndns = 0; /* the TCP ones were released with their connections */
+    for (int i = 0; i < IPB_EGRESS_NFDS; i++) {
+        int fd = sb->w[i].fd;
+        for (int k = 0; fd >= 0 && k < DRAIN_MAX; k++) {
+            if (sb->w[i].kind == W_DNS_UDP) {
+                char b;
+                if (recv(fd, &b, 1, MSG_DONTWAIT | MSG_TRUNC) < 0)
+                    break;
+                dns++;
+            } else {
+                int c = accept_conn(p, sb, fd);
+                if (c < 0)
+                    break;
+                close(c);
+                conns++;
+            }
+        }
+    }
+    char queries[48] = "";
+    if (dns)
+        snprintf(queries, sizeof(queries), " and %u DNS quer%s", dns, dns == 1 ? "y" : "ies");
+    if (conns || dns)
+        log_info("egress: sandbox %s: ended %u connection%s%s %s", sb->label, conns, conns == 1 ? "" : "s", queries,
+                 what);
+    return conns + dns;
+}
+
+static void sbx_detach(struct ipb_proxy *p, struct sbx *sb) {
+    sbx_end(p, sb, "as the sandbox closed");
     sbx_free_fds(sb);
     sb->dead = true;
     for (struct sbx **pp = &p->sbs; *pp; pp = &(*pp)->next)
@@ -253,6 +294,13 @@ static void command(struct ipb_proxy *p) {
         for (struct sbx *sb = p->sbs; sb; sb = sb->next)
             if (sb->id == c.id) {
                 sbx_detach(p, sb);
+                break;
+            }
+        break;
+    case CMD_END:
+        for (struct sbx *sb = p->sbs; sb; sb = sb->next)
+            if (sb->id == c.id) {
+                *c.ret = sbx_end(p, sb, "of the old kernel");
                 break;
             }
         break;
@@ -441,7 +489,7 @@ int ipb_proxy_attach(ipb_proxy *p, const char *label, ipb_egress_fds *fds, uint3
     pthread_mutex_lock(&p->call_lock);
     sb->id = ++p->next_id;
     pthread_mutex_unlock(&p->call_lock);
-    struct cmd c = {CMD_ATTACH, sb, sb->id};
+    struct cmd c = {CMD_ATTACH, sb, sb->id, NULL};
     if (call(p, &c) < 0) {
         sbx_free_fds(sb);
         free(sb);
@@ -451,17 +499,27 @@ int ipb_proxy_attach(ipb_proxy *p, const char *label, ipb_egress_fds *fds, uint3
     return 0;
 }
 
+unsigned ipb_proxy_end_all(ipb_proxy *p, uint32_t id) {
+    unsigned n = 0;
+    if (!p || !id)
+        return 0;
+    struct cmd c = {CMD_END, NULL, id, &n};
+    if (call(p, &c) < 0)
+        return 0;
+    return n;
+}
+
 void ipb_proxy_detach(ipb_proxy *p, uint32_t id) {
     if (!p || !id)
         return;
-    struct cmd c = {CMD_DETACH, NULL, id};
+    struct cmd c = {CMD_DETACH, NULL, id, NULL};
     call(p, &c);
 }
 
 void ipb_proxy_stop(ipb_proxy *p) {
     if (!p)
         return;
-    struct cmd c = {CMD_STOP, NULL, 0};
+    struct cmd c = {CMD_STOP, NULL, 0, NULL};
     if (call(p, &c) == 0)
         pthread_join(p->thread, NULL);
     ipb_resolver_stop(p->res);

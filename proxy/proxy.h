@@ -19,6 +19,13 @@ typedef struct ipb_proxy ipb_proxy;
 int ipb_proxy_start(ipb_egress_policy *policy, unsigned max_conns, ipb_proxy **ret, ipb_error **err);
 /* Serves a sandbox's listeners (taken: *fds is emptied). label names it in the log. */
 int ipb_proxy_attach(ipb_proxy *p, const char *label, ipb_egress_fds *fds, uint32_t *ret_id, ipb_error **err);
+/* Ends everything the sandbox's processes have in the proxy, now: its connections (both
+ * sides closed, whatever the remote does), those still queued on its listeners, and its DNS
+ * queries waiting for an answer (dropped); none counts against its caps any more. The
+ * listeners stay, for the processes that come next. For when the sandbox's kernel ended:
+ * its processes are dead, or what survives it belongs to what ended. Logs one line when
+ * something was ended; returns how many connections and DNS queries were, once done. */
+unsigned ipb_proxy_end_all(ipb_proxy *p, uint32_t id);
 /* Stops serving a sandbox and closes its connections; returns once done. */
 void ipb_proxy_detach(ipb_proxy *p, uint32_t id);
 /* Stops the loop and frees everything. */

@@ -130,6 +130,27 @@ void ipb_resolver_submit(ipb_resolver *r, ipb_resolve_req *req) {
     pthread_mutex_unlock(&r->lock);
 }
 
+void ipb_resolver_cancel(ipb_resolver *r, ipb_resolve_req *req) {
+    pthread_mutex_lock(&r->lock);
+    for (ipb_resolve_req **pp = &r->todo; *pp; pp = &(*pp)->next) {
+        if (*pp != req)
+            continue;
+        *pp = req->next;
+        if (!*pp)
+            r->todo_tail = pp;
+        req->n = 0;
+        req->gai_err = EAI_CANCELED;
+        req->next = r->done;
+        r->done = req;
+        uint64_t one = 1;
+        if (write(r->efd, &one, sizeof(one)) < 0) {
+            /* as in worker() */
+        }
+        break;
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
 ipb_resolve_req *ipb_resolver_take_done(ipb_resolver *r) {
     uint64_t v;
     if (read(r->efd, &v, sizeof(v)) < 0) {

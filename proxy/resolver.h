@@ -24,6 +24,10 @@ int ipb_resolver_start(unsigned threads, ipb_resolver **ret, ipb_error **err);
 /* Readable (eventfd) when finished requests wait. */
 int ipb_resolver_fd(const ipb_resolver *r);
 void ipb_resolver_submit(ipb_resolver *r, ipb_resolve_req *req);
+/* A request nobody waits for any more: when it is still queued, it is finished at once
+ * (gai_err EAI_CANCELED, no lookup), so that its place goes to others; one already being
+ * looked up finishes as usual. Either way it comes back through take_done. */
+void ipb_resolver_cancel(ipb_resolver *r, ipb_resolve_req *req);
 /* Takes every finished request (a list through next), clearing the eventfd. */
 ipb_resolve_req *ipb_resolver_take_done(ipb_resolver *r);
 /* Stops the threads (after their current lookup) and frees what is queued. Requests still

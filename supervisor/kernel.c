@@ -139,6 +139,13 @@ static void drain_stderr(ipb_kernel *k) {
     }
 }
 
+/* The kernel ended (it died, or the sandbox did, or it is being restarted): so do its
+ * connections and DNS queries, at once and whatever their remote does, so that none outlives
+ * it or holds its successor's share of the connection cap. Every way a kernel ends comes
+ * through here, before the next one starts; closing the sandbox ends them with it
+ * (ipb_sandbox_destroy). */
+static void kernel_ended(ipb_kernel *k) { ipb_sandbox_end_egress(&k->sb); }
+
 static int handle_shim_msg(ipb_kernel *k, const struct shim_msg *m, ipb_error **err) {
     switch (m->type) {
     case SHIM_EV_EXITED:
@@ -146,6 +153,7 @@ static int handle_shim_msg(ipb_kernel *k, const struct shim_msg *m, ipb_error **
             k->running = false;
             k->died = true;
             k->exit_status = m->arg;
+            kernel_ended(k);
         }
         return 0;
     case SHIM_EV_ERROR:
@@ -166,6 +174,7 @@ int ipb_kernel_pump(ipb_kernel *k, ipb_error **err) {
         if (r < 0) {
             k->running = false;
             k->died = true;
+            kernel_ended(k);
             return -1;
         }
         if (r == 0)
@@ -386,9 +395,8 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
     return 0;
 }
 
-int ipb_kernel_restart(ipb_kernel *k, ipb_error **err) {
-    disconnect(k);
-    k->running = false;
+/* SIGKILL to every process of the sandbox but its PID 1; returns once they are gone. */
+static int kill_all(ipb_kernel *k, ipb_error **err) {
     if (ipb_sandbox_send(&k->sb, SHIM_CMD_KILL_ALL, 0, k->gen, err) < 0)
         return -1;
     long deadline = ipb_now_ms() + 10000;
@@ -401,8 +409,19 @@ int ipb_kernel_restart(ipb_kernel *k, ipb_error **err) {
         if (r < 0)
             return -1;
         if (m.type == SHIM_EV_KILLED)
-            break;
+            return 0;
     }
+}
+
+int ipb_kernel_restart(ipb_kernel *k, ipb_error **err) {
+    disconnect(k);
+    k->running = false;
+    int r = kill_all(k, err);
+    /* No process of the old kernel is left (or the sandbox is broken): nothing it made may
+     * stay, and nothing made from here on is its. */
+    kernel_ended(k);
+    if (r < 0)
+        return -1;
     if (start_kernel(k, err) < 0) {
         disconnect(k);
         return -1;

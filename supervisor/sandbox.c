@@ -58,6 +58,10 @@ int ipb_sandbox_serve_egress(ipb_sandbox *sb, ipb_proxy *proxy, const char *labe
     return 0;
 }
 
+unsigned ipb_sandbox_end_egress(ipb_sandbox *sb) {
+    return sb->proxy ? ipb_proxy_end_all(sb->proxy, sb->proxy_id) : 0;
+}
+
 static void stop_egress(ipb_sandbox *sb) {
     if (sb->proxy)
         ipb_proxy_detach(sb->proxy, sb->proxy_id);

@@ -35,6 +35,9 @@ int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
 /* Hands the sandbox's egress listeners to the proxy (label names the sandbox in its log).
  * Without this the listeners stay unserved and closed with the sandbox: nothing leaves. */
 int ipb_sandbox_serve_egress(ipb_sandbox *sb, ipb_proxy *proxy, const char *label, ipb_error **err);
+/* Ends the connections and DNS queries its processes have in the proxy, at once (the
+ * listeners stay served): for when its kernel ended. Returns how many were ended. */
+unsigned ipb_sandbox_end_egress(ipb_sandbox *sb);
 int ipb_sandbox_next(ipb_sandbox *sb, int timeout_ms, struct shim_msg *m, ipb_error **err);
 int ipb_sandbox_send(ipb_sandbox *sb, uint32_t type, int32_t arg, uint32_t gen, ipb_error **err);
 /* Kills the whole sandbox (SIGKILL to the outer shim ends PID 1 and the pid namespace) and
