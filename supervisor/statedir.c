@@ -355,11 +355,6 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     }
     if (file_id(d.workspace_fd, &d.workspace_id, "--workspace", d.workspace, err) < 0)
         goto fail;
-    /* Held for the session's life; swept of a killed session's temporary files first when no
-     * live session holds it (treehold.h). */
-    (void)ipb_tmp_marks_open(state);
-    if (ipb_tree_hold(d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold, err) < 0)
-        goto fail;
     d.n_binds = o->n_binds;
     d.bind_fds = calloc(o->n_binds + 1, sizeof(*d.bind_fds));
     d.bind_holds = calloc(o->n_binds + 1, sizeof(*d.bind_holds));
@@ -374,13 +369,20 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     for (size_t i = 0; i < o->n_binds; i++)
         if (ipb_host_named_open("--container-bind", o->binds[i].host, IPB_NAMED_MAKE, &d.bind_fds[i],
                                 &d.bind_canon[i], err) < 0 ||
-            file_id(d.bind_fds[i], &d.bind_ids[i], "--container-bind", o->binds[i].host, err) < 0 ||
-            ipb_tree_hold(d.bind_fds[i], "--container-bind", d.bind_canon[i], &d.bind_holds[i], err) < 0)
+            file_id(d.bind_fds[i], &d.bind_ids[i], "--container-bind", o->binds[i].host, err) < 0)
             goto fail;
     if (!d.workspace_owned && state_reachable("--workspace", d.workspace, state, err) < 0)
         goto fail;
     for (size_t i = 0; i < o->n_binds; i++)
         if (state_reachable("--container-bind", d.bind_canon[i], state, err) < 0)
+            goto fail;
+    /* Held for the session's life; swept of a killed session's temporary files first when no
+     * live session holds it (treehold.h). */
+    (void)ipb_tmp_marks_open(state);
+    if (ipb_tree_hold(d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < o->n_binds; i++)
+        if (ipb_tree_hold(d.bind_fds[i], "--container-bind", d.bind_canon[i], &d.bind_holds[i], err) < 0)
             goto fail;
     if (o->rootfs && ipb_host_named_open("--rootfs", o->rootfs, IPB_NAMED_DIR, &d.rootfs_fd, NULL, err) < 0)
         goto fail;
