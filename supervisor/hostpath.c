@@ -387,7 +387,7 @@ int ipb_host_write_from(const ipb_host_dirs *d, const char *local_path, int src_
         snprintf(what, sizeof(what), "writing %s", local_path);
         /* A temporary in that directory's fd, renamed over the name: a symlink there is
          * replaced, never followed. */
-        ret = ipb_atomic_write_at(r.dirfd, name, src_fd, NULL, 0, gate, what, err);
+        ret = ipb_atomic_write_at(r.dirfd, name, -1, src_fd, NULL, 0, gate, what, err);
     }
     ipb_hw_result_close(&r);
     return ret;

@@ -17,7 +17,9 @@
 #include "fdio.h"
 #include "hostpath.h"
 #include "strbuf.h"
+#include "tmpmark.h"
 #include "tree.h"
+#include "treehold.h"
 
 int ipb_state_dir(char **ret, ipb_error **err) {
     const char *xdg = getenv("XDG_STATE_HOME");
@@ -302,7 +304,7 @@ static int state_reachable(const char *what, const char *canon, const char *stat
 int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs *ret, ipb_error **err) {
     ipb_session_dirs d;
     memset(&d, 0, sizeof(d));
-    d.workspace_fd = d.rootfs_fd = -1;
+    d.workspace_fd = d.rootfs_fd = d.workspace_hold = -1;
     unsigned char rnd[8];
     cleanup_free char *state = NULL;
     if (ipb_random(rnd, sizeof(rnd)) < 0)
@@ -355,14 +357,15 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
         goto fail;
     d.n_binds = o->n_binds;
     d.bind_fds = calloc(o->n_binds + 1, sizeof(*d.bind_fds));
+    d.bind_holds = calloc(o->n_binds + 1, sizeof(*d.bind_holds));
     d.bind_ids = calloc(o->n_binds + 1, sizeof(*d.bind_ids));
     d.bind_canon = calloc(o->n_binds + 1, sizeof(*d.bind_canon));
-    if (!d.bind_fds || !d.bind_ids || !d.bind_canon) {
+    if (!d.bind_fds || !d.bind_holds || !d.bind_ids || !d.bind_canon) {
         ipb_error_set(err, ENOMEM, "session directories");
         goto fail;
     }
     for (size_t i = 0; i < o->n_binds; i++)
-        d.bind_fds[i] = -1;
+        d.bind_fds[i] = d.bind_holds[i] = -1;
     for (size_t i = 0; i < o->n_binds; i++)
         if (ipb_host_named_open("--container-bind", o->binds[i].host, IPB_NAMED_MAKE, &d.bind_fds[i],
                                 &d.bind_canon[i], err) < 0 ||
@@ -372,6 +375,14 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
         goto fail;
     for (size_t i = 0; i < o->n_binds; i++)
         if (state_reachable("--container-bind", d.bind_canon[i], state, err) < 0)
+            goto fail;
+    /* Held for the session's life; swept of a killed session's temporary files first when no
+     * live session holds it (treehold.h). */
+    (void)ipb_tmp_marks_open(state);
+    if (ipb_tree_hold(d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < o->n_binds; i++)
+        if (ipb_tree_hold(d.bind_fds[i], "--container-bind", d.bind_canon[i], &d.bind_holds[i], err) < 0)
             goto fail;
     if (o->rootfs && ipb_host_named_open("--rootfs", o->rootfs, IPB_NAMED_DIR, &d.rootfs_fd, NULL, err) < 0)
         goto fail;
@@ -405,20 +416,26 @@ void ipb_session_dirs_remove(ipb_session_dirs *d) {
     if (d->held) {
         if (d->workspace_fd >= 0)
             close(d->workspace_fd);
+        if (d->workspace_hold >= 0)
+            close(d->workspace_hold);
         if (d->rootfs_fd >= 0)
             close(d->rootfs_fd);
         for (size_t i = 0; d->bind_fds && i < d->n_binds; i++)
             if (d->bind_fds[i] >= 0)
                 close(d->bind_fds[i]);
+        for (size_t i = 0; d->bind_holds && i < d->n_binds; i++)
+            if (d->bind_holds[i] >= 0)
+                close(d->bind_holds[i]);
     }
     for (size_t i = 0; d->bind_canon && i < d->n_binds; i++)
         free(d->bind_canon[i]);
     free(d->bind_fds);
+    free(d->bind_holds);
     free(d->bind_ids);
     free(d->bind_canon);
     ipb_strv_free(&d->env);
     memset(d, 0, sizeof(*d));
-    d->workspace_fd = d->rootfs_fd = -1;
+    d->workspace_fd = d->rootfs_fd = d->workspace_hold = -1;
 }
 
 int ipb_session_dirs_reap_stale(void) {
@@ -459,5 +476,7 @@ int ipb_session_dirs_reap_stale(void) {
             removed++;
     }
     closedir(dir);
+    /* Their default workspaces too, when empty (and any other that no session holds). */
+    ipb_default_workspaces_sweep(state);
     return removed;
 }

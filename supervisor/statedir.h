@@ -2,7 +2,10 @@
  * ($XDG_STATE_HOME/ipybox, default ~/.local/state/ipybox):
  *   sessions/<id>/{root,home,run,mcp,pid}  removed when the session ends (mcp: the generated
  *                                       tool package and the tool socket, /opt/ipybox inside)
- *   workspaces/<id>/                    the default /app, kept unless empty
+ *   workspaces/<id>/                    the default /app, kept unless empty (also when the
+ *                                       session was killed: the next start removes it)
+ *   tmp-pending/<dev>-<ino>.<pid>       a tree that may hold a named temporary file of a
+ *                                       session (tmpmark.h)
  *   granted                             canonical paths of the trees bound read-write into
  *                                       sandboxes (workspaces, binds), NUL-separated */
 #pragma once
@@ -22,9 +25,11 @@ typedef struct ipb_session_dirs {
      * identities (checked again where they are bound) and canonical paths. */
     bool held;             /* the fds below are ours to close */
     int workspace_fd;
+    int workspace_hold;    /* holds the workspace for the session's life (treehold.h), or -1 */
     ipb_file_id workspace_id;
     size_t n_binds;
     int *bind_fds;
+    int *bind_holds;       /* the same for each bind source */
     ipb_file_id *bind_ids;
     char **bind_canon;
     int rootfs_fd;         /* -1 without --rootfs */
@@ -40,7 +45,8 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
  * session and is empty. Safe to call twice. */
 void ipb_session_dirs_remove(ipb_session_dirs *d);
 /* Removes the directories of sessions whose supervisor is no longer running (left behind by
- * a SIGKILL). Returns how many were removed. */
+ * a SIGKILL), then the empty default workspaces no live session holds. Returns how many
+ * session directories were removed. */
 int ipb_session_dirs_reap_stale(void);
 /* The trees that sandbox code may have written (and left symlinks in): the recorded
  * workspaces and bind sources, and the state directory's sessions/ and workspaces/. */

@@ -1,0 +1,22 @@
+/* How a live session holds the trees it lends its sandbox (the workspace, each directory
+ * bound with --container-bind): flock(LOCK_SH) on a directory fd kept open, close-on-exec,
+ * for the session's life (in ipyboxd, by the session's worker). A start that gets a tree
+ * exclusively knows that no live session, and so no sandbox, uses it: only then does it sweep
+ * the tree for temporary files a killed supervisor left (tmpmark.h), and only then is an
+ * empty default workspace removed. Sandbox code can flock /app too, but only shared while its
+ * session holds it, which keeps a sweep off a tree in use and nothing more. A file system
+ * without flock (some NFS setups) holds nothing and is never swept. */
+#pragma once
+
+#include "error.h"
+
+/* Holds the directory that fd (O_PATH will do) opens, sweeping it first when it can be had
+ * exclusively. *ret_fd: the fd that holds it (close it at the end), or -1: not a directory,
+ * or no flock there. Fails when another process keeps it exclusively for seconds, or when it
+ * was removed meanwhile. what, path: for messages. */
+int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_error **err);
+
+/* Removes the default workspaces (<state>/workspaces/<16 hex>) that are empty, have no session
+ * directory of the same id (being made, running or not yet reaped) and that no session holds;
+ * never follows a symlink. Returns how many were removed. */
+int ipb_default_workspaces_sweep(const char *state);
