@@ -73,6 +73,8 @@ struct ipbd_session {
     struct ipbd_out out;
     ipb_buf errbuf;           /* a partial stderr line */
     char last_err[512];       /* the worker's last stderr line, for failure messages */
+    bool last_err_explains;   /* that line is an error or warning, or "cannot ...": worth telling
+                               * (a start-up banner or an info line is not) */
     struct ipbd_pending *pending;
     uint64_t next_wid;
     unsigned clients;         /* attached clients */
