@@ -13,6 +13,11 @@
 
 /* What one client may have waiting to be written before it is dropped as not reading. */
 #define IPBD_OUT_MAX (64u << 20)
+/* A connection that has sent no request this long after connecting is dropped (a client that
+ * has spoken and then sits idle is not). IPYBOXD_FIRST_REQUEST_MS overrides it (tests). */
+#define IPBD_FIRST_REQUEST_MS 10000L
+/* Warnings a peer can cause at will are logged at most once per this period (ratelog.c). */
+#define IPBD_RATELOG_MS 10000L
 /* The longest line a worker may send (a cell's output is capped well below). */
 #define IPBD_WORKER_LINE_MAX (256u << 20)
 
@@ -34,6 +39,8 @@ struct ipbd_out {
 struct ipbd_client {
     struct ipbd_watch w;
     uint64_t id;
+    long connected_ms;
+    bool spoke;   /* has sent a well-formed request, notification or answer */
     pid_t pid; /* from SO_PEERCRED, for the log */
     jrpc_reader rd;
     struct ipbd_out out;
@@ -91,6 +98,13 @@ struct ipbd_session {
     struct ipbd_session *next;
 };
 
+/* A warning logged at a bounded rate: what the suppressed ones are called in the count. */
+struct ipbd_ratelog {
+    const char *what;
+    long last_ms;
+    unsigned suppressed;
+};
+
 struct ipbd {
     const ipbd_config *cfg;
     int ep;
@@ -98,6 +112,9 @@ struct ipbd {
     struct ipbd_client *clients;
     struct ipbd_session *sessions;
     unsigned nclients, nsessions, anon_seq;
+    unsigned ndropped;        /* clients dropped this round, freed by ipbd_clients_reap() */
+    long first_request_ms;    /* IPBD_FIRST_REQUEST_MS or the environment's */
+    struct ipbd_ratelog refused_cap, refused_uid, dropped_idle;
     long warm_after_ms;       /* no warm worker is started before then (after failures) */
     unsigned warm_failures;   /* warm workers that failed since one was last taken */
     long active_ms;           /* a client was last connected then (0: never); warm workers are
@@ -131,6 +148,13 @@ void ipbd_client_drop(struct ipbd *d, struct ipbd_client *c);
  * calls are refused with that reason until it creates or attaches a session. */
 void ipbd_client_lost_session(struct ipbd_client *c, const char *why);
 void ipbd_clients_reap(struct ipbd *d);
+/* On the timer: drops connections that sent no request within the deadline; flushes the
+ * rate-limited warnings. */
+void ipbd_clients_sweep(struct ipbd *d);
+
+/* ratelog.c */
+void ipbd_ratelog(struct ipbd_ratelog *rl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ipbd_ratelog_flush(struct ipbd_ratelog *rl);
 
 /* sessions.c */
 /* Starts a worker for a new session. args: the client's sandbox options (may be NULL), cwd:

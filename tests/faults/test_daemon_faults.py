@@ -4,6 +4,7 @@ deadline, never locking out a real client) and refusals (logged at a bounded rat
 bridge `ipybox mcp` whose client closes stdin (the running call finishes, queued ones start
 only while the client reads)."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -87,3 +88,83 @@ class WorkerDeath(DaemonFaultCase):
         self.assertIn("could not start: ", text)
         self.assertIn("*", text)  # the worker's own sentence
         self.assertIn("(its worker exited with status 2)", text)
+
+
+def closed_by_peer(sock, timeout):
+    """Whether the daemon closed sock within timeout (EOF, or a reset)."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+class IdleConnections(DaemonFaultCase):
+    DEADLINE_MS = 4000
+
+    def setUp(self):
+        super().setUp()
+        os.environ["IPYBOXD_FIRST_REQUEST_MS"] = str(self.DEADLINE_MS)
+
+    def tearDown(self):
+        os.environ.pop("IPYBOXD_FIRST_REQUEST_MS", None)
+        super().tearDown()
+
+    def test_idle_connections_do_not_lock_out_a_real_client_and_are_dropped(self):
+        d = self.daemon()  # --max-clients 256
+        idle = []
+        try:
+            for _ in range(300):
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(d.sock)
+                idle.append(s)
+            t0 = time.monotonic()
+            real = d.client()  # connects and initializes at once: it is let in
+            self.assertEqual(real.request("ping"), {})
+            self.assertLess(time.monotonic() - t0, self.DEADLINE_MS / 1000,
+                            "the real client waited for the idle ones to be dropped")
+            # A connection that has sent half a request is no better than a silent one.
+            half = socket.socket(socket.AF_UNIX)
+            half.connect(d.sock)
+            half.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"')
+            idle.append(half)
+            deadline = time.monotonic() + self.DEADLINE_MS / 1000 + 10
+            for s in idle:
+                self.assertTrue(closed_by_peer(s, max(0.1, deadline - time.monotonic())),
+                                "an idle connection was not dropped")
+            # The real client sat idle past the deadline too, but had spoken: it stays.
+            time.sleep(self.DEADLINE_MS / 1000 + 1.5)
+            self.assertEqual(real.request("ping"), {})
+            self.assertEqual(real.execute("print(6 * 7)")[0], "42\n")
+        finally:
+            for s in idle:
+                s.close()
+        # Each drop is logged or counted, in a few lines.
+        self.assertTrue(wait_for(lambda: "more connections dropped" in d.log_text(), 20), d.log_text()[-2000:])
+        log = d.log_text()
+        lines = [line for line in log.splitlines() if ": dropped" in line]
+        self.assertLessEqual(len(lines), 3, log[-3000:])
+        counted = sum(int(m) for m in re.findall(r"(\d+) more connections dropped", log))
+        self.assertEqual(len(lines) + counted, len(idle), log[-3000:])
+
+    def test_refusals_are_logged_at_a_bounded_rate(self):
+        d = self.daemon("--max-clients", "3")
+        clients = [d.client() for _ in range(3)]  # each has spoken: none gives way
+        n = 200
+        for _ in range(n):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(d.sock)
+            self.assertTrue(closed_by_peer(s, 10), "a connection past --max-clients was kept")
+            s.close()
+        for c in clients:
+            self.assertEqual(c.request("ping"), {})
+        # The first refusal is logged at once, the rest as one count within the period.
+        self.assertTrue(wait_for(lambda: "more connections refused at --max-clients" in d.log_text(), 20),
+                        d.log_text()[-2000:])
+        log = d.log_text()
+        logged = [line for line in log.splitlines() if "refused a connection from pid" in line]
+        self.assertLessEqual(len(logged), 3, log[-3000:])
+        counted = sum(int(m) for m in re.findall(r"(\d+) more connections refused at --max-clients", log))
+        self.assertEqual(len(logged) + counted, n, log[-3000:])
