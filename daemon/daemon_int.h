@@ -11,8 +11,17 @@
 #include "jsonrpc.h"
 #include "strbuf.h"
 
-/* What one client may have waiting to be written before it is dropped as not reading. */
+/* Backpressure (flow.c): a session's worker is no longer read while a client it sends to has
+ * more than IPBD_OUT_HIGH waiting to be written to it, and is read again below IPBD_OUT_LOW. */
+#define IPBD_OUT_HIGH (4u << 20)
+#define IPBD_OUT_LOW (1u << 20)
+/* What one client may have waiting before it is dropped as not reading: reached only by the
+ * daemon's own answers to a client that keeps asking without reading, or by one answer larger
+ * than that (a worker's output stops at IPBD_OUT_HIGH plus the message that crossed it). */
 #define IPBD_OUT_MAX (64u << 20)
+/* At most this much is read from a worker's link per event, so that what the daemon holds
+ * from a worker is one line plus this. */
+#define IPBD_LINK_READ (1u << 20)
 /* A connection that has sent no request this long after connecting is dropped (a client that
  * has spoken and then sits idle is not). IPYBOXD_FIRST_REQUEST_MS overrides it (tests). */
 #define IPBD_FIRST_REQUEST_MS 10000L
@@ -86,6 +95,7 @@ struct ipbd_session {
     uint64_t next_wid;
     unsigned clients;         /* attached clients */
     bool ready;               /* the worker answered its first ping */
+    bool paused;              /* its link is off the epoll set: a client is not reading (flow.c) */
     bool warm;                /* started ahead, no client's yet: not listed, not found by
                                * name, never idle; taken by the next session made with the
                                * daemon's options alone */
@@ -134,6 +144,13 @@ int ipbd_out_send(struct ipbd *d, struct ipbd_watch *w, struct ipbd_out *o, cons
 /* Writes what is queued; called on EPOLLOUT. Returns -1 when the stream is broken. */
 int ipbd_out_flush(struct ipbd *d, struct ipbd_watch *w, struct ipbd_out *o);
 
+/* flow.c */
+size_t ipbd_out_queued(const struct ipbd_out *o);
+/* Whether s's output must wait for a client that is not reading. */
+bool ipbd_flow_blocked(struct ipbd *d, const struct ipbd_session *s);
+void ipbd_flow_pause(struct ipbd *d, struct ipbd_session *s);
+void ipbd_flow_resume(struct ipbd *d, struct ipbd_session *s);
+
 /* clients.c */
 void ipbd_client_accept(struct ipbd *d);
 void ipbd_client_event(struct ipbd *d, struct ipbd_client *c, uint32_t events);
@@ -177,6 +194,8 @@ void ipbd_session_detach(struct ipbd *d, struct ipbd_session *s, struct ipbd_cli
 void ipbd_session_close(struct ipbd *d, struct ipbd_session *s, const char *why);
 void ipbd_session_event(struct ipbd *d, struct ipbd_watch *w, uint32_t events);
 void ipbd_sessions_reap(struct ipbd *d);  /* after SIGCHLD */
+/* After each round of events: sessions whose clients read again are read again. */
+void ipbd_sessions_flow(struct ipbd *d);
 void ipbd_sessions_sweep(struct ipbd *d); /* idle sessions */
 /* Starts warm workers until --warm of them run (within --max-sessions), unless they keep
  * failing (then after a pause that grows to a minute). */

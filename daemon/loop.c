@@ -215,6 +215,8 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err) {
             }
             }
         }
+        /* Sessions held for a client that has read since. */
+        ipbd_sessions_flow(&d);
         /* Freed only here, so that no event of this round points at freed memory. */
         ipbd_sessions_reap(&d);
         ipbd_clients_reap(&d);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -587,9 +588,16 @@ static void worker_line(struct ipbd *d, struct ipbd_session *s, const char *line
     json_decref(m);
 }
 
-static void link_readable(struct ipbd *d, struct ipbd_session *s) {
-    int r = jrpc_reader_fill(&s->rd, s->link.fd);
+/* Reads the worker's link and routes its lines, until a client they go to is not reading
+ * (then the link waits, flow.c). all: the worker has exited; everything it wrote is routed
+ * (the clients' own limit, IPBD_OUT_MAX, still holds). */
+static void link_readable(struct ipbd *d, struct ipbd_session *s, bool all) {
+    int r = jrpc_reader_fill_max(&s->rd, s->link.fd, all ? SIZE_MAX : IPBD_LINK_READ);
     for (;;) {
+        if (!all && ipbd_flow_blocked(d, s)) {
+            ipbd_flow_pause(d, s);
+            return;
+        }
         char *line;
         size_t len;
         int k = jrpc_reader_next(&s->rd, &line, &len);
@@ -608,6 +616,14 @@ static void link_readable(struct ipbd *d, struct ipbd_session *s) {
         jrpc_reader_free(&s->rd);
         ipb_buf_free(&s->out.buf);
     }
+}
+
+void ipbd_sessions_flow(struct ipbd *d) {
+    for (struct ipbd_session *s = d->sessions; s; s = s->next)
+        if (s->paused && s->link.fd >= 0 && !ipbd_flow_blocked(d, s)) {
+            ipbd_flow_resume(d, s);
+            link_readable(d, s, false); /* the lines it holds first; more when the socket has them */
+        }
 }
 
 /* The worker's stderr goes to ours, line by line with the session's name; its last line is
@@ -669,8 +685,8 @@ void ipbd_session_event(struct ipbd *d, struct ipbd_watch *w, uint32_t events) {
             ipbd_watch_del(d, &s->linkw);
         return;
     }
-    if (s->link.fd >= 0 && events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-        link_readable(d, s);
+    if (s->link.fd >= 0 && !s->paused && events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+        link_readable(d, s, false);
 }
 
 /* How the worker ended, from its wait status: "was killed by signal 9 (Killed)", "exited with
@@ -747,7 +763,7 @@ void ipbd_sessions_reap(struct ipbd *d) {
             s->pid = 0;
             /* What the worker wrote before it ended still counts. */
             if (s->link.fd >= 0)
-                link_readable(d, s);
+                link_readable(d, s, true);
             *sp = s->next;
             finish(d, s, status);
             break;

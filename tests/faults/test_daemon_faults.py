@@ -168,3 +168,40 @@ class IdleConnections(DaemonFaultCase):
         self.assertLessEqual(len(logged), 3, log[-3000:])
         counted = sum(int(m) for m in re.findall(r"(\d+) more connections refused at --max-clients", log))
         self.assertEqual(len(logged) + counted, n, log[-3000:])
+
+
+class StalledClient(DaemonFaultCase):
+    def test_a_client_that_stops_reading_holds_its_session_not_the_daemon(self):
+        d = self.daemon()
+        stalled, other = d.client(), d.client()
+        stalled.request("ipybox/createSession", {"name": "s"})
+        self.assertEqual(stalled.execute("x = 1; print(x)")[0], "1\n")
+        base = rss_kib(d.proc.pid)
+        # About 200 MB of output, streamed as progress, and the client reads none of it.
+        code = "for i in range(200):\n    print('y' * 999_999, flush=True)\nprint('done')"
+        rid = stalled.send_request("tools/call", {"name": "execute_ipython_cell",
+                                                  "arguments": {"code": code, "timeout": 600}},
+                                   meta={"progressToken": "p"})
+        peak = base
+        t_end = time.monotonic() + 20
+        while time.monotonic() < t_end:
+            t0 = time.monotonic()
+            self.assertEqual(other.request("ping", timeout=10), {})
+            self.assertLess(time.monotonic() - t0, 5, "a ping waited for the stalled client")
+            peak = max(peak, rss_kib(d.proc.pid))
+            time.sleep(0.5)
+        self.assertLess(peak - base, 32 << 10, "the daemon's RSS grew by %d KiB" % (peak - base))
+        # It reads again: it was never dropped, the cell ends with all of its output streamed,
+        # and the session lives on with its state.
+        streamed = 0
+        while True:
+            msg = stalled.read_message(180)
+            if msg.get("id") == rid:
+                break
+            streamed += len(msg["params"].get("message", ""))
+        self.assertEqual(msg["result"]["isError"], False)
+        self.assertTrue(msg["result"]["content"][0]["text"].endswith("done\n"))
+        self.assertGreaterEqual(streamed, 200 * 1_000_000)
+        self.assertEqual(stalled.execute("print(x + 1)")[0], "2\n")
+        self.assertEqual(other.request("ping"), {})
+        print("daemon RSS: base %d KiB, peak %d KiB with a stalled client" % (base, peak), file=sys.stderr)
