@@ -205,3 +205,68 @@ class StalledClient(DaemonFaultCase):
         self.assertEqual(stalled.execute("print(x + 1)")[0], "2\n")
         self.assertEqual(other.request("ping"), {})
         print("daemon RSS: base %d KiB, peak %d KiB with a stalled client" % (base, peak), file=sys.stderr)
+
+
+class BridgeStdinClosed(DaemonFaultCase):
+    """`ipybox mcp` through a daemon whose client closes stdin with calls still queued."""
+
+    def start(self, d, close_stdout=False):
+        ws = tempfile.mkdtemp(prefix="ipybox-ws-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", ws])
+        from ipybox_test import McpClient
+        c = McpClient("--workspace", ws, env=d.env)
+        self.addCleanup(c.close)
+        self.assertEqual(c.execute("print('up')")[0], "up\n")
+        calls = [c.send_request("tools/call", {"name": "execute_ipython_cell", "arguments": {"code": code}})
+                 for code in ("import time; time.sleep(3); open('/app/one', 'w').write('1')",
+                              "open('/app/two', 'w').write('2')",
+                              "open('/app/three', 'w').write('3')")]
+        if close_stdout:
+            c.proc.stdout.close()
+        c.proc.stdin.close()
+        return c, ws, calls
+
+    def test_queued_calls_do_not_start_when_the_client_does_not_read(self):
+        d = self.daemon()
+        c, ws, calls = self.start(d)
+        # It reads nothing: the running call finishes, the queued ones never start.
+        c.proc.wait(60)
+        self.assertEqual(c.proc.returncode, 0)
+        self.assertTrue(os.path.exists(os.path.join(ws, "one")))
+        self.assertFalse(os.path.exists(os.path.join(ws, "two")))
+        self.assertFalse(os.path.exists(os.path.join(ws, "three")))
+        self.assertIn("2 queued calls not started", c.proc.stderr.read().decode())
+        # The running call's answer was delivered, and no other.
+        msg = c.wait_response(calls[0], 10)
+        self.assertEqual(msg["result"]["isError"], False)
+        with self.assertRaises(EOFError):
+            c.read_message(10)
+        self.assertTrue(wait_for(lambda: not workers(d.proc.pid), 30), "the session outlived its bridge")
+
+    def test_queued_calls_run_while_the_client_reads(self):
+        d = self.daemon()
+        c, ws, calls = self.start(d)
+        for rid in calls:
+            self.assertEqual(c.wait_response(rid, 60)["result"]["isError"], False)
+        c.proc.wait(60)
+        self.assertEqual(c.proc.returncode, 0)
+        for name in ("one", "two", "three"):
+            self.assertTrue(os.path.exists(os.path.join(ws, name)), name)
+
+    def test_a_client_gone_both_ways_interrupts_the_running_call(self):
+        d = self.daemon()
+        c, ws, calls = self.start(d, close_stdout=True)
+        c.proc.wait(30)
+        time.sleep(4)  # past the end the cell would have had
+        for name in ("one", "two", "three"):
+            self.assertFalse(os.path.exists(os.path.join(ws, name)), name)
+
+    def test_a_client_that_stops_reading_after_closing_stdin_interrupts_the_running_call(self):
+        d = self.daemon()
+        c, ws, calls = self.start(d)
+        time.sleep(1)  # the bridge has seen the end of stdin; the first call runs
+        c.proc.stdout.close()
+        c.proc.wait(30)
+        time.sleep(4)
+        for name in ("one", "two", "three"):
+            self.assertFalse(os.path.exists(os.path.join(ws, name)), name)
