@@ -1,6 +1,6 @@
 /* `ipybox mcp` with a daemon: one createSession for this connection (carrying the sandbox
- * options given on our command line and our working directory), then bytes both ways between
- * stdio and the daemon's socket. The daemon closes the session when we disconnect. */
+ * options given on our command line and our working directory), then the relay between stdio
+ * and the daemon's socket (relay.c). The daemon closes the session when we disconnect. */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -135,41 +135,7 @@ int cli_bridge(int fd, const char *path, int argc, char **argv) {
         return 1;
     }
     free(rest);
-    char buf[65536];
-    bool in_open = true;
-    for (;;) {
-        struct pollfd p[2] = {{in_open ? 0 : -1, POLLIN, 0}, {fd, POLLIN, 0}};
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if (p[0].revents) {
-            ssize_t n = read(0, buf, sizeof(buf));
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0) {
-                /* No more requests: answers still due keep coming until the daemon is done. */
-                in_open = false;
-                shutdown(fd, SHUT_WR);
-            } else if (ipb_write_all(fd, buf, (size_t)n) < 0) {
-                log_error("ipyboxd closed the connection");
-                break;
-            }
-        }
-        if (p[1].revents) {
-            ssize_t n = read(fd, buf, sizeof(buf));
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0) {
-                if (in_open)
-                    log_error("ipyboxd closed the connection");
-                break;
-            }
-            if (ipb_write_all(1, buf, (size_t)n) < 0)
-                break; /* the MCP client is gone */
-        }
-    }
+    cli_relay(fd);
     close(fd);
     return 0;
 }

@@ -18,5 +18,7 @@ int cli_daemon_connect(const char *path);
 /* `ipybox mcp` through a daemon: a session for this connection with these sandbox options,
  * then stdio <-> socket. Returns the exit code. */
 int cli_bridge(int fd, const char *path, int argc, char **argv);
+/* Relays stdio and a daemon session's socket until either ends (relay.c). */
+int cli_relay(int fd);
 /* cli_bridge's result when the daemon did not answer createSession in time. */
 #define CLI_BRIDGE_NO_ANSWER (-1)

@@ -26,6 +26,7 @@ void ipbd_client_drop(struct ipbd *d, struct ipbd_client *c) {
     if (c->dead)
         return;
     c->dead = true;
+    d->ndropped++;
     /* Its session, and requests still open in sessions it left earlier. */
     for (struct ipbd_session *s = d->sessions; s; s = s->next)
         ipbd_session_detach(d, s, c);
@@ -46,6 +47,7 @@ void ipbd_clients_reap(struct ipbd *d) {
         free(c->lost);
         free(c);
         d->nclients--;
+        d->ndropped--;
         d->active_ms = ipbd_now_ms();
     }
 }
@@ -241,6 +243,8 @@ static void request(struct ipbd *d, struct ipbd_client *c, jrpc_msg *m) {
 static void line(struct ipbd *d, struct ipbd_client *c, const char *text, size_t len) {
     jrpc_msg m;
     jrpc_parse(text, len, &m);
+    if (m.kind != JRPC_INVALID)
+        c->spoke = true;
     switch (m.kind) {
     case JRPC_INVALID:
         ipbd_client_send(d, c, jrpc_error(m.id, m.error_code, m.error_msg));
@@ -308,6 +312,29 @@ void ipbd_client_event(struct ipbd *d, struct ipbd_client *c, uint32_t events) {
         ipbd_client_drop(d, c); /* gone both ways: nobody to answer */
 }
 
+/* At --max-clients, a connection that has not spoken yet (the oldest) gives way to a new one:
+ * connections left idle cannot lock a real client out. NULL when every one has spoken. */
+static struct ipbd_client *silent_oldest(struct ipbd *d) {
+    struct ipbd_client *pick = NULL;
+    for (struct ipbd_client *c = d->clients; c; c = c->next)
+        if (!c->dead && !c->spoke && (!pick || c->connected_ms <= pick->connected_ms))
+            pick = c;
+    return pick;
+}
+
+void ipbd_clients_sweep(struct ipbd *d) {
+    long now = ipbd_now_ms();
+    for (struct ipbd_client *c = d->clients; c; c = c->next)
+        if (!c->dead && !c->spoke && now - c->connected_ms >= d->first_request_ms) {
+            ipbd_ratelog(&d->dropped_idle, "client %llu (pid %d): dropped: no request within %ld ms of connecting",
+                         (unsigned long long)c->id, (int)c->pid, d->first_request_ms);
+            ipbd_client_drop(d, c);
+        }
+    ipbd_ratelog_flush(&d->refused_cap);
+    ipbd_ratelog_flush(&d->refused_uid);
+    ipbd_ratelog_flush(&d->dropped_idle);
+}
+
 void ipbd_client_accept(struct ipbd *d) {
     for (int i = 0; i < 64; i++) {
         int fd = accept4(d->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -319,22 +346,34 @@ void ipbd_client_accept(struct ipbd *d) {
         struct ucred cred;
         socklen_t cl = sizeof(cred);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != d->cfg->uid) {
-            log_warn("refused a connection from uid %d: this daemon serves uid %d only",
-                     cl == sizeof(cred) ? (int)cred.uid : -1, (int)d->cfg->uid);
+            ipbd_ratelog(&d->refused_uid, "refused a connection from uid %d: this daemon serves uid %d only",
+                         cl == sizeof(cred) ? (int)cred.uid : -1, (int)d->cfg->uid);
             close(fd);
             continue;
         }
-        struct ipbd_client *c = d->nclients < d->cfg->max_clients ? calloc(1, sizeof(*c)) : NULL;
+        if (d->nclients - d->ndropped >= d->cfg->max_clients) {
+            struct ipbd_client *old = silent_oldest(d);
+            if (old) {
+                ipbd_ratelog(&d->dropped_idle,
+                             "client %llu (pid %d): dropped to make room (%u connections, the most allowed; it had "
+                             "sent no request)",
+                             (unsigned long long)old->id, (int)old->pid, d->nclients - d->ndropped);
+                ipbd_client_drop(d, old);
+            }
+        }
+        struct ipbd_client *c = d->nclients - d->ndropped < d->cfg->max_clients ? calloc(1, sizeof(*c)) : NULL;
         if (!c) {
-            log_warn("refused a connection from pid %d: %u clients are connected, the most allowed "
-                     "(ipyboxd --max-clients)",
-                     (int)cred.pid, d->nclients);
+            ipbd_ratelog(&d->refused_cap,
+                         "refused a connection from pid %d: %u clients are connected, the most allowed "
+                         "(ipyboxd --max-clients)",
+                         (int)cred.pid, d->nclients - d->ndropped);
             close(fd);
             continue;
         }
         c->w = (struct ipbd_watch){W_CLIENT, fd, c, 0};
         c->id = d->next_client_id++;
         c->pid = cred.pid;
+        c->connected_ms = ipbd_now_ms();
         if (ipbd_watch_add(d, &c->w, EPOLLIN | EPOLLRDHUP) < 0) {
             close(fd);
             free(c);

@@ -11,8 +11,22 @@
 #include "jsonrpc.h"
 #include "strbuf.h"
 
-/* What one client may have waiting to be written before it is dropped as not reading. */
+/* Backpressure (flow.c): a session's worker is no longer read while a client it sends to has
+ * more than IPBD_OUT_HIGH waiting to be written to it, and is read again below IPBD_OUT_LOW. */
+#define IPBD_OUT_HIGH (4u << 20)
+#define IPBD_OUT_LOW (1u << 20)
+/* What one client may have waiting before it is dropped as not reading: reached only by the
+ * daemon's own answers to a client that keeps asking without reading, or by one answer larger
+ * than that (a worker's output stops at IPBD_OUT_HIGH plus the message that crossed it). */
 #define IPBD_OUT_MAX (64u << 20)
+/* At most this much is read from a worker's link per event, so that what the daemon holds
+ * from a worker is one line plus this. */
+#define IPBD_LINK_READ (1u << 20)
+/* A connection that has sent no request this long after connecting is dropped (a client that
+ * has spoken and then sits idle is not). IPYBOXD_FIRST_REQUEST_MS overrides it (tests). */
+#define IPBD_FIRST_REQUEST_MS 10000L
+/* Warnings a peer can cause at will are logged at most once per this period (ratelog.c). */
+#define IPBD_RATELOG_MS 10000L
 /* The longest line a worker may send (a cell's output is capped well below). */
 #define IPBD_WORKER_LINE_MAX (256u << 20)
 
@@ -34,6 +48,8 @@ struct ipbd_out {
 struct ipbd_client {
     struct ipbd_watch w;
     uint64_t id;
+    long connected_ms;
+    bool spoke;   /* has sent a well-formed request, notification or answer */
     pid_t pid; /* from SO_PEERCRED, for the log */
     jrpc_reader rd;
     struct ipbd_out out;
@@ -73,10 +89,13 @@ struct ipbd_session {
     struct ipbd_out out;
     ipb_buf errbuf;           /* a partial stderr line */
     char last_err[512];       /* the worker's last stderr line, for failure messages */
+    bool last_err_explains;   /* that line is an error or warning, or "cannot ...": worth telling
+                               * (a start-up banner or an info line is not) */
     struct ipbd_pending *pending;
     uint64_t next_wid;
     unsigned clients;         /* attached clients */
     bool ready;               /* the worker answered its first ping */
+    bool paused;              /* its link is off the epoll set: a client is not reading (flow.c) */
     bool warm;                /* started ahead, no client's yet: not listed, not found by
                                * name, never idle; taken by the next session made with the
                                * daemon's options alone */
@@ -89,6 +108,13 @@ struct ipbd_session {
     struct ipbd_session *next;
 };
 
+/* A warning logged at a bounded rate: what the suppressed ones are called in the count. */
+struct ipbd_ratelog {
+    const char *what;
+    long last_ms;
+    unsigned suppressed;
+};
+
 struct ipbd {
     const ipbd_config *cfg;
     int ep;
@@ -96,6 +122,9 @@ struct ipbd {
     struct ipbd_client *clients;
     struct ipbd_session *sessions;
     unsigned nclients, nsessions, anon_seq;
+    unsigned ndropped;        /* clients dropped this round, freed by ipbd_clients_reap() */
+    long first_request_ms;    /* IPBD_FIRST_REQUEST_MS or the environment's */
+    struct ipbd_ratelog refused_cap, refused_uid, dropped_idle;
     long warm_after_ms;       /* no warm worker is started before then (after failures) */
     unsigned warm_failures;   /* warm workers that failed since one was last taken */
     long active_ms;           /* a client was last connected then (0: never); warm workers are
@@ -115,6 +144,13 @@ int ipbd_out_send(struct ipbd *d, struct ipbd_watch *w, struct ipbd_out *o, cons
 /* Writes what is queued; called on EPOLLOUT. Returns -1 when the stream is broken. */
 int ipbd_out_flush(struct ipbd *d, struct ipbd_watch *w, struct ipbd_out *o);
 
+/* flow.c */
+size_t ipbd_out_queued(const struct ipbd_out *o);
+/* Whether s's output must wait for a client that is not reading. */
+bool ipbd_flow_blocked(struct ipbd *d, const struct ipbd_session *s);
+void ipbd_flow_pause(struct ipbd *d, struct ipbd_session *s);
+void ipbd_flow_resume(struct ipbd *d, struct ipbd_session *s);
+
 /* clients.c */
 void ipbd_client_accept(struct ipbd *d);
 void ipbd_client_event(struct ipbd *d, struct ipbd_client *c, uint32_t events);
@@ -129,6 +165,13 @@ void ipbd_client_drop(struct ipbd *d, struct ipbd_client *c);
  * calls are refused with that reason until it creates or attaches a session. */
 void ipbd_client_lost_session(struct ipbd_client *c, const char *why);
 void ipbd_clients_reap(struct ipbd *d);
+/* On the timer: drops connections that sent no request within the deadline; flushes the
+ * rate-limited warnings. */
+void ipbd_clients_sweep(struct ipbd *d);
+
+/* ratelog.c */
+void ipbd_ratelog(struct ipbd_ratelog *rl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ipbd_ratelog_flush(struct ipbd_ratelog *rl);
 
 /* sessions.c */
 /* Starts a worker for a new session. args: the client's sandbox options (may be NULL), cwd:
@@ -151,6 +194,8 @@ void ipbd_session_detach(struct ipbd *d, struct ipbd_session *s, struct ipbd_cli
 void ipbd_session_close(struct ipbd *d, struct ipbd_session *s, const char *why);
 void ipbd_session_event(struct ipbd *d, struct ipbd_watch *w, uint32_t events);
 void ipbd_sessions_reap(struct ipbd *d);  /* after SIGCHLD */
+/* After each round of events: sessions whose clients read again are read again. */
+void ipbd_sessions_flow(struct ipbd *d);
 void ipbd_sessions_sweep(struct ipbd *d); /* idle sessions */
 /* Starts warm workers until --warm of them run (within --max-sessions), unless they keep
  * failing (then after a pause that grows to a minute). */

@@ -142,6 +142,17 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err) {
     d.sig.fd = d.timer.fd = -1;
     d.listen.fd = cfg->listen_fd; /* ours from here: closed when we stop listening */
     d.next_client_id = 1;
+    d.first_request_ms = IPBD_FIRST_REQUEST_MS;
+    const char *fr = getenv("IPYBOXD_FIRST_REQUEST_MS");
+    if (fr && *fr) {
+        char *end;
+        long v = strtol(fr, &end, 10);
+        if (!*end && v > 0)
+            d.first_request_ms = v;
+    }
+    d.refused_cap.what = "connections refused at --max-clients";
+    d.refused_uid.what = "connections of other users refused";
+    d.dropped_idle.what = "connections dropped";
     /* `ipyboxd --user --warm N` was started to be used: its warm workers start at once. A
      * system service's frontend waits for its user's first connection. */
     d.active_ms = !cfg->frontend ? ipbd_now_ms() : 0;
@@ -199,10 +210,13 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err) {
                     /* nothing: the timer fires again */
                 }
                 ipbd_sessions_sweep(&d);
+                ipbd_clients_sweep(&d);
                 break;
             }
             }
         }
+        /* Sessions held for a client that has read since. */
+        ipbd_sessions_flow(&d);
         /* Freed only here, so that no event of this round points at freed memory. */
         ipbd_sessions_reap(&d);
         ipbd_clients_reap(&d);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -587,9 +588,16 @@ static void worker_line(struct ipbd *d, struct ipbd_session *s, const char *line
     json_decref(m);
 }
 
-static void link_readable(struct ipbd *d, struct ipbd_session *s) {
-    int r = jrpc_reader_fill(&s->rd, s->link.fd);
+/* Reads the worker's link and routes its lines, until a client they go to is not reading
+ * (then the link waits, flow.c). all: the worker has exited; everything it wrote is routed
+ * (the clients' own limit, IPBD_OUT_MAX, still holds). */
+static void link_readable(struct ipbd *d, struct ipbd_session *s, bool all) {
+    int r = jrpc_reader_fill_max(&s->rd, s->link.fd, all ? SIZE_MAX : IPBD_LINK_READ);
     for (;;) {
+        if (!all && ipbd_flow_blocked(d, s)) {
+            ipbd_flow_pause(d, s);
+            return;
+        }
         char *line;
         size_t len;
         int k = jrpc_reader_next(&s->rd, &line, &len);
@@ -608,6 +616,14 @@ static void link_readable(struct ipbd *d, struct ipbd_session *s) {
         jrpc_reader_free(&s->rd);
         ipb_buf_free(&s->out.buf);
     }
+}
+
+void ipbd_sessions_flow(struct ipbd *d) {
+    for (struct ipbd_session *s = d->sessions; s; s = s->next)
+        if (s->paused && s->link.fd >= 0 && !ipbd_flow_blocked(d, s)) {
+            ipbd_flow_resume(d, s);
+            link_readable(d, s, false); /* the lines it holds first; more when the socket has them */
+        }
 }
 
 /* The worker's stderr goes to ours, line by line with the session's name; its last line is
@@ -630,10 +646,15 @@ static void stderr_readable(struct ipbd *d, struct ipbd_session *s) {
                 break;
             size_t l = nl ? (size_t)(nl - s->errbuf.data) : s->errbuf.len;
             const char *text = s->errbuf.data;
-            static const char prefix[] = "ipybox mcp: ";
-            if (l >= sizeof(prefix) - 1 && !memcmp(text, prefix, sizeof(prefix) - 1)) {
-                text += sizeof(prefix) - 1;
-                l -= sizeof(prefix) - 1;
+            /* "ipybox mcp: " from the supervisor, "ipybox: " from the option parser. */
+            static const char *const prefixes[] = {"ipybox mcp: ", "ipybox: "};
+            for (size_t i = 0; i < sizeof(prefixes) / sizeof(*prefixes); i++) {
+                size_t pl = strlen(prefixes[i]);
+                if (l >= pl && !memcmp(text, prefixes[i], pl)) {
+                    text += pl;
+                    l -= pl;
+                    break;
+                }
             }
             /* Its own level, where it says one ("warning: ...", "error: ..."). */
             enum ipb_log_level level = IPB_LOG_INFO;
@@ -642,8 +663,10 @@ static void stderr_readable(struct ipbd *d, struct ipbd_session *s) {
             else if (l >= 7 && !memcmp(text, "error: ", 7))
                 level = IPB_LOG_ERROR, text += 7, l -= 7;
             ipb_log(level, "session %s: %.*s", s->name, (int)l, text);
-            if (!s->closing)
+            if (!s->closing) {
                 snprintf(s->last_err, sizeof(s->last_err), "%.*s", (int)l, text);
+                s->last_err_explains = level != IPB_LOG_INFO || (l >= 7 && !memcmp(text, "cannot ", 7));
+            }
             ipb_buf_consume(&s->errbuf, nl ? (size_t)(nl - s->errbuf.data) + 1 : s->errbuf.len);
         }
     }
@@ -662,34 +685,52 @@ void ipbd_session_event(struct ipbd *d, struct ipbd_watch *w, uint32_t events) {
             ipbd_watch_del(d, &s->linkw);
         return;
     }
-    if (s->link.fd >= 0 && events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-        link_readable(d, s);
+    if (s->link.fd >= 0 && !s->paused && events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+        link_readable(d, s, false);
+}
+
+/* How the worker ended, from its wait status: "was killed by signal 9 (Killed)", "exited with
+ * status 1". */
+static void describe_status(int status, char *out, size_t size) {
+    if (WIFSIGNALED(status))
+        snprintf(out, size, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(out, size, "exited with status %d", WEXITSTATUS(status));
+}
+
+/* Why a worker ended: its wait status, with its last stderr line when that line explains (an
+ * error, "cannot start: ..."), never a mere banner. */
+static void end_detail(const struct ipbd_session *s, int status, char *out, size_t size) {
+    char how[128];
+    describe_status(status, how, sizeof(how));
+    if (s->last_err_explains && WIFEXITED(status))
+        snprintf(out, size, "%s (its worker %s)", s->last_err, how);
+    else if (s->last_err_explains)
+        snprintf(out, size, "its worker %s; its last error: %s", how, s->last_err);
+    else
+        snprintf(out, size, "its worker %s", how);
 }
 
 /* A session whose worker has exited and whose channel is closed: every open request fails
  * with the reason, its clients are detached, and it is freed. */
 static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
     if (s->errw.fd >= 0)
-        stderr_readable(d, s); /* its last words are the reason */
-    char why[700];
+        stderr_readable(d, s); /* its last words may be the reason */
+    char detail[700], why[800];
+    end_detail(s, status, detail, sizeof(detail));
     if (s->closing)
         snprintf(why, sizeof(why), "The session '%s' was closed: %s", s->name, s->last_err);
-    else if (!s->ready)
-        snprintf(why, sizeof(why), "The session '%s' could not start%s%s", s->name, s->last_err[0] ? ": " : "",
-                 s->last_err);
     else
-        snprintf(why, sizeof(why), "The session '%s' ended unexpectedly%s%s", s->name, s->last_err[0] ? ": " : "",
-                 s->last_err);
+        snprintf(why, sizeof(why), "The session '%s' %s: %s", s->name, s->ready ? "ended unexpectedly" : "could not start",
+                 detail);
     if (s->warm && !s->closing) {
-        char wf[600];
-        snprintf(wf, sizeof(wf), "%s%s%s", s->ready ? "ended while waiting" : "could not start",
-                 s->last_err[0] ? ": " : "", s->last_err);
+        char wf[800];
+        snprintf(wf, sizeof(wf), "%s: %s", s->ready ? "ended while waiting" : "could not start", detail);
         warm_failed(d, wf);
     } else if (!s->closing) {
-        if (WIFSIGNALED(status))
-            log_warn("session %s: the worker was killed by signal %d", s->name, WTERMSIG(status));
-        else
-            log_warn("session %s: the worker exited with status %d", s->name, WEXITSTATUS(status));
+        char how[128];
+        describe_status(status, how, sizeof(how));
+        log_warn("session %s: the worker %s", s->name, how);
     }
     while (s->pending) {
         struct ipbd_pending *p = s->pending;
@@ -722,7 +763,7 @@ void ipbd_sessions_reap(struct ipbd *d) {
             s->pid = 0;
             /* What the worker wrote before it ended still counts. */
             if (s->link.fd >= 0)
-                link_readable(d, s);
+                link_readable(d, s, true);
             *sp = s->next;
             finish(d, s, status);
             break;

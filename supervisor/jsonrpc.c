@@ -1,15 +1,18 @@
 #include "jsonrpc.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static size_t line_max(const jrpc_reader *r) { return r->max ? r->max : JRPC_MAX_LINE; }
 
-int jrpc_reader_fill(jrpc_reader *r, int fd) {
+int jrpc_reader_fill(jrpc_reader *r, int fd) { return jrpc_reader_fill_max(r, fd, SIZE_MAX); }
+
+int jrpc_reader_fill_max(jrpc_reader *r, int fd, size_t limit) {
     char chunk[65536];
-    for (;;) {
+    for (size_t total = 0; total < limit;) {
         ssize_t n = read(fd, chunk, sizeof(chunk));
         if (n < 0) {
             if (errno == EINTR)
@@ -20,6 +23,7 @@ int jrpc_reader_fill(jrpc_reader *r, int fd) {
             r->eof = true;
             return 0;
         }
+        total += (size_t)n;
         const char *p = chunk;
         size_t len = (size_t)n;
         if (r->discarding) {
@@ -37,6 +41,7 @@ int jrpc_reader_fill(jrpc_reader *r, int fd) {
         if ((size_t)n < sizeof(chunk) || r->buf.len > line_max(r))
             return 0;
     }
+    return 0;
 }
 
 /* A NUL-terminated copy of exactly n bytes: lines may contain NUL bytes, so strndup() (which

@@ -34,6 +34,9 @@ typedef struct jrpc_msg {
 
 /* Reads what is available on fd (non-blocking). Returns 0, or -errno; sets eof. */
 int jrpc_reader_fill(jrpc_reader *r, int fd);
+/* The same, reading at most about limit bytes (whole 64 KiB reads) before it returns: a reader
+ * that must not take more than it can pass on at once. */
+int jrpc_reader_fill_max(jrpc_reader *r, int fd, size_t limit);
 /* Takes the next complete line. Returns 1 with the line and its length (valid until the next call),
  * 0 when none is complete, -E2BIG once per oversized line (the line is dropped). */
 int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len);

@@ -444,6 +444,21 @@ START_TEST(fixed_bug_fill_buffers_past_the_cap) {
 }
 END_TEST
 
+/* fill_max stops after about limit bytes (whole 64 KiB reads) though more is there; the rest
+ * comes with the next call. Input: a 1 MiB line, available at once. */
+START_TEST(reader_fill_max_reads_at_most_about_the_limit) {
+    size_t n = 1u << 20;
+    int fd = memfd_with(n - 1, "\n");
+    ck_assert_int_eq(jrpc_reader_fill_max(&rd, fd, 100000), 0);
+    ck_assert_uint_eq(rd.buf.len, 2 * 65536);
+    ck_assert(!rd.eof);
+    while (!rd.eof)
+        ck_assert_int_eq(jrpc_reader_fill_max(&rd, fd, 100000), 0);
+    close(fd);
+    ck_assert_uint_eq(rd.buf.len, n);
+}
+END_TEST
+
 static Suite *jsonrpc_suite(void) {
     Suite *s = suite_create("jsonrpc");
     TCase *p = tcase_create("parse");
@@ -470,6 +485,7 @@ static Suite *jsonrpc_suite(void) {
     tcase_add_test(r, reader_oversized_line_then_next_line);
     tcase_add_test(r, reader_oversized_line_streamed);
     tcase_add_test(r, reader_limit_boundary);
+    tcase_add_test(r, reader_fill_max_reads_at_most_about_the_limit);
     suite_add_tcase(s, r);
     {
         TCase *k = tcase_create("fixed_bugs");
