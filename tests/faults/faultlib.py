@@ -36,7 +36,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from ipybox_test import McpClient, McpError, require_sandbox, wait_for  # noqa: E402
+from ipybox_test import PROTOCOL, McpClient, McpError, require_sandbox, wait_for  # noqa: E402
 import daemon_fixture  # noqa: E402
 import mcp_servers  # noqa: E402
 
@@ -277,12 +277,13 @@ class Session:
             e = dict(os.environ if env is None else env)
             e["XDG_STATE_HOME"] = state or os.path.join(tmp, "state")
             self.state_dir = os.path.join(e["XDG_STATE_HOME"], "ipybox")
-            self.client = McpClient("--embedded", *self.options, env=e, wrap=wrap)
+            self.client = _started(McpClient("--embedded", *self.options, env=e, wrap=wrap, initialize=False))
             self.top = self.client.proc.pid
         else:
             # The real bridge (`ipybox mcp --connect`), which sends our options to the daemon.
             self.state_dir = os.path.join(daemon.env["XDG_STATE_HOME"], "ipybox")
-            self.client = McpClient("--connect", daemon.sock, *self.options, env=daemon.env, wrap=wrap)
+            self.client = _started(McpClient("--connect", daemon.sock, *self.options, env=daemon.env, wrap=wrap,
+                                             initialize=False))
             self.top = daemon.proc.pid
         self.seen = {}
 
@@ -315,14 +316,28 @@ class Session:
         return self.proc("supervisor")
 
     # -- calls
-    def call(self, name, args, timeout=CALL_DEADLINE):
-        return self.client.call(name, args, timeout=timeout)
+    def call(self, name, args=None, timeout=CALL_DEADLINE):
+        return self.client.call(name, args or {}, timeout=timeout)
 
     def execute(self, code, timeout=CALL_DEADLINE):
         return self.client.execute(code, timeout=timeout)
 
     def close(self):
         self.client.close()
+
+
+def _started(c):
+    """c initialized, or closed (its process ended and reaped) and the error raised."""
+    try:
+        c.init_result = c.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
+                                                 "clientInfo": {"name": "ipybox-faults", "version": "1"}})
+        c.notify("notifications/initialized")
+        return c
+    except BaseException:
+        with contextlib.suppress(OSError):
+            c.proc.stdin.close()
+        c.close()
+        raise
 
 
 class Baseline:
