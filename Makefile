@@ -1,6 +1,6 @@
 # ipybox-native build. Plain make; every library comes through pkg-config.
 #   make            build bin/ipybox and libexec/ipybox-shim under $(BUILD)
-#   make check      unit, integration and security tests
+#   make check      unit, integration, security, SDK and fault-injection tests
 #   make check-system  the system service as installed, in a Debian 12 VM (root; tests/vm/)
 #   make sanitize   the same tests with SANITIZE=address,undefined in build-san/
 #   make check-fresh  ./start and ./test in a bare Debian 12 root (debootstrap; root, network)

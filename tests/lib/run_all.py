@@ -1,5 +1,6 @@
 """Test driver for `make check`: Check unit suites (binaries given as arguments), then the
-Python integration and security suites (unittest), with one summary line at the end."""
+Python integration, security, SDK and fault-injection suites (unittest), with one summary line
+at the end."""
 import os
 import shutil
 import tempfile
@@ -66,12 +67,12 @@ def run(args):
     pp = pf = ps = 0
     if not unit_only:
         only = os.environ.get("TESTS")  # e.g. TESTS=integration
-        dirs = [only] if only else ["integration", "security", "sdk"]
+        dirs = [only] if only else ["integration", "security", "sdk", "faults"]
         print("== " + ", ".join(dirs))
         sys.stdout.flush()
         pp, pf, ps = run_python(dirs)
     passed, failed = up + pp, uf + pf
-    print("unit: %d passed, %d failed; integration/security: %d passed, %d failed, %d skipped" % (up, uf, pp, pf, ps))
+    print("unit: %d passed, %d failed; integration/security/sdk/faults: %d passed, %d failed, %d skipped" % (up, uf, pp, pf, ps))
     print("%d passed, %d failed, %d skipped" % (passed, failed, ps))
     return 1 if failed or passed == 0 else 0
 
