@@ -29,6 +29,7 @@ typedef struct exec_state {
     const ipb_exec_hooks *h;
     bool got_reply, got_idle, raised;
     bool reply_ok; /* the execute_reply said "ok": the code ran to its end */
+    bool draining; /* interrupted or cancelled: output is read whatever the client does */
     char *scratch; /* TEXT_CHUNK bytes, for decoding stream text */
 } exec_state;
 
@@ -201,9 +202,14 @@ static void handle_iopub(exec_state *s, jmsg *m) {
     }
 }
 
+/* Output is read while the client's queue has room (out_full), a message at a time. */
+static bool output_waits(const exec_state *s) {
+    return !s->draining && s->h && s->h->out_full && s->h->out_full(s->h->ud);
+}
+
 static void drain(ipb_kernel *k, exec_state *s, const char *msg_id) {
     jmsg m;
-    while (k->running && ipb_kernel_recv(k, IPB_IOPUB, &m, NULL) > 0) {
+    while (k->running && !output_waits(s) && ipb_kernel_recv(k, IPB_IOPUB, &m, NULL) > 0) {
         if (!strcmp(m.parent_id, msg_id))
             handle_iopub(s, &m);
         jmsg_free(&m);
@@ -252,9 +258,16 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     bool watch_extra = h && h->extra_fd >= 0;
     enum ipb_exec_outcome outcome = IPB_EXEC_OK;
     for (;;) {
-        zmq_pollitem_t items[6];
+        zmq_pollitem_t items[7];
         int n = ipb_kernel_pollitems(k, items);
-        int extra_at = -1, tool_at = -1;
+        int extra_at = -1, tool_at = -1, out_at = -1;
+        s.draining = interrupted || cancelled;
+        if (output_waits(&s))
+            items[0].events = 0; /* iopub: the kernel waits until the client reads */
+        if (h && h->out_fd >= 0 && h->out_waiting && h->out_waiting(h->ud)) {
+            out_at = n;
+            items[n++] = (zmq_pollitem_t){NULL, h->out_fd, ZMQ_POLLOUT, 0};
+        }
         if (watch_extra) {
             extra_at = n;
             items[n++] = (zmq_pollitem_t){NULL, h->extra_fd, ZMQ_POLLIN, 0};
@@ -294,6 +307,8 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
             watch_extra = false;
         if (tool_at >= 0 && items[tool_at].revents)
             h->on_tool(h->ud);
+        if (out_at >= 0 && items[out_at].revents && h->on_out)
+            h->on_out(h->ud);
         /* Waiting for the application to approve a tool call does not count against the
          * timeout (an interrupt's grace runs regardless). */
         if (!interrupted && !cancelled && h && h->paused && h->paused(h->ud))

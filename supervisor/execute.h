@@ -25,6 +25,15 @@ typedef struct ipb_exec_hooks {
     void (*on_tool)(void *ud);                            /* tool_fd is readable */
     bool (*paused)(void *ud);                             /* true: the timeout does not run (approval) */
     void (*on_interrupt)(void *ud);                       /* the cell is being interrupted or cancelled */
+    /* Backpressure: output for the client waits in a bounded queue. While out_full, the
+     * kernel's output is not read (so the kernel waits on its own writes) until on_out has
+     * written enough; out_fd is polled for POLLOUT while out_waiting. Once the cell is being
+     * interrupted or cancelled, its output is read regardless (the caller then stops
+     * streaming it). out_fd -1: none. */
+    int out_fd;
+    bool (*out_waiting)(void *ud);
+    bool (*out_full)(void *ud);
+    void (*on_out)(void *ud);
 } ipb_exec_hooks;
 
 typedef struct ipb_image {

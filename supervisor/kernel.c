@@ -86,8 +86,15 @@ static int connect_channel(ipb_kernel *k, int ch, ipb_error **err) {
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
-    if (ch == IPB_IOPUB)
+    if (ch == IPB_IOPUB) {
+        /* Few messages wait here: when we stop reading (the client does not read), the
+         * kernel's iopub socket (XPUB_NODROP, kernel_launch.py) fills and its writers wait,
+         * instead of the output piling up in this process. A stream message is at most about
+         * 1 MiB of text (kernel_launch.py). */
+        int hwm = 4;
+        zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof(hwm));
         zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+    }
     char ep[64];
     snprintf(ep, sizeof(ep), "ipc:///proc/self/fd/%d", fd);
     if (zmq_connect(s, ep) < 0) {

@@ -34,28 +34,46 @@ static const char instructions[] =
     "Network connections go through ipybox's egress proxy, which allows only the destinations the "
     "user permitted (all public ones unless they named a list).";
 
-static void send_msg(ipb_mcp_server *srv, json_t *msg) {
+/* Past this much queued, the client's input is not read either (it would only add answers
+ * nobody reads); the kernel's output stops at IPB_OUTQ_HIGH already. */
+#define OUTQ_MAX (64u << 20)
+/* After the client closed its input, a queued call starts only if the client took all our
+ * output within this long (it is still reading). */
+#define STILL_READING_MS 5000
+
+static void queue_line(ipb_mcp_server *srv, json_t *msg, bool urgent) {
     if (!msg)
         return;
     size_t len;
     char *line = jrpc_dump(msg, &len);
     json_decref(msg);
-    if (!line || srv->out_broken) {
+    if (!line || srv->q.broken) {
         free(line);
         return;
     }
-    if (ipb_write_all(srv->out_fd, line, len) < 0) {
+    struct iovec iov = {line, len};
+    if (ipb_outq_push(&srv->q, &iov, 1, urgent) < 0)
         log_error("cannot write to the MCP client; stopping");
-        srv->out_broken = true;
-    }
     free(line);
 }
+
+/* Answers, errors, questions: ahead of queued progress. */
+static void send_msg(ipb_mcp_server *srv, json_t *msg) { queue_line(srv, msg, true); }
+/* A tools/call result: after the progress of that call. */
+static void send_result(ipb_mcp_server *srv, json_t *msg) { queue_line(srv, msg, false); }
 
 /* One progress notification whose message is the pending body followed by `more` (a JSON
  * string body too, or empty): written straight from both, without joining them first. */
 static void send_progress(ipb_mcp_server *srv, const char *more, size_t more_len) {
-    if (!srv->progress_token || srv->pending.len + more_len == 0 || srv->out_broken)
+    if (!srv->progress_token || srv->pending.len + more_len == 0 || srv->q.broken)
         return;
+    if (ipb_outq_len(&srv->q) >= IPB_OUTQ_HIGH) {
+        /* Only while a call is being interrupted or cancelled is the kernel's output read
+         * past the bound (execute.c): its text is in the result, not streamed. */
+        srv->progress_dropped += srv->pending.len + more_len;
+        ipb_buf_reset(&srv->pending);
+        return;
+    }
     srv->progress += 1;
     char *token = json_dumps(srv->progress_token, JSON_COMPACT | JSON_ENCODE_ANY);
     char *head = token ? ipb_strdupf("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":"
@@ -67,10 +85,8 @@ static void send_progress(ipb_mcp_server *srv, const char *more, size_t more_len
                            {srv->pending.data, srv->pending.len},
                            {(void *)more, more_len},
                            {(void *)tail, sizeof(tail) - 1}};
-    if (head && ipb_writev_all(srv->out_fd, iov, 4) < 0) {
+    if (head && ipb_outq_push(&srv->q, iov, 4, false) < 0)
         log_error("cannot write to the MCP client; stopping");
-        srv->out_broken = true;
-    }
     free(token);
     free(head);
     /* Keep a small buffer between chunks, not the largest one ever seen. */
@@ -121,7 +137,7 @@ static enum ipb_approval approve(void *ud, const char *server, const char *tool,
     ipb_mcp_server *srv = ud;
     if (ipb_options_auto_approved(srv->session->opts, server, tool))
         return IPB_APPROVED;
-    if (srv->elicit == IPB_ELICIT_NO || srv->out_broken) {
+    if (srv->elicit == IPB_ELICIT_NO || srv->q.broken) {
         *why = ipb_strdupf("the MCP client cannot be asked (it did not declare the elicitation capability) and "
                            "--approve-tools does not name %s/%s",
                            server, tool);
@@ -148,7 +164,7 @@ static enum ipb_approval approve(void *ud, const char *server, const char *tool,
     send_msg(srv, json_pack("{s:s, s:O, s:s, s:o}", "jsonrpc", "2.0", "id", srv->approval_id, "method",
                             "elicitation/create", "params", params));
     srv->approval_deadline_ms = ipb_now_ms() + IPB_APPROVAL_TIMEOUT_MS;
-    if (srv->out_broken) { /* nobody is there to answer */
+    if (srv->q.broken) { /* nobody is there to answer */
         json_decref(srv->approval_id);
         srv->approval_id = NULL;
         *why = ipb_strdupf("the MCP client is gone");
@@ -231,8 +247,24 @@ static void run_call(ipb_mcp_server *srv, json_t *root);
 /* The client is gone when nobody reads our output any more (EOF on stdin alone only means
  * no more requests: running and queued calls still finish). */
 static bool client_gone(ipb_mcp_server *srv) {
-    struct pollfd p = {srv->out_fd, 0, 0};
-    return srv->out_broken || (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)));
+    struct pollfd p = {srv->q.poll_fd, 0, 0};
+    return srv->q.broken || (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)));
+}
+
+static bool out_waiting(void *ud) {
+    ipb_mcp_server *srv = ud;
+    return ipb_outq_len(&srv->q) > 0 && !srv->q.broken;
+}
+
+static bool out_full(void *ud) {
+    ipb_mcp_server *srv = ud;
+    return ipb_outq_len(&srv->q) >= IPB_OUTQ_HIGH && !srv->q.broken;
+}
+
+static void on_out(void *ud) {
+    ipb_mcp_server *srv = ud;
+    if (ipb_outq_flush(&srv->q) < 0)
+        log_error("cannot write to the MCP client; stopping");
 }
 
 static bool cancelled(void *ud) {
@@ -310,6 +342,9 @@ static void handle_line(ipb_mcp_server *srv, const char *line, size_t len, bool 
 }
 
 static void pump_input(ipb_mcp_server *srv, bool busy) {
+    /* A client that sends without reading what we answer gets no more answers queued. */
+    if (ipb_outq_len(&srv->q) >= OUTQ_MAX)
+        return;
     int r = jrpc_reader_fill(&srv->rd, srv->in_fd);
     if (r < 0) {
         log_error("reading from the MCP client: %s", strerror(-r));
@@ -357,19 +392,41 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
                             .cancelled = cancelled, .on_output = on_output,
                             .on_tick = on_tick, .tick_ms = PROGRESS_INTERVAL_MS,
                             .tool_fd = ipb_toolchan_fd(srv->session->chan), .on_tool = on_tool,
-                            .paused = tool_paused, .on_interrupt = on_interrupt};
+                            .paused = tool_paused, .on_interrupt = on_interrupt,
+                            .out_fd = srv->q.poll_fd, .out_waiting = out_waiting, .out_full = out_full,
+                            .on_out = on_out};
     bool was_cancelled = false;
     json_t *result = ipb_tools_call(srv->session, name, args, &hooks, &was_cancelled);
     ipb_toolchan_cell_ended(srv->session->chan);
     flush_progress(srv);
+    if (srv->progress_dropped) {
+        log_info("%zu bytes of output were not streamed as progress: the client was not reading while the "
+                 "call ended (the result has the output)", srv->progress_dropped);
+        srv->progress_dropped = 0;
+    }
     if (!(was_cancelled && srv->cancel_current))
-        send_msg(srv, jrpc_result(id, result));
+        send_result(srv, jrpc_result(id, result));
     else
         json_decref(result);
     srv->current_id = NULL;
     srv->progress_token = NULL;
     srv->cancel_current = false;
     json_decref(root);
+}
+
+/* After the client closed its input: true while it still reads what we write (all of our
+ * output taken within STILL_READING_MS); queued calls start only then. */
+static bool still_reading(ipb_mcp_server *srv) {
+    long deadline = ipb_now_ms() + STILL_READING_MS;
+    while (ipb_now_ms() < deadline && !client_gone(srv)) {
+        if (ipb_outq_finish(&srv->q, 100, srv->stop) == 0 && ipb_outq_unread(&srv->q) == 0)
+            return true;
+        if (srv->stop && *srv->stop)
+            return false;
+        if (ipb_outq_len(&srv->q) == 0)
+            poll(NULL, 0, 20);
+    }
+    return false;
 }
 
 int ipb_mcp_serve(ipb_mcp_server *srv) {
@@ -379,21 +436,30 @@ int ipb_mcp_serve(ipb_mcp_server *srv) {
     /* A pipe to the client holds 64 KiB by default; a larger one lets output stream with
      * fewer round trips between us and the client. Not a pipe, or not allowed: no matter. */
     (void)fcntl(srv->out_fd, F_SETPIPE_SZ, OUT_PIPE_SIZE);
-    while (!srv->out_broken && !(srv->stop && *srv->stop)) {
-        /* Queued calls first, in arrival order. */
-        if (json_array_size(srv->queue) > 0) {
+    ipb_outq_init(&srv->q, srv->out_fd);
+    while (!srv->q.broken && !(srv->stop && *srv->stop)) {
+        /* Queued calls first, in arrival order, once the client has taken most of what it
+         * was sent. */
+        if (json_array_size(srv->queue) > 0 && ipb_outq_len(&srv->q) < IPB_OUTQ_HIGH) {
+            if (srv->rd.eof && !still_reading(srv)) {
+                log_warn("the MCP client closed its input and does not read: %zu queued call%s not run",
+                         json_array_size(srv->queue), json_array_size(srv->queue) == 1 ? "" : "s");
+                json_array_clear(srv->queue);
+                break;
+            }
             json_t *next = json_incref(json_array_get(srv->queue, 0));
             json_array_remove(srv->queue, 0);
             run_call(srv, next);
             json_decref(next);
             continue;
         }
-        if (srv->rd.eof)
+        if (srv->rd.eof && json_array_size(srv->queue) == 0)
             break;
         ipb_kernel *k = &srv->session->kernel;
-        struct pollfd p[4] = {{srv->in_fd, POLLIN, 0}, {k->sb.fd, POLLIN, 0}, {k->stderr_fd, POLLIN, 0},
-                              {ipb_toolchan_fd(srv->session->chan), POLLIN, 0}};
-        if (poll(p, 4, -1) < 0) {
+        struct pollfd p[5] = {{srv->rd.eof ? -1 : srv->in_fd, POLLIN, 0}, {k->sb.fd, POLLIN, 0},
+                              {k->stderr_fd, POLLIN, 0}, {ipb_toolchan_fd(srv->session->chan), POLLIN, 0},
+                              {ipb_outq_len(&srv->q) ? srv->q.poll_fd : -1, POLLOUT, 0}};
+        if (poll(p, 5, -1) < 0) {
             if (errno == EINTR)
                 continue;
             log_error("poll: %s", strerror(errno));
@@ -409,14 +475,20 @@ int ipb_mcp_serve(ipb_mcp_server *srv) {
         }
         if (p[3].revents)
             ipb_toolchan_pump(srv->session->chan, false);
+        if (p[4].revents)
+            on_out(srv);
         if (p[0].revents)
             pump_input(srv, false);
     }
+    /* What the client was sent is written before we go (unless it is gone or we are told to
+     * stop). */
+    ipb_outq_finish(&srv->q, -1, srv->stop);
     json_decref(srv->approval_id);
     srv->approval_id = NULL;
     json_decref(srv->queue);
     srv->queue = NULL;
     jrpc_reader_free(&srv->rd);
     ipb_buf_free(&srv->pending);
+    ipb_outq_free(&srv->q);
     return 0;
 }

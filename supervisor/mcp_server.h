@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "jsonrpc.h"
+#include "outq.h"
 #include "session.h"
 #include "strbuf.h"
 
@@ -22,7 +23,9 @@ typedef struct ipb_mcp_server {
     double progress;
     ipb_buf pending;               /* output not yet sent as progress */
     long last_flush_ms;
-    bool out_broken;
+    ipb_outq q;                    /* what the client has not taken yet */
+    size_t progress_dropped;       /* progress text not sent: the call was ending and the
+                                    * client was not reading */
     /* Approval of tool calls from the kernel: whether the client said it takes elicitation
      * requests (unknown: no initialize came, as behind ipyboxd, which answers for its clients),
      * and the request we are waiting on. */
