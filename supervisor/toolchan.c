@@ -474,7 +474,12 @@ ipb_toolchan *ipb_toolchan_open(ipb_mcp_servers *servers, ipb_error **err) {
     }
     tc->servers = servers;
     tc->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    tc->epfd = epoll_create1(EPOLL_CLOEXEC);
+    tc->epfd = tc->listen_fd < 0 ? -1 : epoll_create1(EPOLL_CLOEXEC);
+    if (tc->epfd < 0) { /* before unlinkat() below sets errno again */
+        ipb_error_set(err, errno, "creating the tool channel's socket");
+        ipb_toolchan_close(tc);
+        return NULL;
+    }
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     /* Through the directory's fd: the session directory's path may be longer than a socket
      * address holds. */
