@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "daemon.h"
 #include "log.h"
+#include "nofile.h"
 
 #define IPYBOX_VERSION "0.1.0"
 
@@ -57,6 +58,9 @@ int main(int argc, char **argv) {
      * threshold after the first such free; a 20 MB message then stayed in the heap of
      * libzmq's I/O thread after the cell (which costs ~5% of streaming throughput to avoid). */
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    /* The supervisor, the daemon and the monitor (this binary, each) hold a descriptor per
+     * connection, relay, pipe and sandbox: the soft limit goes up to the hard one. */
+    ipb_nofile_raise();
     const char *base = strrchr(argv[0], '/');
     if (!strcmp(base ? base + 1 : argv[0], "ipyboxd"))
         return ipbd_main(argc, argv);

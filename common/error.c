@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nofile.h"
+
 static char *vformat(const char *fmt, va_list ap) {
     char *s = NULL;
     if (vasprintf(&s, fmt, ap) < 0)
@@ -24,7 +26,8 @@ int ipb_error_set(ipb_error **err, int errnum, const char *fmt, ...) {
     va_end(ap);
     e->errnum = errnum;
     if (base && errnum) {
-        if (asprintf(&e->msg, "%s: %s", base, strerror(errnum)) < 0)
+        char why[128];
+        if (asprintf(&e->msg, "%s: %s", base, ipb_nofile_strerror(errnum, why, sizeof(why))) < 0)
             e->msg = NULL;
         free(base);
     } else {

@@ -29,6 +29,8 @@ struct ipb_mcpc {
     char *server_name;
     char *version;
     size_t malformed;  /* in the life of the client */
+    int cancel_fd;     /* see ipb_mcpc_set_cancel_fd; -1: none */
+    size_t cancelled;  /* requests cancelled so far */
     char *dead_reason; /* why it is no longer alive */
     int dead_errnum;
 };
@@ -161,6 +163,19 @@ static int handle_text(ipb_mcpc *c, const char *text, size_t len, json_int_t wan
     return r;
 }
 
+/* Tells the server that we no longer wait for request id (notifications/cancelled, best
+ * effort, within a second). A late answer to it is skipped as one to an id nobody waits for. */
+static void send_cancelled(ipb_mcpc *c, json_int_t id) {
+    json_t *note = json_pack("{s:s, s:s, s:{s:I, s:s}}", "jsonrpc", "2.0", "method", "notifications/cancelled",
+                             "params", "requestId", (json_int_t)id, "reason", "the caller is gone");
+    ipb_error *e = NULL;
+    if (note && send_json(c, note, MCPC_MSG_NOTIFICATION, ipb_now_ms() + 1000, &e) < 0)
+        log_debug("MCP server '%s': notifications/cancelled: %s", c->name, ipb_error_msg(e));
+    ipb_error_free(e);
+    json_decref(note);
+    c->cancelled++;
+}
+
 /* One request: sent, and its response waited for. Returns the response message (result or
  * error) or NULL. */
 static json_t *exchange(ipb_mcpc *c, const char *method, json_t *params, long deadline, ipb_error **err) {
@@ -179,8 +194,11 @@ static json_t *exchange(ipb_mcpc *c, const char *method, json_t *params, long de
     for (;;) {
         char *text = NULL;
         size_t len = 0;
-        if (c->t->ops->recv(c->t, deadline, &text, &len, err) < 0)
+        if (c->t->ops->recv(c->t, deadline, &text, &len, err) < 0) {
+            if (*err && (*err)->errnum == ECANCELED)
+                send_cancelled(c, id);
             return NULL;
+        }
         json_t *resp = NULL;
         r = handle_text(c, text, len, id, &bad, deadline, &resp, err);
         free(text);
@@ -403,6 +421,7 @@ ipb_mcpc *ipb_mcpc_connect(const char *name, json_t *params, const ipb_mcp_limit
         client_free(c, false);
         return NULL;
     }
+    c->cancel_fd = c->t->cancel_fd = -1;
     if (initialize(c, deadline, err) < 0) {
         client_free(c, false);
         return NULL;
@@ -510,3 +529,19 @@ const char *ipb_mcpc_protocol_version(const ipb_mcpc *c) { return c ? c->version
 size_t ipb_mcpc_malformed(const ipb_mcpc *c) { return c ? c->malformed : 0; }
 
 void ipb_mcpc_close(ipb_mcpc *c) { client_free(c, true); }
+
+void ipb_mcpc_abort(ipb_mcpc *c) { client_free(c, false); }
+
+int ipb_mcpc_exit_fd(const ipb_mcpc *c) {
+    return c && c->t && c->t->ops->exit_fd ? c->t->ops->exit_fd(c->t) : -1;
+}
+
+void ipb_mcpc_set_cancel_fd(ipb_mcpc *c, int fd) {
+    if (!c)
+        return;
+    c->cancel_fd = fd;
+    if (c->t)
+        c->t->cancel_fd = fd;
+}
+
+size_t ipb_mcpc_cancelled(const ipb_mcpc *c) { return c ? c->cancelled : 0; }

@@ -334,6 +334,11 @@ void httpc_resume(httpc_xfer *x) {
 }
 
 int httpc_drive(CURLM *m, long deadline, bool (*stop)(void *ctx), void *ctx, const char *waiting_for, ipb_error **err) {
+    return httpc_drive_cancellable(m, deadline, -1, stop, ctx, waiting_for, err);
+}
+
+int httpc_drive_cancellable(CURLM *m, long deadline, int cancel_fd, bool (*stop)(void *ctx), void *ctx,
+                            const char *waiting_for, ipb_error **err) {
     for (;;) {
         int running = 0;
         CURLMcode mc = curl_multi_perform(m, &running);
@@ -356,7 +361,11 @@ int httpc_drive(CURLM *m, long deadline, bool (*stop)(void *ctx), void *ctx, con
         long left = mcpc_ms_left(deadline);
         if (left == 0)
             return mcpc_fail(err, ETIMEDOUT, "%s", waiting_for);
-        mc = curl_multi_poll(m, NULL, 0, left > 1000 ? 1000 : (int)left, NULL);
+        if (mcpc_cancelled(cancel_fd))
+            return mcpc_fail(err, ECANCELED, "the call was cancelled");
+        struct curl_waitfd extra = {.fd = cancel_fd, .events = CURL_WAIT_POLLIN};
+        mc = curl_multi_poll(m, cancel_fd >= 0 ? &extra : NULL, cancel_fd >= 0 ? 1 : 0, left > 1000 ? 1000 : (int)left,
+                             NULL);
         if (mc != CURLM_OK)
             return mcpc_fail(err, EIO, "libcurl failed: %s", curl_multi_strerror(mc));
     }

@@ -93,6 +93,9 @@ void httpc_resume(httpc_xfer *x);
 /* Drives the transfers of m until stop(ctx) is true (0) or the deadline passes (-1, ETIMEDOUT
  * with the sentence `waiting_for`). */
 int httpc_drive(CURLM *m, long deadline, bool (*stop)(void *ctx), void *ctx, const char *waiting_for, ipb_error **err);
+/* The same, ended with ECANCELED as soon as cancel_fd (-1: none) is readable. */
+int httpc_drive_cancellable(CURLM *m, long deadline, int cancel_fd, bool (*stop)(void *ctx), void *ctx,
+                            const char *waiting_for, ipb_error **err);
 
 /* The outcome of a finished transfer as 0 or an error sentence starting with what (NULL: nothing):
  * libcurl's errors, what a callback stopped it for, or an HTTP status outside 2xx with the start

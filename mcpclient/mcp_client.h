@@ -11,6 +11,7 @@
  *   EPROTO     the server broke the protocol (a result of the wrong shape, an HTTP error status,
  *              100 malformed messages while waiting for one answer, ...); EACCES for HTTP 401/403
  *   EPROTONOSUPPORT  a protocol version this client does not know
+ *   ECANCELED  the cancel fd became readable while waiting for the answer (ipb_mcpc_set_cancel_fd)
  *   EINVAL, ENOENT   bad params, an unset ${VAR}, a command not found
  * Malformed messages (not JSON, not JSON-RPC) are skipped, logged at debug level and counted. */
 #pragma once
@@ -94,3 +95,21 @@ const char *ipb_mcpc_protocol_version(const ipb_mcpc *c);
  * after 2 s more, reaped. HTTP: DELETE of the session when there is one (best effort, 2 s).
  * NULL is fine. */
 void ipb_mcpc_close(ipb_mcpc *c);
+
+/* Ends the connection at once: stdio: SIGKILL to its process group, reaped; HTTP: no DELETE.
+ * For a server busy with a call nobody waits for any more. NULL is fine. */
+void ipb_mcpc_abort(ipb_mcpc *c);
+
+/* An fd that becomes readable (POLLIN) once the server's process has exited, for a poll loop
+ * that wants to reap it without waiting for the next call (stdio, with pidfd_open()); -1 for
+ * HTTP servers and when there is none. Owned by c: closed with it. Once it is readable,
+ * ipb_mcpc_alive() reaps the process and says false. */
+int ipb_mcpc_exit_fd(const ipb_mcpc *c);
+
+/* While fd (an eventfd or pipe, -1: none) is readable, a request waiting for its answer ends at
+ * once with ECANCELED: the server is sent notifications/cancelled with the request's id (the
+ * Streamable HTTP answer's stream is closed first), and the client stays alive (a late answer
+ * is skipped). The caller makes fd unreadable again before the next call. */
+void ipb_mcpc_set_cancel_fd(ipb_mcpc *c, int fd);
+/* Requests cancelled so far. */
+size_t ipb_mcpc_cancelled(const ipb_mcpc *c);

@@ -52,6 +52,9 @@ typedef struct mcpc_transport_ops {
     /* Without waiting: whether the server is known to be gone (stdio: its process exited).
      * NULL: cannot be told before the next message. */
     bool (*gone)(mcpc_transport *t);
+    /* An fd that becomes readable (POLLIN) once the server is gone (stdio: its pidfd), or -1.
+     * NULL: none. */
+    int (*exit_fd)(mcpc_transport *t);
 } mcpc_transport_ops;
 
 struct mcpc_transport {
@@ -59,6 +62,8 @@ struct mcpc_transport {
     const char *name; /* the client's label, for log lines (owned by the client) */
     ipb_mcp_limits limits;
     const char *protocol_version; /* set by the core after initialize; NULL before (owned by the client) */
+    /* While readable, recv() ends at once with ECANCELED (-1: none; set by the core). */
+    int cancel_fd;
     bool broken;
 };
 
@@ -79,6 +84,8 @@ json_t *mcpc_params_expand(json_t *params, ipb_error **err);
 int mcpc_fail(ipb_error **err, int errnum, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Replaces the sentence of an existing error, keeping its errnum. */
 void mcpc_reword(ipb_error **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether fd (-1: none) is readable now. */
+bool mcpc_cancelled(int fd);
 /* Milliseconds left until deadline (at least 0). */
 long mcpc_ms_left(long deadline);
 /* A printable excerpt of untrusted bytes for an error sentence: at most max bytes, control

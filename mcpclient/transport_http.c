@@ -212,8 +212,12 @@ static int http_recv(mcpc_transport *base, long deadline, char **ret_msg, size_t
                 return -1;
             continue;
         }
-        if (httpc_drive(t->multi, deadline, have_message_or_end, t, "no answer before the deadline", err) < 0)
+        if (httpc_drive_cancellable(t->multi, deadline, base->cancel_fd, have_message_or_end, t,
+                                    "no answer before the deadline", err) < 0) {
+            if (*err && (*err)->errnum == ECANCELED)
+                httpc_stop(&t->req); /* the answer's stream is closed */
             return -1;
+        }
     }
 }
 

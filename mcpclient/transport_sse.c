@@ -163,7 +163,8 @@ static int sse_recv(mcpc_transport *base, long deadline, char **ret_msg, size_t 
                 base->broken = true;
             return r;
         }
-        if (httpc_drive(t->multi, deadline, message_or_end, t, "no answer before the deadline", err) < 0)
+        if (httpc_drive_cancellable(t->multi, deadline, base->cancel_fd, message_or_end, t,
+                                    "no answer before the deadline", err) < 0)
             return -1;
     }
 }

@@ -490,15 +490,19 @@ static int stdio_recv(mcpc_transport *base, long deadline, char **ret_msg, size_
         }
         if (n != -EAGAIN)
             return mcpc_fail(err, (int)-n, "reading the stdout of %s failed: %s", t->command, strerror((int)-n));
-        /* Nothing yet: wait for output, or for the process to end while a child of it holds
-         * the pipe open. */
-        struct pollfd pf[2] = {{t->from_fd, POLLIN, 0}, {t->pidfd, t->pidfd >= 0 ? POLLIN : 0, 0}};
+        /* Nothing yet: wait for output, for the process to end while a child of it holds
+         * the pipe open, or for the caller to give up. */
+        struct pollfd pf[3] = {{t->from_fd, POLLIN, 0},
+                               {t->pidfd, t->pidfd >= 0 ? POLLIN : 0, 0},
+                               {base->cancel_fd, base->cancel_fd >= 0 ? POLLIN : 0, 0}};
         long left = mcpc_ms_left(deadline);
         if (left == 0)
             return mcpc_fail(err, ETIMEDOUT, "no answer before the deadline");
         if (t->pidfd < 0 && left > 200)
             left = 200; /* without a pidfd, look at the process now and then */
-        int r = poll(pf, 2, left > 1000000 ? 1000000 : (int)left);
+        int r = poll(pf, 3, left > 1000000 ? 1000000 : (int)left);
+        if (r > 0 && (pf[2].revents & POLLIN))
+            return mcpc_fail(err, ECANCELED, "the call was cancelled");
         if (r < 0 && errno != EINTR)
             return mcpc_fail(err, errno, "poll failed: %s", strerror(errno));
         if (r < 0 || (pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -525,12 +529,15 @@ static bool stdio_gone(mcpc_transport *base) {
     return !t->pid || reap(t, 0);
 }
 
+static int stdio_exit_fd(mcpc_transport *base) { return ((stdio_transport *)base)->pidfd; }
+
 static const mcpc_transport_ops stdio_ops = {
     .send = stdio_send,
     .recv = stdio_recv,
     .reset_session = NULL,
     .close = stdio_close,
     .gone = stdio_gone,
+    .exit_fd = stdio_exit_fd,
 };
 
 static const char *step_name(int step) {

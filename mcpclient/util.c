@@ -1,5 +1,6 @@
 /* Error sentences and small helpers shared by the MCP client's files. */
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,4 +58,11 @@ void mcpc_excerpt(const char *s, size_t len, char *out, size_t max) {
         o += 3;
     }
     out[o] = '\0';
+}
+
+bool mcpc_cancelled(int fd) {
+    if (fd < 0)
+        return false;
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }

@@ -22,6 +22,9 @@
  * (and closes what it was not given there: only /dev/null), never anything above. */
 #define IPBM_LOW_FD 3
 #define IPBM_LOW_FDS (64 - IPBM_LOW_FD)
+/* The least RLIMIT_NOFILE a monitor works with: the held ones, a sandbox's lifted above
+ * 64 + IPBM_MAX_BINDS, and its own. */
+#define IPBM_MIN_NOFILE 256
 
 /* At start, before anything else is opened: takes the low descriptors (replacing whatever was
  * inherited there) and raises the soft limit on open files to the hard one. 0 or -errno. */

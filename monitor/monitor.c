@@ -24,6 +24,7 @@
 
 #include "fdio.h"
 #include "log.h"
+#include "nofile.h"
 #include "monitor_int.h"
 #include "selfcheck.h"
 #include "options.h"
@@ -558,6 +559,19 @@ static int private_main(int argc, char **argv) {
     if (argc != 3 || (!frontend && strcmp(argv[2], "worker")) || geteuid() != 0 || !ipbm_is_seqpacket(3)) {
         log_error("--private-monitor is for ipybox's own use");
         return 2;
+    }
+    /* Descriptors 3 to 63 are held for children (fds.h) and a sandbox's are lifted above
+     * 64 + IPBM_MAX_BINDS while they are put in place: below this limit a spawn cannot work. */
+    long nofile = ipb_nofile_raise();
+    if (nofile >= 0 && nofile < IPBM_MIN_NOFILE) {
+        struct ipbm_msg low = {.magic = IPBM_MAGIC, .type = IPBM_ERROR, .err = EMFILE};
+        snprintf(low.text, sizeof(low.text),
+                 "too many open files (the limit is %ld): the monitor needs a descriptor limit (RLIMIT_NOFILE, "
+                 "ulimit -n) of at least %d",
+                 nofile, IPBM_MIN_NOFILE);
+        log_error("%s", low.text);
+        ipbm_send(3, &low, NULL, 0, MSG_DONTWAIT);
+        return 1;
     }
     int chan = fcntl(3, F_DUPFD_CLOEXEC, 64);
     pid_t parent = getppid();

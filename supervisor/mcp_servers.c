@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,9 +20,16 @@
 int ipb_mcp_servers_init(ipb_mcp_servers *s, const char *dir, ipb_error **err) {
     memset(s, 0, sizeof(*s));
     s->limits = (ipb_mcp_limits){.connect_ms = 30000, .call_ms = 120000, .max_message = 16u << 20};
+    s->exit_ep = epoll_create1(EPOLL_CLOEXEC);
+    if (s->exit_ep < 0)
+        return ipb_error_set(err, errno, "preparing the MCP servers: epoll_create1");
     s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (s->dir_fd < 0)
-        return ipb_error_set(err, errno, "opening %s", dir);
+    if (s->dir_fd < 0) {
+        ipb_error_set(err, errno, "opening %s", dir);
+        close(s->exit_ep);
+        s->exit_ep = -1;
+        return -1;
+    }
     if (ipb_toolgen_write_runtime(s->dir_fd, err) < 0)
         goto fail;
     if (!(s->run = ipb_toolrun_start(err)))
@@ -28,7 +37,8 @@ int ipb_mcp_servers_init(ipb_mcp_servers *s, const char *dir, ipb_error **err) {
     return 0;
 fail:
     close(s->dir_fd);
-    s->dir_fd = -1;
+    close(s->exit_ep);
+    s->dir_fd = s->exit_ep = -1;
     return ipb_error_wrap(err, "preparing the MCP tool package");
 }
 
@@ -59,6 +69,8 @@ char *ipb_mcp_servers_names(const ipb_mcp_servers *s) {
     return (char *)ipb_buf_cstr(&b);
 }
 
+static void watch_exits(ipb_mcp_servers *s);
+
 /* Registration, on the tool thread: connect and list. */
 typedef struct reg_job {
     const char *name;
@@ -78,11 +90,13 @@ static void reg_job_run(void *p) {
     }
 }
 
-/* Waits for whatever the tool thread is doing (a call left running by a cell that ended);
- * its outcome has nobody waiting for it any more. */
+/* Ends whatever the tool thread is doing (a call left running by a cell that ended): its
+ * outcome has nobody waiting for it any more, so it is cancelled, and the wait is short (a
+ * connection being made still takes up to its limit). */
 static void drain_thread(ipb_mcp_servers *s) {
     if (!ipb_toolrun_busy(s->run))
         return;
+    ipb_toolrun_cancel(s->run);
     ipb_tool_job *left = ipb_toolrun_wait(s->run, -1);
     if (left && s->job_done)
         s->job_done(s->job_done_ud, left);
@@ -153,6 +167,7 @@ json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *p
              ipb_mcpc_protocol_version(j.client));
     ipb_toolgen_pkg_free(&pkg);
     json_decref(j.tools);
+    watch_exits(s);
     return ret;
 fail:
     ipb_toolgen_pkg_free(&pkg);
@@ -202,10 +217,52 @@ int ipb_mcp_servers_load_config(ipb_mcp_servers *s, const char *path, ipb_error 
 static void disconnect_job(void *p) {
     ipb_mcp_servers *s = p;
     for (size_t i = 0; i < s->n; i++) {
-        ipb_mcpc_close(s->v[i]->client);
+        if (s->v[i]->abandoned)
+            ipb_mcpc_abort(s->v[i]->client);
+        else
+            ipb_mcpc_close(s->v[i]->client);
         s->v[i]->client = NULL;
+        s->v[i]->abandoned = false;
     }
 }
+
+/* Watches the pidfd of every stdio server (again: one-shot, disarmed once reported). A closed
+ * pidfd left the set by itself. */
+static void watch_exits(ipb_mcp_servers *s) {
+    for (size_t i = 0; i < s->n; i++) {
+        int fd = ipb_mcpc_exit_fd(s->v[i]->client);
+        if (fd < 0)
+            continue;
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.fd = fd};
+        if (epoll_ctl(s->exit_ep, EPOLL_CTL_MOD, fd, &ev) < 0 &&
+            (errno != ENOENT || epoll_ctl(s->exit_ep, EPOLL_CTL_ADD, fd, &ev) < 0))
+            log_debug("MCP server '%s': cannot watch its process: %s", s->v[i]->name, strerror(errno));
+    }
+}
+
+int ipb_mcp_servers_fd(const ipb_mcp_servers *s) { return s->exit_ep; }
+
+void ipb_mcp_servers_reap(ipb_mcp_servers *s) {
+    struct epoll_event evs[IPB_MCP_MAX_SERVERS];
+    /* Taken (and so disarmed) even while the thread is busy: the loop does not spin on them. */
+    while (epoll_wait(s->exit_ep, evs, IPB_MCP_MAX_SERVERS, 0) == IPB_MCP_MAX_SERVERS)
+        ;
+    if (!s->run || ipb_toolrun_busy(s->run))
+        return;
+    for (size_t i = 0; i < s->n; i++) {
+        ipb_mcp_server_entry *e = s->v[i];
+        if (ipb_mcpc_exit_fd(e->client) < 0 || ipb_mcpc_alive(e->client))
+            continue;
+        /* ipb_mcpc_alive reaped it; closing does not wait for a process that is gone (members
+         * of its group still running are killed). */
+        log_info("MCP server '%s': its process ended; it starts again on next use", e->name);
+        ipb_mcpc_abort(e->client);
+        e->client = NULL;
+        e->abandoned = false;
+    }
+    watch_exits(s);
+}
+
 
 void ipb_mcp_servers_disconnect(ipb_mcp_servers *s) {
     if (!s->run)
@@ -228,8 +285,10 @@ void ipb_mcp_servers_free(ipb_mcp_servers *s) {
     free(s->v);
     if (s->dir_fd >= 0)
         close(s->dir_fd);
+    if (s->exit_ep >= 0)
+        close(s->exit_ep);
     memset(s, 0, sizeof(*s));
-    s->dir_fd = -1;
+    s->dir_fd = s->exit_ep = -1;
 }
 
 void ipb_tool_job_run(void *p) {
@@ -239,8 +298,21 @@ void ipb_tool_job_run(void *p) {
         log_info("MCP server '%s': its connection ended; reconnecting", e->name);
         ipb_mcpc_close(e->client);
         e->client = NULL;
+    } else if (e->client && e->abandoned) {
+        /* Its last call was cancelled (the caller went away) and it never answered: a server
+         * that serves one call at a time may still be busy with it, so it is stopped and a new
+         * one (a new session over HTTP) takes this call. */
+        log_info("MCP server '%s': its last call was cancelled without an answer; starting it again", e->name);
+        ipb_mcpc_abort(e->client);
+        e->client = NULL;
     }
+    e->abandoned = false;
     if (!e->client) {
+        struct pollfd cp = {j->cancel_fd, POLLIN, 0};
+        if (j->cancel_fd >= 0 && poll(&cp, 1, 0) > 0) {
+            ipb_error_set(&j->err, ECANCELED, "the call of '%s' was cancelled before it started", e->name);
+            return;
+        }
         ipb_error *cerr = NULL;
         if (!(e->client = ipb_mcpc_connect(e->name, e->params, j->limits, &cerr))) {
             /* The sentence can name the command, its directory or the URL with ${VAR} filled in:
@@ -252,7 +324,13 @@ void ipb_tool_job_run(void *p) {
             return;
         }
     }
+    ipb_mcpc_set_cancel_fd(e->client, j->cancel_fd);
     j->result = ipb_mcpc_call_tool(e->client, j->tool, j->args, &j->err);
+    ipb_mcpc_set_cancel_fd(e->client, -1);
+    if (j->err && j->err->errnum == ECANCELED)
+        e->abandoned = true;
+    else if (j->result)
+        e->abandoned = false;
 }
 
 void ipb_tool_job_free(ipb_tool_job *j) {

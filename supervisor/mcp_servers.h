@@ -20,12 +20,14 @@ typedef struct ipb_mcp_server_entry {
     json_t *tools;    /* name -> tool definition, as listed */
     json_t *modules;  /* [{"tool", "module"}] */
     ipb_mcpc *client; /* touched only by the tool thread, or while it is idle */
+    bool abandoned;   /* its last call was cancelled unanswered: stopped before the next one */
 } ipb_mcp_server_entry;
 
 typedef struct ipb_mcp_servers {
     ipb_mcp_server_entry **v;
     size_t n;
     int dir_fd;       /* the session's mcp directory (/opt/ipybox inside) */
+    int exit_ep;      /* epoll of the stdio servers' pidfds (one-shot), see ipb_mcp_servers_fd */
     ipb_toolrun *run;
     ipb_mcp_limits limits;
     /* Given a call job that finished while the registry waited for the thread (NULL: the
@@ -50,9 +52,16 @@ json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *p
 ipb_mcp_server_entry *ipb_mcp_servers_get(ipb_mcp_servers *s, const char *name);
 /* A comma-separated list of the registered names (malloc'd), for messages. */
 char *ipb_mcp_servers_names(const ipb_mcp_servers *s);
-/* Stops every server's connection (stdio servers end); waits for the tool thread. They
- * reconnect on next use. */
+/* Stops every server's connection (stdio servers end); a call still running is cancelled
+ * first, and a server whose cancelled call was not answered is stopped at once (SIGKILL)
+ * rather than given its grace. They reconnect on next use. */
 void ipb_mcp_servers_disconnect(ipb_mcp_servers *s);
+/* Readable (POLLIN) once a stdio server exited between calls; then ipb_mcp_servers_reap. */
+int ipb_mcp_servers_fd(const ipb_mcp_servers *s);
+/* Without blocking: reaps stdio servers that exited (their connections are closed; they start
+ * again on next use) and watches the new ones. Does nothing to clients while the tool thread
+ * is busy: call again once its job is taken. */
+void ipb_mcp_servers_reap(ipb_mcp_servers *s);
 void ipb_mcp_servers_free(ipb_mcp_servers *s);
 
 /* A call as the tool thread runs it. */
@@ -63,8 +72,11 @@ typedef struct ipb_tool_job {
     json_t *result;   /* CallToolResult, or NULL with err */
     ipb_error *err;
     const ipb_mcp_limits *limits;
+    int cancel_fd;    /* readable once the call is to be given up (ipb_toolrun_cancel_fd) */
     void *ud;         /* the caller's */
 } ipb_tool_job;
-/* Runs on the tool thread: connects when there is no live client, then calls. */
+/* Runs on the tool thread: connects when there is no live client (or the last call was
+ * cancelled without an answer: the server is stopped first), then calls; gives up at once
+ * when cancel_fd is readable (ECANCELED, the server told by notifications/cancelled). */
 void ipb_tool_job_run(void *job);
 void ipb_tool_job_free(ipb_tool_job *j);

@@ -39,7 +39,8 @@ struct ipb_toolchan {
 
 #define TAG_LISTEN 0u
 #define TAG_DONE 1u
-#define TAG_CONN0 2u
+#define TAG_EXITS 2u
+#define TAG_CONN0 3u
 
 static void conn_free(ipb_toolchan *tc, size_t slot) {
     conn *c = tc->conns[slot];
@@ -316,6 +317,7 @@ static void start_job(ipb_toolchan *tc, conn *c) {
     j->entry = ipb_mcp_servers_get(tc->servers, c->server);
     j->args = json_incref(c->args);
     j->limits = &tc->servers->limits;
+    j->cancel_fd = ipb_toolrun_cancel_fd(tc->servers->run);
     j->ud = c;
     if (!ipb_toolrun_submit(tc->servers->run, ipb_tool_job_run, j)) {
         ipb_tool_job_free(j);
@@ -396,6 +398,9 @@ void ipb_toolchan_pump(ipb_toolchan *tc, bool in_cell) {
             ipb_tool_job *j = ipb_toolrun_take(tc->servers->run);
             if (j)
                 on_job_done(tc, j);
+            ipb_mcp_servers_reap(tc->servers); /* exits seen while the thread was busy */
+        } else if (tag == TAG_EXITS) {
+            ipb_mcp_servers_reap(tc->servers);
         } else {
             size_t slot = (size_t)(tag - TAG_CONN0);
             conn *c = slot < IPB_TOOLCHAN_MAX_CONNS ? tc->conns[slot] : NULL;
@@ -413,9 +418,12 @@ void ipb_toolchan_pump(ipb_toolchan *tc, bool in_cell) {
                 if (c->state == C_APPROVING && tc->hooks.withdraw)
                     tc->hooks.withdraw(tc->hooks.ud);
                 if (c->state == C_RUNNING) {
+                    /* Nobody waits for the answer: the call is cancelled at the server. */
+                    log_info("tool call %s/%s: the caller is gone; cancelling it", c->server, c->tool);
                     c->gone = true;
                     watch(tc, slot, 0);
                     epoll_ctl(tc->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+                    ipb_toolrun_cancel(tc->servers->run);
                 } else {
                     conn_free(tc, slot);
                 }
@@ -453,6 +461,7 @@ void ipb_toolchan_interrupted(ipb_toolchan *tc) {
     }
 }
 
+
 void ipb_toolchan_set_hooks(ipb_toolchan *tc, const ipb_toolchan_hooks *hooks) { tc->hooks = *hooks; }
 
 int ipb_toolchan_fd(const ipb_toolchan *tc) { return tc->epfd; }
@@ -465,7 +474,12 @@ ipb_toolchan *ipb_toolchan_open(ipb_mcp_servers *servers, ipb_error **err) {
     }
     tc->servers = servers;
     tc->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    tc->epfd = epoll_create1(EPOLL_CLOEXEC);
+    tc->epfd = tc->listen_fd < 0 ? -1 : epoll_create1(EPOLL_CLOEXEC);
+    if (tc->epfd < 0) { /* before unlinkat() below sets errno again */
+        ipb_error_set(err, errno, "creating the tool channel's socket");
+        ipb_toolchan_close(tc);
+        return NULL;
+    }
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     /* Through the directory's fd: the session directory's path may be longer than a socket
      * address holds. */
@@ -473,10 +487,12 @@ ipb_toolchan *ipb_toolchan_open(ipb_mcp_servers *servers, ipb_error **err) {
     (void)unlinkat(servers->dir_fd, IPB_TOOLCHAN_SOCKET, 0);
     struct epoll_event l = {.events = EPOLLIN, .data.u64 = TAG_LISTEN};
     struct epoll_event d = {.events = EPOLLIN, .data.u64 = TAG_DONE};
+    struct epoll_event x = {.events = EPOLLIN, .data.u64 = TAG_EXITS};
     if (tc->listen_fd < 0 || tc->epfd < 0 || bind(tc->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
         fchmodat(servers->dir_fd, IPB_TOOLCHAN_SOCKET, 0666, 0) < 0 || listen(tc->listen_fd, 16) < 0 ||
         epoll_ctl(tc->epfd, EPOLL_CTL_ADD, tc->listen_fd, &l) < 0 ||
-        epoll_ctl(tc->epfd, EPOLL_CTL_ADD, ipb_toolrun_fd(servers->run), &d) < 0) {
+        epoll_ctl(tc->epfd, EPOLL_CTL_ADD, ipb_toolrun_fd(servers->run), &d) < 0 ||
+        epoll_ctl(tc->epfd, EPOLL_CTL_ADD, ipb_mcp_servers_fd(servers), &x) < 0) {
         ipb_error_set(err, errno, "creating the tool channel's socket");
         ipb_toolchan_close(tc);
         return NULL;

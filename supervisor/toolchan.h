@@ -8,7 +8,10 @@
  * else is refused before anyone is asked. Each call is then approved (or not) through the
  * approve hook and run on the session's tool thread. Calls are taken one at a time, in
  * arrival order, and only while a cell runs: code left running between cells (a thread)
- * waits for the next cell. */
+ * waits for the next cell. A running call whose caller hangs up (the cell was interrupted,
+ * the kernel died or was restarted) is cancelled at its server, and that server is started
+ * again before its next call unless it answered meanwhile (mcp_servers.h).
+ * The fd also reports stdio servers that exited between calls: they are reaped at once. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>

@@ -14,6 +14,7 @@ struct ipb_toolrun {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done_fd;           /* eventfd: 1 while a finished job waits to be taken */
+    int cancel_fd;         /* eventfd: readable once the running job was cancelled */
     void (*fn)(void *);
     void *arg;
     enum { T_IDLE, T_QUEUED, T_RUNNING, T_DONE } state;
@@ -50,8 +51,13 @@ ipb_toolrun *ipb_toolrun_start(ipb_error **err) {
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     t->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (t->done_fd < 0) {
+    t->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (t->done_fd < 0 || t->cancel_fd < 0) {
         ipb_error_set(err, errno, "starting the tool-call thread: eventfd");
+        if (t->done_fd >= 0)
+            close(t->done_fd);
+        if (t->cancel_fd >= 0)
+            close(t->cancel_fd);
         free(t);
         return NULL;
     }
@@ -64,6 +70,7 @@ ipb_toolrun *ipb_toolrun_start(ipb_error **err) {
     if (r != 0) {
         ipb_error_set(err, r, "starting the tool-call thread");
         close(t->done_fd);
+        close(t->cancel_fd);
         free(t);
         return NULL;
     }
@@ -84,6 +91,8 @@ bool ipb_toolrun_submit(ipb_toolrun *t, void (*fn)(void *), void *arg) {
     pthread_mutex_lock(&t->mu);
     bool ok = t->state == T_IDLE && !t->stop;
     if (ok) {
+        uint64_t v;
+        (void)!read(t->cancel_fd, &v, sizeof(v)); /* a cancel of the job before does not count */
         t->fn = fn;
         t->arg = arg;
         t->state = T_QUEUED;
@@ -102,6 +111,19 @@ static void *take_locked(ipb_toolrun *t) {
     t->arg = NULL;
     t->state = T_IDLE;
     return arg;
+}
+
+int ipb_toolrun_cancel_fd(const ipb_toolrun *t) { return t->cancel_fd; }
+
+bool ipb_toolrun_cancel(ipb_toolrun *t) {
+    pthread_mutex_lock(&t->mu);
+    bool running = t->state == T_QUEUED || t->state == T_RUNNING;
+    if (running) {
+        uint64_t one = 1;
+        (void)!write(t->cancel_fd, &one, sizeof(one));
+    }
+    pthread_mutex_unlock(&t->mu);
+    return running;
 }
 
 void *ipb_toolrun_take(ipb_toolrun *t) {
@@ -146,6 +168,7 @@ void ipb_toolrun_stop(ipb_toolrun *t, void (*discard)(void *)) {
     pthread_mutex_unlock(&t->mu);
     pthread_join(t->thread, NULL);
     close(t->done_fd);
+    close(t->cancel_fd);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);

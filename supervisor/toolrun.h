@@ -14,6 +14,12 @@ int ipb_toolrun_fd(const ipb_toolrun *t);
 bool ipb_toolrun_busy(const ipb_toolrun *t);
 /* Runs fn(arg) on the thread. false when a job is running or waiting to be taken. */
 bool ipb_toolrun_submit(ipb_toolrun *t, void (*fn)(void *arg), void *arg);
+/* Asks the job that runs (or waits to run) to give up: ipb_toolrun_cancel_fd() becomes
+ * readable until the next submit. The job decides what giving up means. Returns whether a job
+ * was running. */
+bool ipb_toolrun_cancel(ipb_toolrun *t);
+/* For the job to poll (POLLIN): readable once the job was cancelled. */
+int ipb_toolrun_cancel_fd(const ipb_toolrun *t);
 /* The finished job's arg (the job is then gone), or NULL when none has finished. */
 void *ipb_toolrun_take(ipb_toolrun *t);
 /* Waits up to ms (-1: no limit) for the job to finish and takes it; NULL when none runs or it
