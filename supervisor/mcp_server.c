@@ -456,8 +456,9 @@ int ipb_mcp_serve(ipb_mcp_server *srv) {
         if (srv->rd.eof && json_array_size(srv->queue) == 0)
             break;
         ipb_kernel *k = &srv->session->kernel;
+        /* A sandbox that is gone leaves its stderr at EOF: not watched until the next one. */
         struct pollfd p[5] = {{srv->rd.eof ? -1 : srv->in_fd, POLLIN, 0}, {k->sb.fd, POLLIN, 0},
-                              {k->stderr_fd, POLLIN, 0}, {ipb_toolchan_fd(srv->session->chan), POLLIN, 0},
+                              {k->sb.fd >= 0 ? k->stderr_fd : -1, POLLIN, 0}, {ipb_toolchan_fd(srv->session->chan), POLLIN, 0},
                               {ipb_outq_len(&srv->q) ? srv->q.poll_fd : -1, POLLOUT, 0}};
         if (poll(p, 5, -1) < 0) {
             if (errno == EINTR)
@@ -467,9 +468,12 @@ int ipb_mcp_serve(ipb_mcp_server *srv) {
         }
         if (p[1].revents || p[2].revents) {
             ipb_error *err = NULL;
+            bool was_dead = k->died;
             if (ipb_kernel_pump(k, &err) < 0) {
                 log_warn("the sandbox ended: %s; the next call builds a new one", ipb_error_msg(err));
-                ipb_sandbox_destroy(&k->sb);
+                ipb_session_sandbox_lost(srv->session, ipb_error_msg(err));
+            } else if (k->died && !was_dead) {
+                log_warn("the kernel ended between calls; the next call starts a fresh one and says so");
             }
             ipb_error_free(err);
         }

@@ -74,18 +74,52 @@ fail:
     return -1;
 }
 
+/* Keeps the first reason: later ones follow from it. */
+static void set_lost(ipb_session *s, char *why) {
+    if (!s->lost)
+        s->lost = why;
+    else
+        free(why);
+}
+
+void ipb_session_sandbox_lost(ipb_session *s, const char *why) {
+    char report[2600];
+    ipb_kernel_pump(&s->kernel, NULL);
+    ipb_kernel_death_report(&s->kernel, report, sizeof(report));
+    set_lost(s, ipb_strdupf("The sandbox ended after the last call (%s; %s)", why,
+                            s->kernel.died ? report : "the kernel was still running"));
+    ipb_sandbox_destroy(&s->kernel.sb);
+}
+
+char *ipb_session_take_lost(ipb_session *s) {
+    char *l = s->lost;
+    s->lost = NULL;
+    return l;
+}
+
 int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err) {
     if (s->kernel.sb.fd < 0) {
         /* The sandbox itself is gone (its PID 1 was killed): build a new one. */
+        if (!s->lost)
+            set_lost(s, ipb_strdupf("The sandbox ended after the last call"));
         ipb_kernel_close(&s->kernel);
         return ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err);
     }
-    if (!s->kernel.running)
+    if (!s->kernel.running) {
+        if (s->kernel.died) {
+            /* It ended between calls (killed, out of memory, os._exit in a thread...). */
+            char report[2600];
+            ipb_kernel_death_report(&s->kernel, report, sizeof(report));
+            set_lost(s, ipb_strdupf("After the last call: %s", report));
+        }
         return ipb_kernel_restart(&s->kernel, err);
+    }
     return 0;
 }
 
 int ipb_session_reset(ipb_session *s, ipb_error **err) {
+    /* A fresh kernel is what was asked for: an earlier death no longer matters. */
+    free(ipb_session_take_lost(s));
     ipb_mcp_servers_disconnect(&s->mcp);
     if (s->kernel.sb.fd < 0)
         return ipb_session_ensure_kernel(s, err);
@@ -96,6 +130,7 @@ void ipb_session_close(ipb_session *s) {
     if (!s->open)
         return;
     ipb_kernel_close(&s->kernel);
+    free(ipb_session_take_lost(s));
     ipb_toolchan_close(s->chan);
     s->chan = NULL;
     if (s->mcp.dir_fd >= 0 || s->mcp.run)

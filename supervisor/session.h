@@ -22,13 +22,21 @@ typedef struct ipb_session {
     ipb_host_dirs host_dirs; /* the allowed directories, opened at start */
     ipb_mcp_servers mcp;   /* MCP servers whose tools the kernel may call */
     ipb_toolchan *chan;    /* their tool socket in /opt/ipybox */
+    char *lost;            /* why the kernel's state was lost since the last cell (a death
+                            * between calls), told with the next cell's result; or NULL */
     bool open;
 } ipb_session;
 
 /* proxy serves the sandbox's egress (NULL: nothing leaves it). */
 int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb_error **err);
-/* A running kernel: restarts it if it died, rebuilds the sandbox if that is gone. */
+/* A running kernel: restarts it if it died, rebuilds the sandbox if that is gone. A death
+ * nobody was told of yet is kept in s->lost. */
 int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err);
+/* The sandbox ended between calls (its PID 1 or its channel is gone): it is taken down, and
+ * the next cell is told why. */
+void ipb_session_sandbox_lost(ipb_session *s, const char *why);
+/* s->lost, handed over (malloc'd; the caller frees it), or NULL. */
+char *ipb_session_take_lost(ipb_session *s);
 /* A fresh kernel; MCP servers' connections are closed (stdio servers stop) and made again on
  * next use; registrations stay. */
 int ipb_session_reset(ipb_session *s, ipb_error **err);

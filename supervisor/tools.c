@@ -263,11 +263,23 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
         ipb_error_free(err);
         return r;
     }
+    /* A death since the last cell is told first: this cell ran in a fresh kernel. */
+    char *lost = ipb_session_take_lost(s);
     ipb_exec_result res;
     if (ipb_execute(&s->kernel, code, timeout, (size_t)max_chars, hooks, &res, &err) < 0) {
-        json_t *r = error_result("Execution failed: %s", ipb_error_msg(err));
+        json_t *r = error_result("%s%sExecution failed: %s", lost ? lost : "", lost ? " " : "", ipb_error_msg(err));
         ipb_error_free(err);
+        free(lost);
         return r;
+    }
+    bool lost_told = lost != NULL;
+    if (lost) {
+        char *note = ipb_strdupf("%s This cell ran in a fresh kernel: variables, imports and definitions of earlier "
+                                 "cells are lost; files in /app and installed packages are kept.%s%s",
+                                 lost, res.note ? " " : "", res.note ? res.note : "");
+        free(res.note);
+        res.note = note;
+        free(lost);
     }
     if (res.outcome == IPB_EXEC_CANCELLED)
         *ret_cancelled = true;
@@ -293,6 +305,8 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     ipb_buf_free(&text);
     bool is_error = res.outcome != IPB_EXEC_OK;
     json_t *meta = execution_meta(&res, meta_images);
+    if (lost_told)
+        json_object_set_new(meta, "kernelLost", json_true());
     ipb_exec_result_free(&res);
     return json_pack("{s:o, s:b, s:{s:o}}", "content", content, "isError", is_error, "_meta", IPB_META_EXECUTION, meta);
 }
