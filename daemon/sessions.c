@@ -267,9 +267,9 @@ static int monitor_channel(struct ipbd *d, ipb_error **err) {
          * service's own: a frontend whose monitor is gone ends with it (its parent-death
          * signal), and the service's manager starts the service again. */
         int fd = ipb_monitor_private_replace(d->monitor_fd, err);
-        d->monitor_fd = fd;
-        if (fd < 0)
+        if (fd < 0) /* the old channel stays (dead): the next session tries again */
             return ipb_error_wrap(err, "the private monitor of root's ipyboxd is gone");
+        d->monitor_fd = fd;
         r = ipbm_send(d->monitor_fd, &m, NULL, 0, MSG_DONTWAIT);
     }
     if (r < 0)

@@ -142,19 +142,24 @@ static int replace(int fd, bool frontend, ipb_error **err) {
         return ipb_error_set(err, 0, "the private monitor of root's ipybox ended %u times in a row before it served "
                              "a request (its messages are on ipybox's stderr); it is not started again for %ld s",
                              respawn.unserved, (wait_ms + 999) / 1000);
-    if (fd >= 0)
-        close(fd);
-    if (fd == private_chan)
-        private_chan = -1;
-    if (private_pid > 0) {
-        if (nended < sizeof(ended) / sizeof(*ended))
-            ended[nended++] = private_pid;
-        private_pid = 0;
-    }
-    reap_ended();
+    pid_t old_pid = private_pid;
+    /* Started before the old channel closes: when it cannot be, the caller keeps the old one
+     * (dead) and the next request tries again. */
     int nfd = ipb_monitor_start_private(frontend);
     if (nfd < 0)
         return ipb_error_set(err, errno, "cannot start the private monitor of root's ipybox again");
+    if (old_pid > 0 && private_pid == old_pid) {
+        /* Not started (its channel is dead, as at a first start that fails): the old one
+         * is still to be reaped. */
+        if (nended < sizeof(ended) / sizeof(*ended))
+            ended[nended++] = old_pid;
+        private_pid = 0;
+    }
+    if (private_chan == fd)
+        private_chan = -1;
+    if (fd >= 0)
+        close(fd);
+    reap_ended();
     chan_lost = false;
     chan_gen++;
     nexited = 0;
@@ -304,6 +309,8 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         chan = nfd;
         private_mon = true;
         r = ipbm_send(chan, &m, fds, IPBM_FD_BINDS + n, 0);
+        if (hung_up(r))
+            monitor_lost();
     }
     if (r < 0) {
         ipb_error_set(err, -r, "asking %s for a sandbox", who());

@@ -23,10 +23,11 @@ int ipb_monitor_fd(void);
  * when the monitor could not start (it then answers nothing, or an ERROR saying why): no
  * sandbox ever falls back to running as root. -1 only without a socket. */
 int ipb_monitor_start_private(bool frontend);
-/* The daemon's private monitor (frontend) hung up on fd, our end of its channel: closes fd,
- * reaps the monitor and starts another exactly as the first (ipb_monitor_start_private).
- * Returns our end of the new channel, or -1 with err: a monitor that kept ending before it
- * served anything is not started again for a while (monrespawn.h). A worker's private
+/* The daemon's private monitor (frontend) hung up on fd, our end of its channel: starts
+ * another exactly as the first (ipb_monitor_start_private), closes fd and reaps the old
+ * monitor. Returns our end of the new channel, or -1 with err (fd then stays open): a monitor
+ * that kept ending before it served anything is not started again for a while
+ * (monrespawn.h). A worker's private
  * monitor is replaced by ipb_monitor_spawn itself, when a request finds it gone. */
 int ipb_monitor_private_replace(int fd, ipb_error **err);
 /* The daemon's private monitor answered a request (monrespawn.h). */
