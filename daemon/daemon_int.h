@@ -117,6 +117,8 @@ struct ipbd_ratelog {
 
 struct ipbd {
     const ipbd_config *cfg;
+    int monitor_fd;           /* cfg->monitor_fd, or the channel to the private monitor started
+                               * in place of one that was gone (root's daemon only) */
     int ep;
     struct ipbd_watch listen, sig, timer;
     struct ipbd_client *clients;

@@ -139,6 +139,7 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err) {
     struct ipbd d;
     memset(&d, 0, sizeof(d));
     d.cfg = cfg;
+    d.monitor_fd = cfg->monitor_fd;
     d.sig.fd = d.timer.fd = -1;
     d.listen.fd = cfg->listen_fd; /* ours from here: closed when we stop listening */
     d.next_client_id = 1;

@@ -250,39 +250,58 @@ static char **worker_argv(struct ipbd *d, json_t *args, ipb_error **err) {
     return argv;
 }
 
-/* System service: a channel of its own to the monitor for the worker (ADOPT: the monitor
- * makes it and sends us its other end). Returns that end, or -1. */
+/* Whose monitor it is, for messages. */
+static const char *monitor_name(const struct ipbd *d) {
+    return d->cfg->frontend ? "the ipyboxd service's monitor" : "the private monitor of root's ipyboxd";
+}
+
+/* System service (or root's daemon): a channel of its own to the monitor for the worker
+ * (ADOPT: the monitor makes it and sends us its other end). Returns that end, or -1. */
 static int monitor_channel(struct ipbd *d, ipb_error **err) {
     static uint32_t seq;
     struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_ADOPT, .id = ++seq};
-    int r = ipbm_send(d->cfg->monitor_fd, &m, NULL, 0, MSG_DONTWAIT);
+    int r = ipbm_send(d->monitor_fd, &m, NULL, 0, MSG_DONTWAIT);
+    if ((r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN) && !d->cfg->frontend) {
+        /* Root's private monitor is gone (killed, say; the sandboxes it ran went with it):
+         * another is started as the first was. The system service's monitor is the
+         * service's own: a frontend whose monitor is gone ends with it (its parent-death
+         * signal), and the service's manager starts the service again. */
+        int fd = ipb_monitor_private_replace(d->monitor_fd, err);
+        if (fd < 0) /* the old channel stays (dead): the next session tries again */
+            return ipb_error_wrap(err, "the private monitor of root's ipyboxd is gone");
+        d->monitor_fd = fd;
+        r = ipbm_send(d->monitor_fd, &m, NULL, 0, MSG_DONTWAIT);
+    }
     if (r < 0)
-        return ipb_error_set(err, -r, "the ipyboxd service's monitor is gone");
+        return ipb_error_set(err, -r, "%s is gone", monitor_name(d));
     long deadline = ipbd_now_ms() + 10000;
     for (;;) {
         long left = deadline - ipbd_now_ms();
-        struct pollfd p = {d->cfg->monitor_fd, POLLIN, 0};
+        struct pollfd p = {d->monitor_fd, POLLIN, 0};
         int n = poll(&p, 1, left > 0 ? (int)left : 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n == 0)
-            return ipb_error_set(err, ETIMEDOUT, "the ipyboxd service's monitor did not answer for a channel");
+            return ipb_error_set(err, ETIMEDOUT, "%s did not answer for a channel", monitor_name(d));
         struct ipbm_msg rep;
         int fd[2];
         unsigned nfds = 0;
-        r = n < 0 ? -errno : ipbm_recv(d->cfg->monitor_fd, &rep, fd, 2, &nfds, MSG_DONTWAIT);
+        r = n < 0 ? -errno : ipbm_recv(d->monitor_fd, &rep, fd, 2, &nfds, MSG_DONTWAIT);
         if (r == -EAGAIN)
             continue;
         bool mine = r == 1 && rep.id == m.id;
-        if (mine && rep.type == IPBM_ADOPTED && nfds == 1 && ipbm_is_seqpacket(fd[0]))
+        if (mine && rep.type == IPBM_ADOPTED && nfds == 1 && ipbm_is_seqpacket(fd[0])) {
+            if (!d->cfg->frontend)
+                ipb_monitor_private_served();
             return fd[0];
+        }
         ipb_record_close_fds(fd, nfds);
         if (r <= 0)
-            return ipb_error_set(err, r < 0 ? -r : EPIPE, "the ipyboxd service's monitor is gone");
+            return ipb_error_set(err, r < 0 ? -r : EPIPE, "%s is gone", monitor_name(d));
         if (mine && rep.type == IPBM_ERROR)
             return ipb_error_set(err, rep.err, "%s", rep.text);
         if (mine)
-            return ipb_error_set(err, EPROTO, "the ipyboxd service's monitor answered something unexpected");
+            return ipb_error_set(err, EPROTO, "%s answered something unexpected", monitor_name(d));
         /* An answer to an earlier request that timed out: skipped. */
     }
 }
@@ -291,7 +310,7 @@ static pid_t spawn_worker(struct ipbd *d, char **argv, const char *cwd, int in_f
                           ipb_error **err) {
     pid_t parent = getpid();
     int mon = -1;
-    if (d->cfg->monitor_fd >= 0 && (mon = monitor_channel(d, err)) < 0)
+    if (d->monitor_fd >= 0 && (mon = monitor_channel(d, err)) < 0)
         return -1;
     pid_t pid = fork();
     if (pid < 0) {

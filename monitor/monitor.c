@@ -353,6 +353,8 @@ static int serve(struct ipbm *M) {
                     ;
                 ipbm_sandboxes_sweep(M);
                 ipbm_frontends_start(M);
+                if (M->reclaim_left && ipbm_now_ms() < M->reclaim_until)
+                    M->reclaim_left = ipbm_reclaim_orphans(M);
             } else {
                 struct ipbm_chan *c = p;
                 if (c->user->paused) {
@@ -608,6 +610,9 @@ static int private_main(int argc, char **argv) {
     M->cg.cpu[0] = '\0';
     if (M->cg.kind == IPBM_LIMITS_RLIMIT)
         M->conf.memory_max = M->conf.memory_max_bound;
+    /* What a private monitor that was killed left (its sandboxes may still be dying). */
+    M->reclaim_left = ipbm_reclaim_orphans(M);
+    M->reclaim_until = ipbm_now_ms() + 60000;
     M->ep = epoll_create1(EPOLL_CLOEXEC);
     int e = M->ep < 0 ? -errno : ipbm_root_dir("/run/ipybox", 0755);
     if (e < 0 || (e = ipbm_root_dir(IPBM_ROOT_DIR, 0755)) < 0) {

@@ -73,6 +73,8 @@ struct ipbm {
     bool private_mon;       /* a private monitor of root's own ipybox (one channel, no users'
                              * sockets or frontends): it ends when its channels are gone */
     int verbose;
+    unsigned reclaim_left;  /* sandbox cgroups a killed private monitor left, still busy */
+    long reclaim_until;     /* tried again each second until then */
 };
 
 /* A slot whose sandbox is gone and cleaned up: free here, and its lock released for other
@@ -102,6 +104,11 @@ void ipbm_sandbox_gone(struct ipbm *M, struct ipbm_sandbox *s, int status);
 void ipbm_sandbox_kill(struct ipbm *M, struct ipbm_sandbox *s);
 /* Frees the slots of sandboxes whose cgroups are now empty. */
 void ipbm_sandboxes_sweep(struct ipbm *M);
+
+/* reclaim.c: removes the empty sandbox cgroups under our cgroup parents of slots that no
+ * monitor holds (a private monitor that was killed left them). Returns how many are still
+ * busy (tried again later). */
+unsigned ipbm_reclaim_orphans(struct ipbm *M);
 
 /* users.c */
 /* Refuses a pool that holds a user's or group's id or meets an /etc/subuid or /etc/subgid

@@ -17,6 +17,8 @@
 #include "clock.h"
 #include "mon_proto.h"
 #include "record.h"
+#include "log.h"
+#include "monrespawn.h"
 #include "mountplan.h"
 
 extern char **environ;
@@ -31,17 +33,41 @@ static struct {
 } exited[16];
 static unsigned nexited;
 
+/* Our private monitor (ipb_monitor_start_private), until reaped, and our end of its channel
+ * (the same as chan for a worker's). */
 static pid_t private_pid;
 static int private_chan = -1;
+/* Earlier private monitors that were found gone but not reaped yet (one that closed our
+ * channel ends on its own once it has killed what was ours). */
+static pid_t ended[8];
+static unsigned nended;
+static bool exit_hook;
+/* chan's other end hung up: its monitor is gone, and every sandbox it started went with it
+ * (a shim's parent-death signal is SIGKILL, and each sandbox's PID 1 dies with its shim). */
+static bool chan_lost;
+/* Counts channels: sandbox ids are per channel, so a sandbox of a monitor that is gone is
+ * never named on its successor's. */
+static uint32_t chan_gen = 1;
+static ipb_respawn respawn;
+
+static void reap_ended(void) {
+    for (unsigned i = 0; i < nended;) {
+        pid_t r = waitpid(ended[i], NULL, WNOHANG);
+        /* ECHILD: reaped by someone else (the daemon's loop reaps every child). */
+        if (r == ended[i] || (r < 0 && errno == ECHILD))
+            ended[i] = ended[--nended];
+        else
+            i++;
+    }
+}
 
 /* At exit: our end closes, the private monitor kills what is left of ours, frees the slots
  * and ends; we wait for that (a while), so that nothing of ours outlives us. */
 static void private_end(void) {
-    if (private_pid <= 0)
-        return;
     if (private_chan >= 0)
         close(private_chan);
-    for (int i = 0; i < 1000; i++) {
+    private_chan = -1;
+    for (int i = 0; private_pid > 0 && i < 1000; i++) {
         pid_t r = waitpid(private_pid, NULL, WNOHANG);
         if (r == private_pid || (r < 0 && errno != EINTR))
             break;
@@ -49,6 +75,7 @@ static void private_end(void) {
         nanosleep(&ts, NULL);
     }
     private_pid = 0;
+    reap_ended();
 }
 
 int ipb_monitor_start_private(bool frontend) {
@@ -82,16 +109,70 @@ int ipb_monitor_start_private(bool frontend) {
     char *argv[] = {(char *)"ipyboxd", (char *)"--private-monitor", (char *)(frontend ? "frontend" : "worker"),
                     NULL};
     pid_t pid;
-    if (posix_spawn(&pid, exe, &fa, &attr, argv, environ) == 0 && !private_pid) {
+    if (posix_spawn(&pid, exe, &fa, &attr, argv, environ) == 0) {
+        if (private_pid > 0 && nended < sizeof(ended) / sizeof(*ended))
+            ended[nended++] = private_pid;
         private_pid = pid;
         private_chan = sv[0];
-        atexit(private_end);
+        if (!exit_hook)
+            exit_hook = atexit(private_end) == 0;
     }
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close(theirs);
     return sv[0];
 }
+
+/* The channel's other end hung up (noted once per channel). */
+static void monitor_lost(void) {
+    if (chan_lost)
+        return;
+    chan_lost = true;
+    ipb_respawn_ended(&respawn, ipb_now_ms());
+}
+
+static bool hung_up(int r) { return r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN; }
+
+/* A private monitor in place of the one that is gone, started exactly as the first was (the
+ * same binary, checks, pool and slot locks; a fresh socketpair). Returns our end of its
+ * channel, or -1 with err. The old channel (fd) is closed and the old monitor reaped. */
+static int replace(int fd, bool frontend, ipb_error **err) {
+    long wait_ms;
+    if (!ipb_respawn_may_start(&respawn, ipb_now_ms(), &wait_ms))
+        return ipb_error_set(err, 0, "the private monitor of root's ipybox ended %u times in a row before it served "
+                             "a request (its messages are on ipybox's stderr); it is not started again for %ld s",
+                             respawn.unserved, (wait_ms + 999) / 1000);
+    pid_t old_pid = private_pid;
+    /* Started before the old channel closes: when it cannot be, the caller keeps the old one
+     * (dead) and the next request tries again. */
+    int nfd = ipb_monitor_start_private(frontend);
+    if (nfd < 0)
+        return ipb_error_set(err, errno, "cannot start the private monitor of root's ipybox again");
+    if (old_pid > 0 && private_pid == old_pid) {
+        /* Not started (its channel is dead, as at a first start that fails): the old one
+         * is still to be reaped. */
+        if (nended < sizeof(ended) / sizeof(*ended))
+            ended[nended++] = old_pid;
+        private_pid = 0;
+    }
+    if (private_chan == fd)
+        private_chan = -1;
+    if (fd >= 0)
+        close(fd);
+    reap_ended();
+    chan_lost = false;
+    chan_gen++;
+    nexited = 0;
+    log_warn("the private monitor of root's ipybox was gone (the sandboxes it ran went with it): started another");
+    return nfd;
+}
+
+int ipb_monitor_private_replace(int fd, ipb_error **err) {
+    monitor_lost();
+    return replace(fd, true, err);
+}
+
+void ipb_monitor_private_served(void) { ipb_respawn_served(&respawn); }
 
 int ipb_monitor_fd(void) {
     if (chan != -2)
@@ -168,6 +249,8 @@ static int next(struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds, uint
         if (r <= 0) {
             ipb_record_close_fds(fds, *nfds);
             *nfds = 0;
+            if (r == 0)
+                monitor_lost();
             return -1;
         }
         if (m->type != IPBM_EXITED || m->id == want_id)
@@ -209,7 +292,26 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         fds[IPBM_FD_BINDS + n++] = fd;
     }
     m.nbinds = n;
-    int r = ipbm_send(chan, &m, fds, IPBM_FD_BINDS + n, 0);
+    int r = chan_lost ? -EPIPE : ipbm_send(chan, &m, fds, IPBM_FD_BINDS + n, 0);
+    if (hung_up(r)) {
+        /* Gone since the last request (killed, say): its sandboxes went with it. Root's own
+         * ipybox starts another private monitor, as it started the first; a user's worker of
+         * the system service has no other (its sandbox is the service's to start). */
+        monitor_lost();
+        if (geteuid() != 0) {
+            ipb_error_set(err, -r, "%s is gone (the service stopped or is restarting; this session's sandbox went "
+                          "with it): start a new session once the service runs again", who());
+            goto out;
+        }
+        int nfd = replace(chan, false, err);
+        if (nfd < 0)
+            goto out;
+        chan = nfd;
+        private_mon = true;
+        r = ipbm_send(chan, &m, fds, IPBM_FD_BINDS + n, 0);
+        if (hung_up(r))
+            monitor_lost();
+    }
     if (r < 0) {
         ipb_error_set(err, -r, "asking %s for a sandbox", who());
         goto out;
@@ -237,7 +339,8 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         ipb_error_set(err, EPROTO, "an unexpected answer from %s", who());
         goto out;
     }
-    ipb_monitor_sandbox s = {.id = m.id, .pid = m.status, .mem_ev = -1, .pids_ev = -1, .limits = m.limits & 0xff,
+    ipb_respawn_served(&respawn);
+    ipb_monitor_sandbox s = {.id = m.id, .gen = chan_gen, .pid = m.status, .mem_ev = -1, .pids_ev = -1, .limits = m.limits & 0xff,
                              .memory_max = m.memory_max, .pids_max = m.pids_max};
     unsigned k = 0;
     if ((m.limits & IPBM_HAS_MEM_EVENTS) && k < nr)
@@ -256,10 +359,12 @@ out:
 
 int ipb_monitor_end(ipb_monitor_sandbox *s, bool kill_first, int timeout_ms) {
     int status = -1;
-    if (s->id && chan >= 0) {
+    /* A sandbox of a monitor that is gone went with it; its id may name another now. */
+    if (s->id && chan >= 0 && s->gen == chan_gen && !chan_lost) {
         if (kill_first) {
             struct ipbm_msg k = {.magic = IPBM_MAGIC, .type = IPBM_KILL, .id = s->id};
-            ipbm_send(chan, &k, NULL, 0, 0);
+            if (hung_up(ipbm_send(chan, &k, NULL, 0, 0)))
+                monitor_lost();
         }
         struct ipbm_msg m;
         unsigned nr;

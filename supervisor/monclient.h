@@ -23,11 +23,21 @@ int ipb_monitor_fd(void);
  * when the monitor could not start (it then answers nothing, or an ERROR saying why): no
  * sandbox ever falls back to running as root. -1 only without a socket. */
 int ipb_monitor_start_private(bool frontend);
+/* The daemon's private monitor (frontend) hung up on fd, our end of its channel: starts
+ * another exactly as the first (ipb_monitor_start_private), closes fd and reaps the old
+ * monitor. Returns our end of the new channel, or -1 with err (fd then stays open): a monitor
+ * that kept ending before it served anything is not started again for a while
+ * (monrespawn.h). A worker's private
+ * monitor is replaced by ipb_monitor_spawn itself, when a request finds it gone. */
+int ipb_monitor_private_replace(int fd, ipb_error **err);
+/* The daemon's private monitor answered a request (monrespawn.h). */
+void ipb_monitor_private_served(void);
 /* Limits asked for each sandbox (0: the service's default). */
 void ipb_monitor_set_limits(const ipb_options *o);
 
 typedef struct ipb_monitor_sandbox {
     uint32_t id;
+    uint32_t gen;              /* the channel it was started on (ids are per channel) */
     pid_t pid;                 /* the shim on the host (for messages) */
     int mem_ev, pids_ev;       /* the cgroup's event files, or -1 */
     uint32_t limits;           /* enum ipbm_limits */
@@ -36,7 +46,11 @@ typedef struct ipb_monitor_sandbox {
 } ipb_monitor_sandbox;
 
 /* Asks the monitor to start the shim with this stdio and sync socket end; the plan's
- * IPB_MNT_FD sources are opened here, with this process's (the user's) rights. */
+ * IPB_MNT_FD sources are opened here, with this process's (the user's) rights. When the
+ * channel's monitor is gone (killed: its sandboxes went with it), root's ipybox first starts
+ * a private monitor in its place, exactly as ipb_monitor_fd starts the first (a worker of
+ * root's daemon, whose channel was adopted, then has one of its own); a worker of the system
+ * service gets an error saying the service's monitor is gone. */
 int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd,
                       ipb_monitor_sandbox *ret, ipb_error **err);
 /* SIGKILL (when kill_first) and wait up to timeout_ms for the end; returns the wait status
