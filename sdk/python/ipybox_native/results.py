@@ -41,7 +41,8 @@ class ExecutionResult:
     error, timeout, timeout_restarted, cancelled, kernel_died, or failed (the cell was not
     run: bad arguments, no kernel); `note` is the supervisor's
     sentence about a timeout, a dead kernel or a limit; `ename`/`evalue`/`traceback`
-    describe an exception.
+    describe an exception. `kernel_lost` is true when the kernel (or its sandbox) died
+    since the previous cell: this cell ran in a fresh kernel, and `note` says why.
     """
 
     text: str = ""
@@ -51,6 +52,7 @@ class ExecutionResult:
     evalue: Optional[str] = None
     traceback: Optional[str] = None
     note: Optional[str] = None
+    kernel_lost: bool = False
 
     @property
     def error(self) -> Optional[BaseException]:
@@ -97,7 +99,7 @@ class ExecutionResult:
         status = _str(meta.get("status")) or ("error" if res.get("isError") else "ok")
         return cls(text=text, images=images, status=status, ename=_str(meta.get("ename")),
                    evalue=_str(meta.get("evalue")), traceback=_str(meta.get("traceback")),
-                   note=_str(meta.get("note")))
+                   note=_str(meta.get("note")), kernel_lost=meta.get("kernelLost") is True)
 
 
 def _dict(v: Any) -> Dict[str, Any]:
