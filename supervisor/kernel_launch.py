@@ -19,8 +19,11 @@ def _gate_interrupts():
     Inside InteractiveShell.run_code, below its frame, every exception is caught and shown
     as the cell's error; that is the only place the interrupt is raised. Elsewhere it is
     dropped, and the supervisor sends it again while the cell has not ended."""
+    import asyncio
+    import contextlib
     import signal
     from IPython.core.interactiveshell import InteractiveShell
+    from ipykernel.ipkernel import IPythonKernel
     from ipykernel.kernelbase import Kernel
 
     run_code = InteractiveShell.run_code
@@ -46,8 +49,26 @@ def _gate_interrupts():
     def pre_handler_hook(self):
         self.saved_sigint_handler = signal.signal(signal.SIGINT, on_sigint)
 
+    # A cell with top-level await runs as a task on the kernel's event loop; ipykernel 6.17
+    # cancels it from its io_loop's thread, which does not wake the event loop, so the cell
+    # never ended (no reply: a restart). The task is cancelled on its own loop instead; the
+    # CancelledError surfaces in the cell's code and run_code reports it as the cell's error.
+    @contextlib.contextmanager
+    def cancel_on_sigint(self, future):
+        loop = asyncio.get_event_loop()
+
+        def handle_sigint(*args):
+            loop.call_soon_threadsafe(lambda: None if future.done() else future.cancel())
+
+        saved = signal.signal(signal.SIGINT, handle_sigint)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, saved)
+
     InteractiveShell.run_code = counted_run_code
     Kernel.pre_handler_hook = pre_handler_hook
+    IPythonKernel._cancel_on_sigint = cancel_on_sigint
 
 
 def _bound_output(limit=1 << 20):

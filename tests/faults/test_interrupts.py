@@ -55,6 +55,13 @@ class TinyTimeouts(unittest.TestCase):
             self.assertIn("KeyboardInterrupt", text)
         self.assert_same_kernel()
 
+    def test_async_cell_is_interrupted_not_restarted(self):
+        # Top-level await runs as a task; the interrupt cancels it (ipykernel 6.17 alone never
+        # ended it: a restart).
+        text, r = self.c.execute("import asyncio\nawait asyncio.sleep(30)", timeout=1)
+        self.assertEqual(status(r), "timeout", text)
+        self.assert_same_kernel()
+
     def test_code_that_ignores_the_interrupt_is_restarted(self):
         text, r = self.c.execute("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)",
                                  timeout=1)
