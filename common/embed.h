@@ -1,0 +1,26 @@
+/* EMBED(sym, file) for assembly sources (.S): `file` (a path from the project root, where make
+ * runs) as the NUL-terminated data `sym`, and its length without the NUL as the size_t
+ * `sym##_len`. Used by toolgen/runtime.S and supervisor/kernel_launch.S. */
+#pragma once
+#if __SIZEOF_SIZE_T__ == 8
+#define SIZE_T .quad
+#else
+#define SIZE_T .long
+#endif
+
+#define EMBED(sym, file)                                                                      \
+    .section .rodata;                                                                         \
+    .global sym;                                                                              \
+    .type sym, %object;                                                                       \
+    .balign 16;                                                                               \
+sym:                                                                                          \
+    .incbin file;                                                                             \
+    .byte 0;                                                                                  \
+sym##_end:                                                                                    \
+    .size sym, sym##_end - sym;                                                               \
+    .global sym##_len;                                                                        \
+    .type sym##_len, %object;                                                                 \
+    .balign __SIZEOF_SIZE_T__;                                                                \
+sym##_len:                                                                                    \
+    SIZE_T sym##_end - sym - 1;                                                               \
+    .size sym##_len, __SIZEOF_SIZE_T__
