@@ -67,9 +67,11 @@ static void send_result(ipb_mcp_server *srv, json_t *msg) { queue_line(srv, msg,
 static void send_progress(ipb_mcp_server *srv, const char *more, size_t more_len) {
     if (!srv->progress_token || srv->pending.len + more_len == 0 || srv->q.broken)
         return;
-    if (ipb_outq_len(&srv->q) >= IPB_OUTQ_HIGH) {
+    if (srv->interrupting && ipb_outq_len(&srv->q) >= IPB_OUTQ_HIGH) {
         /* Only while a call is being interrupted or cancelled is the kernel's output read
-         * past the bound (execute.c): its text is in the result, not streamed. */
+         * past the bound (execute.c): its text is in the result, not streamed. Otherwise the
+         * bound is kept by not reading the kernel, a message at a time (one message may take
+         * the queue past it). */
         srv->progress_dropped += srv->pending.len + more_len;
         ipb_buf_reset(&srv->pending);
         return;
@@ -221,6 +223,7 @@ static void on_tool(void *ud) {
 
 static void on_interrupt(void *ud) {
     ipb_mcp_server *srv = ud;
+    srv->interrupting = true;
     ipb_toolchan_interrupted(srv->session->chan);
 }
 
@@ -382,6 +385,7 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
     json_t *args = json_object_get(params, "arguments");
     srv->current_id = id;
     srv->cancel_current = false;
+    srv->interrupting = false;
     srv->progress_token = json_object_get(json_object_get(params, "_meta"), "progressToken");
     if (srv->progress_token && !json_is_string(srv->progress_token) && !json_is_integer(srv->progress_token))
         srv->progress_token = NULL;

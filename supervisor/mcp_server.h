@@ -24,6 +24,7 @@ typedef struct ipb_mcp_server {
     ipb_buf pending;               /* output not yet sent as progress */
     long last_flush_ms;
     ipb_outq q;                    /* what the client has not taken yet */
+    bool interrupting;             /* the running call is being interrupted or cancelled */
     size_t progress_dropped;       /* progress text not sent: the call was ending and the
                                     * client was not reading */
     /* Approval of tool calls from the kernel: whether the client said it takes elicitation

@@ -52,7 +52,7 @@ class StalledClient(unittest.TestCase):
         self.assertLess(peak - self.base, BOUND_MIB, "the supervisor took %d MiB for output nobody read" % peak)
         # The kernel waits on its writes: the cell has not finished while nobody read.
         ping = self.c.send_request("ping")
-        seen, got_ping, result = 0, None, None
+        seen, streamed, got_ping, result = 0, 0, None, None
         while result is None:
             m = self.c.read_message(300)
             if m.get("id") == ping:
@@ -61,6 +61,7 @@ class StalledClient(unittest.TestCase):
                 result = m["result"]
             else:
                 seen += 1
+                streamed += len(m.get("params", {}).get("message", ""))
                 if seen % 100 == 0:
                     peak = max(peak, rss_mib(self.c.proc.pid))
         # The answer to ping went ahead of the queued progress: it waited only for what was
@@ -69,6 +70,8 @@ class StalledClient(unittest.TestCase):
         self.assertIsNotNone(got_ping)
         self.assertLessEqual(got_ping, 6, "ping was answered behind %d progress notifications" % got_ping)
         self.assertGreater(seen, 100, "the output was not streamed")
+        # Waiting lost nothing: every character was streamed once.
+        self.assertEqual(streamed, 300 * 1024 * 1024 + len("flood done\n"))
         self.assertLess(peak - self.base, BOUND_MIB)
         self.assertFalse(result["isError"])
         self.assertIn("flood done", "".join(c.get("text", "") for c in result["content"]))
