@@ -89,7 +89,7 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 TOOL_SRCS  := $(wildcard tests/tools/*.c)
 TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRCS))
 
-.PHONY: all check check-fresh check-system unit integration sanitize bench bench-egress bench-daemon bench-system bench-tools bench-sdk install uninstall clean fuzz format-check
+.PHONY: all check check-fresh check-system unit integration sanitize bench bench-egress bench-daemon bench-system bench-tools bench-sdk bench-faults install uninstall clean fuzz format-check
 all: $(IPYBOX) $(IPYBOXD) $(SHIM)
 
 $(BUILD)/obj/%.o: %.c
@@ -170,6 +170,7 @@ bench: all
 	@BUILD=$(BUILD) $(PYTHON) bench/daemon.py --out bench/daemon.md
 	@BUILD=$(BUILD) $(PYTHON) bench/tools.py --out bench/tools.md
 	@BUILD=$(BUILD) $(PYTHON) bench/sdk.py --out bench/sdk.md
+	@BUILD=$(BUILD) $(PYTHON) bench/faults.py --out bench/faults.md
 
 # The egress benchmark alone (root: it builds a network namespace).
 bench-egress: all
@@ -178,6 +179,10 @@ bench-egress: all
 # The daemon benchmark alone (sessions per second, memory per session, the most sessions).
 bench-daemon: all
 	@BUILD=$(BUILD) $(PYTHON) bench/daemon.py --out bench/daemon.md
+
+# What faults cost: memory with a stalled client, reset with held connections, tiny timeouts.
+bench-faults: all
+	@BUILD=$(BUILD) $(PYTHON) bench/faults.py --out bench/faults.md
 
 bench-system: all
 	@BUILD=$(BUILD) $(PYTHON) bench/system.py --out bench/system.md
