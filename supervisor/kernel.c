@@ -82,16 +82,19 @@ static int connect_channel(ipb_kernel *k, int ch, ipb_error **err) {
         return ipb_error_set(err, zmq_errno(), "creating a ZMQ socket");
     }
     int zero = 0, ivl = 20;
-    int64_t maxmsg = JMSG_MAX_FRAME;
+    /* iopub: an image of the largest size kept (IPB_MAX_IMAGE_B64) and its message fit; the
+     * launcher's stream messages are about 1 MiB. What a kernel that bypasses the launcher can
+     * make us hold while the client does not read is (RCVHWM + 1) of these. */
+    int64_t maxmsg = ch == IPB_IOPUB ? (int64_t)IPB_IOPUB_MAX_MSG : (int64_t)JMSG_MAX_FRAME;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
     if (ch == IPB_IOPUB) {
-        /* Few messages wait here: when we stop reading (the client does not read), the
+        /* One message waits here: when we stop reading (the client does not read), the
          * kernel's iopub socket (XPUB_NODROP, kernel_launch.py) fills and its writers wait,
          * instead of the output piling up in this process. A stream message is at most about
          * 1 MiB of text (kernel_launch.py). */
-        int hwm = 4;
+        int hwm = 1;
         zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof(hwm));
         zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
     }

@@ -14,6 +14,10 @@
 
 enum ipb_channel { IPB_SHELL, IPB_IOPUB, IPB_CONTROL, IPB_NCHANNELS };
 
+/* The largest iopub message taken from the kernel (a larger one ends the connection, which
+ * zmq makes again): room for an image of IPB_MAX_IMAGE_B64 (execute.h) and its message. */
+#define IPB_IOPUB_MAX_MSG (40u << 20)
+
 typedef struct ipb_kernel {
     ipb_sandbox sb;
     int stderr_fd;             /* read end of the sandbox's stderr */

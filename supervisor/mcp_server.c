@@ -67,11 +67,12 @@ static void send_result(ipb_mcp_server *srv, json_t *msg) { queue_line(srv, msg,
 static void send_progress(ipb_mcp_server *srv, const char *more, size_t more_len) {
     if (!srv->progress_token || srv->pending.len + more_len == 0 || srv->q.broken)
         return;
-    if (srv->interrupting && ipb_outq_len(&srv->q) >= IPB_OUTQ_HIGH) {
+    size_t queued = ipb_outq_len(&srv->q);
+    if ((srv->interrupting && queued >= IPB_OUTQ_HIGH) || queued >= IPB_OUTQ_HIGH + IPB_OUTQ_OVERSHOOT) {
         /* Only while a call is being interrupted or cancelled is the kernel's output read
          * past the bound (execute.c): its text is in the result, not streamed. Otherwise the
          * bound is kept by not reading the kernel, a message at a time (one message may take
-         * the queue past it). */
+         * the queue past it, by IPB_OUTQ_OVERSHOOT at most). */
         srv->progress_dropped += srv->pending.len + more_len;
         ipb_buf_reset(&srv->pending);
         return;
@@ -405,7 +406,8 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
     flush_progress(srv);
     if (srv->progress_dropped) {
         log_info("%zu bytes of output were not streamed as progress: the client was not reading while the "
-                 "call ended (the result has the output)", srv->progress_dropped);
+                 "call ended, or one kernel message was too large to queue (the result has the output)",
+                 srv->progress_dropped);
         srv->progress_dropped = 0;
     }
     if (!(was_cancelled && srv->cancel_current))

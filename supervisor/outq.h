@@ -14,6 +14,10 @@
 
 /* Above this much queued, the kernel's output waits (it is not read from the kernel). */
 #define IPB_OUTQ_HIGH (4u << 20)
+/* One kernel message may take the queue past IPB_OUTQ_HIGH (it is streamed whole); past this
+ * much more, the rest of it is not streamed (it stays in the result). The launcher's messages
+ * are about 1 MiB of text; only a kernel that bypasses it gets here. */
+#define IPB_OUTQ_OVERSHOOT (16u << 20)
 
 typedef struct ipb_outq {
     int fd;       /* what is written to: our own non-blocking open file description where one

@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "log.h"
 #include "tmpmark.h"
 
 /* How long a start waits for a tree that another process holds exclusively (a start
- * sweeping it, which is quick). */
-#define HOLD_WAIT_MS 10000
+ * sweeping it, which is quick). Past that, the session starts without holding it: anyone who
+ * can read the directory can flock it, and that must not keep a session from starting. */
+#define HOLD_WAIT_MS 2000
 
 /* flock(op | LOCK_NB) again and again for up to HOLD_WAIT_MS: 0, or -errno. */
 static int lock_waiting(int fd, int op) {
@@ -46,10 +48,11 @@ int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_e
     } else {
         return 0; /* no flock on this file system */
     }
-    if (r == -EWOULDBLOCK)
-        return ipb_error_set(err, 0, "%s %s: another process has kept it locked (flock, exclusively) for %d s; "
-                                     "ipybox takes that lock only for a moment when a session starts", what, path,
-                             HOLD_WAIT_MS / 1000);
+    if (r == -EWOULDBLOCK) {
+        log_warn("%s %s: another process keeps it locked (flock, exclusively); the session starts without "
+                 "holding it, so temporary files a killed session leaves there may be swept later", what, path);
+        return 0;
+    }
     if (r < 0)
         return 0;
     struct stat st;

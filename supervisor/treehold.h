@@ -4,7 +4,8 @@
  * exclusively knows that no live session, and so no sandbox, uses it: only then does it sweep
  * the tree for temporary files a killed supervisor left (tmpmark.h), and only then is an
  * empty default workspace removed. Sandbox code can flock /app too, but only shared while its
- * session holds it, which keeps a sweep off a tree in use and nothing more. A file system
+ * session holds it, which keeps a sweep off a tree in use and nothing more. A tree someone
+ * else keeps exclusively (any reader can flock it) is used without a hold. A file system
  * without flock (some NFS setups) holds nothing and is never swept. */
 #pragma once
 
@@ -12,8 +13,9 @@
 
 /* Holds the directory that fd (O_PATH will do) opens, sweeping it first when it can be had
  * exclusively. *ret_fd: the fd that holds it (close it at the end), or -1: not a directory,
- * or no flock there. Fails when another process keeps it exclusively for seconds, or when it
- * was removed meanwhile. what, path: for messages. */
+ * no flock there, or another process keeps it exclusively for seconds (any reader of the
+ * directory can: the session then starts without holding it, with a warning). Fails only when
+ * it was removed meanwhile. what, path: for messages. */
 int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_error **err);
 
 /* Removes the default workspaces (<state>/workspaces/<16 hex>) that are empty, have no session
