@@ -289,6 +289,8 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         if (items[2].revents || items[3].revents) {
             ipb_error *perr = NULL;
             if (ipb_kernel_pump(k, &perr) < 0) {
+                /* Taken down now, so that the next call builds a new one. */
+                ipb_sandbox_destroy(&k->sb);
                 state_free(&s);
                 *err = perr;
                 return ipb_error_wrap(err, "the sandbox is gone");

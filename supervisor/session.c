@@ -100,8 +100,9 @@ char *ipb_session_take_lost(ipb_session *s) {
 int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err) {
     if (s->kernel.sb.fd < 0) {
         /* The sandbox itself is gone (its PID 1 was killed): build a new one. */
-        if (!s->lost)
+        if (!s->lost && !s->end_told)
             set_lost(s, ipb_strdupf("The sandbox ended after the last call"));
+        s->end_told = false;
         ipb_kernel_close(&s->kernel);
         return ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err);
     }

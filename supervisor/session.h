@@ -24,6 +24,7 @@ typedef struct ipb_session {
     ipb_toolchan *chan;    /* their tool socket in /opt/ipybox */
     char *lost;            /* why the kernel's state was lost since the last cell (a death
                             * between calls), told with the next cell's result; or NULL */
+    bool end_told;         /* the sandbox's end was told by the call it failed */
     bool open;
 } ipb_session;
 

@@ -267,7 +267,13 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     char *lost = ipb_session_take_lost(s);
     ipb_exec_result res;
     if (ipb_execute(&s->kernel, code, timeout, (size_t)max_chars, hooks, &res, &err) < 0) {
-        json_t *r = error_result("%s%sExecution failed: %s", lost ? lost : "", lost ? " " : "", ipb_error_msg(err));
+        bool gone = s->kernel.sb.fd < 0; /* the sandbox ended under this call */
+        json_t *r = gone ? error_result("%s%sThe sandbox ended before this cell could finish (%s). The next call starts a "
+                                        "fresh kernel in a new sandbox: variables are lost; files in /app and "
+                                        "installed packages are kept.",
+                                        lost ? lost : "", lost ? " " : "", ipb_error_msg(err))
+                         : error_result("%s%sExecution failed: %s", lost ? lost : "", lost ? " " : "", ipb_error_msg(err));
+        s->end_told = gone;
         ipb_error_free(err);
         free(lost);
         return r;

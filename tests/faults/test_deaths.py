@@ -1,5 +1,6 @@
 """Deaths are told: a kernel or sandbox that died between calls is reported by the next cell's
 result (the note first, `_meta["ipybox/execution"]["kernelLost"]`), once, and not after a reset."""
+import os
 import signal
 import time
 import unittest
@@ -47,6 +48,21 @@ class DeathsBetweenCalls(FaultCase):
         s = self.session(daemon=d)
         note = self.killed_between_calls(s, "kernel")
         self.assertIn("killed by signal 9", note)
+
+    def test_sandbox_killed_just_before_a_call(self):
+        # The call may race the supervisor's noticing: either way the death is told once, by
+        # that call, and the call after it works.
+        s = self.session()
+        for _ in range(3):
+            s.execute("x = 42")
+            victim = s.proc("pid1")
+            os.kill(victim.pid, signal.SIGKILL)
+            text, r = s.execute("print(x)")
+            told = "fresh kernel" in text and (r.get("isError") or meta(r).get("kernelLost"))
+            self.assertTrue(told, "the death was not told: %s" % text)
+            text, r = s.execute("print('next')")
+            self.assertFalse(r.get("isError"), text)
+            self.assertEqual(text.strip(), "next")
 
     def test_not_told_after_reset(self):
         s = self.session()
