@@ -2,6 +2,7 @@
  * server sends (its own requests answered, notifications ignored, malformed messages skipped
  * and counted), the initialize handshake, tools/list pages and tools/call. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,8 @@ struct ipb_mcpc {
     size_t cancelled;  /* requests cancelled so far */
     char *dead_reason; /* why it is no longer alive */
     int dead_errnum;
+    pthread_mutex_t call_lock; /* serialises ipb_mcpc_call (until calls run concurrently) */
+    size_t in_flight;
 };
 
 static void mark_dead(ipb_mcpc *c, const ipb_error *e) {
@@ -373,6 +376,7 @@ static void client_free(ipb_mcpc *c, bool graceful) {
     free(c->version);
     free(c->dead_reason);
     free(c->name);
+    pthread_mutex_destroy(&c->call_lock);
     free(c);
 }
 
@@ -405,6 +409,7 @@ ipb_mcpc *ipb_mcpc_connect(const char *name, json_t *params, const ipb_mcp_limit
         mcpc_fail(err, ENOMEM, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&c->call_lock, NULL);
     c->params = expanded;
     c->limits = lim;
     c->transport_kind = kind;
@@ -545,3 +550,23 @@ void ipb_mcpc_set_cancel_fd(ipb_mcpc *c, int fd) {
 }
 
 size_t ipb_mcpc_cancelled(const ipb_mcpc *c) { return c ? c->cancelled : 0; }
+
+json_t *ipb_mcpc_call(ipb_mcpc *c, const char *tool, json_t *arguments, int cancel_fd, int timeout_ms,
+                      ipb_error **err) {
+    pthread_mutex_lock(&c->call_lock);
+    c->in_flight++;
+    int saved = c->limits.call_ms;
+    if (timeout_ms > 0)
+        c->limits.call_ms = timeout_ms;
+    ipb_mcpc_set_cancel_fd(c, cancel_fd);
+    json_t *r = ipb_mcpc_call_tool(c, tool, arguments, err);
+    ipb_mcpc_set_cancel_fd(c, -1);
+    c->limits.call_ms = saved;
+    c->in_flight--;
+    pthread_mutex_unlock(&c->call_lock);
+    return r;
+}
+
+size_t ipb_mcpc_in_flight(ipb_mcpc *c) { return c ? __atomic_load_n(&c->in_flight, __ATOMIC_RELAXED) : 0; }
+
+void ipb_mcpc_shutdown(ipb_mcpc *c) { (void)c; /* stub: the concurrent client makes this real */ }

@@ -113,3 +113,22 @@ int ipb_mcpc_exit_fd(const ipb_mcpc *c);
 void ipb_mcpc_set_cancel_fd(ipb_mcpc *c, int fd);
 /* Requests cancelled so far. */
 size_t ipb_mcpc_cancelled(const ipb_mcpc *c);
+
+/* --- Concurrent calls ---------------------------------------------------------------------
+ * tools/call that any number of threads may make on one client at once, each request with its
+ * own JSON-RPC id over the one connection (stdio, legacy SSE) or its own HTTP request (Streamable
+ * HTTP), each with its own cancel fd (-1: none; readable: this call ends at once with ECANCELED
+ * and the server is sent notifications/cancelled for this id only) and its own limit
+ * (timeout_ms; 0: limits.call_ms). Answers are routed by id; an answer with an id never sent, a
+ * second answer to one id, or a cancelled call's late answer is skipped and logged. A call that
+ * fails does not end the others unless the connection itself failed. ipb_mcpc_alive,
+ * ipb_mcpc_cancelled and ipb_mcpc_in_flight may be called from any thread meanwhile;
+ * list_tools, close and abort only when no call runs.
+ * (Until the concurrent client lands, calls are serialised by a lock: same results, no overlap.) */
+json_t *ipb_mcpc_call(ipb_mcpc *c, const char *tool, json_t *arguments, int cancel_fd, int timeout_ms,
+                      ipb_error **err);
+/* Calls in flight now (any thread). */
+size_t ipb_mcpc_in_flight(ipb_mcpc *c);
+/* From any thread: every call in flight ends at once (EPIPE) and the client is no longer alive
+ * (stdio: the server's process group is killed). Then close or abort it once they returned. */
+void ipb_mcpc_shutdown(ipb_mcpc *c);

@@ -294,6 +294,10 @@ void ipb_mcp_servers_free(ipb_mcp_servers *s) {
 void ipb_tool_job_run(void *p) {
     ipb_tool_job *j = p;
     ipb_mcp_server_entry *e = j->entry;
+    if (e->local_call) {
+        j->result = e->local_call(e, j->tool, j->args, &j->err);
+        return;
+    }
     if (e->client && !ipb_mcpc_alive(e->client)) {
         log_info("MCP server '%s': its connection ended; reconnecting", e->name);
         ipb_mcpc_close(e->client);

@@ -21,6 +21,11 @@ typedef struct ipb_mcp_server_entry {
     json_t *modules;  /* [{"tool", "module"}] */
     ipb_mcpc *client; /* touched only by the tool thread, or while it is idle */
     bool abandoned;   /* its last call was cancelled unanswered: stopped before the next one */
+    /* A server built into the supervisor (no client, no package, never connected, listed or
+     * disconnected): a call is answered at once by local_call (the "ipybox" server of shell
+     * approval). NULL for every registered server. */
+    json_t *(*local_call)(struct ipb_mcp_server_entry *e, const char *tool, json_t *args, ipb_error **err);
+    void *local_ud;
 } ipb_mcp_server_entry;
 
 typedef struct ipb_mcp_servers {

@@ -13,6 +13,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "strbuf.h"
+#include "toolmsg.h"
 
 enum conn_state { C_READING, C_QUEUED, C_APPROVING, C_APPROVED, C_RUNNING, C_WRITING };
 
@@ -105,10 +106,6 @@ static void reply(ipb_toolchan *tc, size_t slot, json_t *msg) {
     flush_out(tc, slot);
 }
 
-static json_t *error_msg(const char *kind, const char *message) {
-    return json_pack("{s:{s:s, s:s}}", "error", "kind", kind, "message", message ? message : kind);
-}
-
 static void reply_error(ipb_toolchan *tc, size_t slot, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void reply_error(ipb_toolchan *tc, size_t slot, const char *kind, const char *fmt, ...) {
@@ -116,63 +113,8 @@ static void reply_error(ipb_toolchan *tc, size_t slot, const char *kind, const c
     va_start(ap, fmt);
     char *m = ipb_vstrdupf(fmt, ap);
     va_end(ap);
-    reply(tc, slot, error_msg(kind, m));
+    reply(tc, slot, ipb_toolmsg_error(kind, m));
     free(m);
-}
-
-char *ipb_toolchan_parse(const char *line, size_t len, ipb_mcp_servers *servers, json_t **ret_root,
-                         const char **server, const char **tool, json_t **args) {
-    json_error_t jerr;
-    *ret_root = NULL;
-    json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return ipb_strdupf("a tool call is one JSON object {\"server\", \"tool\", \"arguments\"}");
-    }
-    const char *key;
-    json_t *v;
-    json_object_foreach(root, key, v) {
-        if (strcmp(key, "server") && strcmp(key, "tool") && strcmp(key, "arguments")) {
-            char *m = ipb_strdupf("unexpected field '%.100s': a tool call names only a registered server, one of "
-                                  "its tools and the arguments",
-                                  key);
-            json_decref(root);
-            return m;
-        }
-    }
-    json_t *s = json_object_get(root, "server"), *t = json_object_get(root, "tool");
-    json_t *a = json_object_get(root, "arguments");
-    if (!json_is_string(s) || !json_is_string(t) || strlen(json_string_value(s)) != json_string_length(s) ||
-        strlen(json_string_value(t)) != json_string_length(t)) {
-        json_decref(root);
-        return ipb_strdupf("\"server\" and \"tool\" must be strings");
-    }
-    if (a && !json_is_object(a)) {
-        json_decref(root);
-        return ipb_strdupf("\"arguments\" must be an object");
-    }
-    ipb_mcp_server_entry *e = ipb_mcp_servers_get(servers, json_string_value(s));
-    if (!e) {
-        cleanup_free char *names = ipb_mcp_servers_names(servers);
-        char *m = ipb_strdupf("no MCP server named '%.100s' is registered (registered: %s)", json_string_value(s),
-                              names ? names : "?");
-        json_decref(root);
-        return m;
-    }
-    if (!json_object_get(e->tools, json_string_value(t))) {
-        char *m = ipb_strdupf("MCP server '%s' has no tool '%.100s'", e->name, json_string_value(t));
-        json_decref(root);
-        return m;
-    }
-    if (!a) {
-        a = json_object();
-        json_object_set_new(root, "arguments", a);
-    }
-    *ret_root = root;
-    *server = e->name;
-    *tool = json_string_value(t);
-    *args = a;
-    return NULL;
 }
 
 /* Checks the request; a refusal is answered at once. Returns 0 when it stands. */
@@ -180,10 +122,10 @@ static int check_request(ipb_toolchan *tc, size_t slot) {
     conn *c = tc->conns[slot];
     json_decref(c->root);
     c->root = NULL;
-    char *why = ipb_toolchan_parse(c->in.data, c->in.len, tc->servers, &c->root, &c->server, &c->tool, &c->args);
+    char *why = ipb_toolmsg_parse(c->in.data, c->in.len, tc->servers, &c->root, &c->server, &c->tool, &c->args);
     if (why) {
         log_info("tool channel: call refused: %s", why);
-        reply(tc, slot, error_msg("refused", why));
+        reply(tc, slot, ipb_toolmsg_error("refused", why));
         free(why);
         return -1;
     }
@@ -261,35 +203,6 @@ static void on_accept(ipb_toolchan *tc) {
     }
 }
 
-json_t *ipb_toolchan_reply(json_t *res, const ipb_error *err) {
-    if (!res)
-        return error_msg(err && err->errnum == ETIMEDOUT ? "timeout" : "failed",
-                         err ? ipb_error_msg(err) : "the call failed");
-    ipb_buf text = {0};
-    size_t i, n = 0;
-    json_t *block;
-    json_array_foreach(json_object_get(res, "content"), i, block) {
-        const char *t = json_string_value(json_object_get(block, "text"));
-        if (!t || strcmp(json_string_value(json_object_get(block, "type")) ?: "", "text"))
-            continue;
-        if (n++)
-            ipb_buf_append(&text, "\n", 1);
-        ipb_buf_append(&text, t, json_string_length(json_object_get(block, "text")));
-    }
-    json_t *ret;
-    json_t *sc = json_object_get(res, "structuredContent");
-    if (json_is_true(json_object_get(res, "isError")))
-        ret = json_pack("{s:{s:s, s:s%}}", "error", "kind", "tool_error", "message", text.len ? text.data : "the tool "
-                        "reported an error without a message", text.len ? text.len : strlen("the tool reported an error "
-                        "without a message"));
-    else if (sc && !json_is_null(sc))
-        ret = json_pack("{s:O}", "structured", sc);
-    else
-        ret = json_pack("{s:s%}", "text", text.data ? text.data : "", text.len);
-    ipb_buf_free(&text);
-    return ret ? ret : error_msg("failed", "the tool's result could not be passed on");
-}
-
 static void on_job_done(ipb_toolchan *tc, ipb_tool_job *j) {
     conn *c = j->ud;
     size_t slot = slot_of(tc, c);
@@ -299,7 +212,7 @@ static void on_job_done(ipb_toolchan *tc, ipb_tool_job *j) {
         if (c->gone)
             conn_free(tc, slot);
         else
-            reply(tc, slot, ipb_toolchan_reply(j->result, j->err));
+            reply(tc, slot, ipb_toolmsg_reply(j->result, j->err));
     }
     ipb_tool_job_free(j);
 }

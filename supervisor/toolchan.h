@@ -53,10 +53,3 @@ void ipb_toolchan_decide(ipb_toolchan *tc, bool approved, const char *why);
 /* A decision is pending (the cell's timeout does not run meanwhile). */
 bool ipb_toolchan_waiting(const ipb_toolchan *tc);
 void ipb_toolchan_close(ipb_toolchan *tc);
-
-/* The reply line for a finished call (pure; for tests): CallToolResult or error to reply. */
-json_t *ipb_toolchan_reply(json_t *call_result, const ipb_error *err);
-/* Checks a request line: fills server, tool, args (borrowed from *ret_root) or returns a
- * refusal sentence (malloc'd). */
-char *ipb_toolchan_parse(const char *line, size_t len, ipb_mcp_servers *servers, json_t **ret_root,
-                         const char **server, const char **tool, json_t **args);
