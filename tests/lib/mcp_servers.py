@@ -187,6 +187,15 @@ def fake_stdio_params(*options, env=None):
     return p
 
 
+def read_events(path):
+    """The lines a fake server started with --events path wrote so far (a list of dicts)."""
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
 @contextlib.contextmanager
 def fake_server_params(kind, canary=None):
     """Params for a fake stdio server of a kind, for tests of the whole tool-calling path:
@@ -244,6 +253,13 @@ def fake_http(transport="http", *options):
 #   expire     (HTTP) the first call forgets the session (the next request with it gets 404);
 #              later calls return {"initializes": N}
 #   fail, ok   (stdio) an isError result; "ok"
+# With --tools concurrent, calls run concurrently (stdio: a thread per call, whole lines written
+# under a lock; HTTP: a request each; legacy SSE: a thread each) and the tools are:
+#   sleep {seconds, tag}  answers "slept SECONDS TAG" after SECONDS, unless cancelled first
+#   hang, ok, fail        never answers; "ok"; an isError result
+#   stray                 an answer with an id never sent, then its own answer twice
+#   late                  waits until its request is cancelled, then answers anyway
+# --events FILE records {"event": "call"|"answered"|"cancelled"|"gave_up", ...} lines.
 # tools/list: --tools normal (3 pages), crafted (odd names and descriptions), notarray, and the
 # kinds of fake_server_params(): errors, misbehave, hostile.
 # ---------------------------------------------------------------------------------------------
@@ -261,6 +277,11 @@ CRAFTED_TOOLS = [
 
 KIND_TOOLS = {
     "errors": [("fail", "Always fails (an isError result)."), ("hang", "Never answers."), ("ok", "Answers ok.")],
+    "concurrent": [("sleep", "Answers 'slept SECONDS TAG' after SECONDS seconds.",
+                    {"seconds": {"type": "number"}, "tag": {"type": "string"}}),
+                   ("hang", "Never answers."), ("ok", "Answers ok."), ("fail", "Always fails."),
+                   ("stray", "Sends an answer with an id never sent and then its own answer twice."),
+                   ("late", "Waits until the call is cancelled, then answers it anyway.", {})],
     "misbehave": [("huge", "Answers with more than the client accepts."),
                   ("malformed", "Answers with garbage, then a result that is not an object."),
                   ("hang", "Never answers."), ("ok", "Answers ok.")],
@@ -314,6 +335,22 @@ class Fake:
         self.session = None
         self.expired = set()
         self.flood_done = threading.Event()
+        self.cancelled = {}          # request id (as JSON text) -> threading.Event, once cancelled
+
+    def event(self, what, **fields):
+        """--events FILE: one JSON line per thing seen ({"event": what, ...}), for tests to read
+        (notifications/cancelled with its requestId, calls started and answered)."""
+        path = self.opts.get("events")
+        if not path:
+            return
+        with self.lock, open(path, "a") as f:
+            f.write(json.dumps(dict(fields, event=what, t=time.time())) + "\n")
+
+    def cancel_event(self, rid):
+        key = json.dumps(rid)
+        with self.lock:
+            ev = self.cancelled.setdefault(key, threading.Event())
+        return ev
 
     def log(self, *args):
         with self.lock:
@@ -328,8 +365,9 @@ class Fake:
         if kind == "hostile":
             return {"tools": hostile_tools(self.opts.get("canary") or "/tmp/ipybox-canary")}
         if kind in KIND_TOOLS:
-            return {"tools": [{"name": n, "description": d, "inputSchema": {"type": "object", "properties": {}}}
-                              for n, d in KIND_TOOLS[kind]]}
+            return {"tools": [{"name": t[0], "description": t[1],
+                               "inputSchema": {"type": "object", "properties": t[2] if len(t) > 2 else {}}}
+                              for t in KIND_TOOLS[kind]]}
         page = int((params or {}).get("cursor") or 0)
         r = {"tools": [{"name": "echo" if page == 0 and i == 0 else "tool_%d_%d" % (page, i),
                         "inputSchema": {"type": "object"}} for i in range(2)]}
@@ -372,9 +410,28 @@ def run_stdio(fake):
     if fake.opts.get("pid_file"):
         with open(fake.opts["pid_file"], "w") as f:
             f.write(str(os.getpid()))
+    concurrent = fake.opts.get("tools") == "concurrent"
+    wlock = threading.Lock()
+    if concurrent:
+        def send_line(s):  # noqa: F811 (threads write whole lines)
+            with wlock:
+                out.write(s + "\n")
+                out.flush()
+
+        def send(m):  # noqa: F811
+            send_line(json.dumps(m))
     while True:
         m = read()
         meth, mid, params = m.get("method"), m.get("id"), m.get("params") or {}
+        if meth == "notifications/cancelled":
+            rid = params.get("requestId")
+            fake.event("cancelled", requestId=rid, reason=params.get("reason"))
+            fake.cancel_event(rid).set()
+            continue
+        if concurrent and meth == "tools/call":
+            fake.event("call", id=mid, name=params.get("name"), arguments=params.get("arguments"))
+            threading.Thread(target=concurrent_call, args=(fake, send, send_line, mid, params), daemon=True).start()
+            continue
         if meth == "initialize":
             send({"jsonrpc": "2.0", "id": mid, "result": fake.initialize_result(params)})
         elif meth == "tools/list":
@@ -421,6 +478,47 @@ def run_stdio(fake):
                 send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "Unknown tool: %s" % name}})
         elif mid is not None and meth is not None:
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "Method not found"}})
+
+
+def concurrent_result(fake, mid, name, args):
+    """The answer of a --tools concurrent tool (in its own thread), or None for none. May wait."""
+    args = args or {}
+    if name == "sleep":
+        seconds = float(args.get("seconds", 1))
+        if fake.cancel_event(mid).wait(seconds):
+            fake.event("gave_up", id=mid)
+            return None  # cancelled: a well-behaved server does not answer
+        return {"content": [{"type": "text", "text": "slept %g %s" % (seconds, args.get("tag", ""))}]}
+    if name == "hang":
+        return None
+    if name == "ok":
+        return {"content": [{"type": "text", "text": "ok"}]}
+    if name == "fail":
+        return {"content": [{"type": "text", "text": "failed on purpose"}], "isError": True}
+    if name == "late":
+        fake.cancel_event(mid).wait(600)
+        return {"content": [{"type": "text", "text": "late answer"}]}
+    return {"error": "Unknown tool: %s" % name}
+
+
+def concurrent_call(fake, send, send_line, mid, params):
+    name, args = params.get("name"), params.get("arguments")
+    if name == "stray":
+        send({"jsonrpc": "2.0", "id": 987654321, "result": {"content": [{"type": "text", "text": "stray"}]}})
+        answer = {"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "first"}]}}
+        send(answer)
+        answer["result"]["content"][0]["text"] = "second"
+        send(answer)
+        fake.event("answered", id=mid, name=name)
+        return
+    r = concurrent_result(fake, mid, name, args)
+    if r is None:
+        return
+    if "error" in r:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": r["error"]}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "result": r})
+    fake.event("answered", id=mid, name=name)
 
 
 def run_http(fake, transport, port):
@@ -509,6 +607,10 @@ def run_http(fake, transport, port):
                 answers.put(m)  # a response of the client
                 return self.reply(202)
             if "id" not in m:
+                if m.get("method") == "notifications/cancelled":
+                    rid = (m.get("params") or {}).get("requestId")
+                    fake.event("cancelled", requestId=rid, reason=(m.get("params") or {}).get("reason"))
+                    fake.cancel_event(rid).set()
                 if fake.opts.get("flood_init") and m.get("method") == "notifications/initialized":
                     fake.flood_done.wait()  # a server that reads nothing more until its stream is out
                 return self.reply(202)
@@ -525,6 +627,26 @@ def run_http(fake, transport, port):
                 return self.reply(200, json.dumps({"jsonrpc": "2.0", "id": mid,
                                                    "error": {"code": -32601, "message": "no"}}).encode())
             name, args = params.get("name"), params.get("arguments")
+            if fake.opts.get("tools") == "concurrent" and name not in ("stray",):
+                fake.event("call", id=mid, name=name, arguments=args)
+                if name == "late" or name == "hang" or name == "sleep":
+                    # an event stream, so that closing it is how the client gives up
+                    self.start_stream()
+                    self.wfile.write(b": waiting\n\n")
+                    self.wfile.flush()
+                    r = concurrent_result(fake, mid, name, args)
+                    if r is None:
+                        return
+                    with contextlib.suppress(OSError):
+                        self.event(json.dumps({"jsonrpc": "2.0", "id": mid, "result": r}))
+                        fake.event("answered", id=mid, name=name)
+                    return
+                r = concurrent_result(fake, mid, name, args)
+                fake.event("answered", id=mid, name=name)
+                if "error" in r:
+                    return self.reply(200, json.dumps({"jsonrpc": "2.0", "id": mid, "error": {
+                        "code": -32602, "message": r["error"]}}).encode())
+                return result(r)
             if name == "echo":
                 hdrs = {k.lower(): v for k, v in self.headers.items()}
                 return result({"content": [{"type": "text", "text": json.dumps(args)}],
@@ -622,12 +744,23 @@ def run_http(fake, transport, port):
             m = self.body()
             fake.log("message", json.dumps(m)[:300])
             self.reply(202, b"Accepted", ctype="text/plain")
-            if not isinstance(m, dict) or "id" not in m or "method" not in m:
+            if not isinstance(m, dict) or "method" not in m:
                 return
-            mid, meth, params = m["id"], m["method"], m.get("params") or {}
+            mid, meth, params = m.get("id"), m["method"], m.get("params") or {}
+            if mid is None and meth != "notifications/cancelled":
+                return
 
             def send(msg):
                 q.put(json.dumps(msg))
+            if meth == "notifications/cancelled":
+                rid = params.get("requestId")
+                fake.event("cancelled", requestId=rid, reason=params.get("reason"))
+                fake.cancel_event(rid).set()
+                return
+            if meth == "tools/call" and fake.opts.get("tools") == "concurrent":
+                fake.event("call", id=mid, name=params.get("name"), arguments=params.get("arguments"))
+                threading.Thread(target=concurrent_call, args=(fake, send, q.put, mid, params), daemon=True).start()
+                return
             if meth == "initialize":
                 return send({"jsonrpc": "2.0", "id": mid, "result": fake.initialize_result(params)})
             if meth == "tools/list":
@@ -662,9 +795,11 @@ def fake_main(argv):
     ap = argparse.ArgumentParser(prog="mcp_servers.py fake")
     ap.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
     ap.add_argument("--port", type=int)
-    ap.add_argument("--tools", choices=["normal", "crafted", "notarray", "errors", "misbehave", "hostile"],
+    ap.add_argument("--tools", choices=["normal", "crafted", "notarray", "errors", "misbehave", "hostile",
+                                        "concurrent"],
                     default="normal")
     ap.add_argument("--canary", help="--tools hostile: the path its injected code would create")
+    ap.add_argument("--events", help="append a JSON line per call, answer and notifications/cancelled seen")
     ap.add_argument("--version")
     ap.add_argument("--pid-file")
     ap.add_argument("--huge-bytes", type=int)
