@@ -123,13 +123,10 @@ json_t *ipb_toolmsg_reply(json_t *res, const ipb_error *err) {
         sc = NULL;
     json_t *ret = NULL;
     json_t *only = json_array_size(content) == 1 ? json_array_get(content, 0) : NULL;
-    bool text_only = json_array_size(content) == 0 ||
-                     (only && !strcmp(json_string_value(json_object_get(only, "type")), "text"));
-    bool plain = content && !is_error && !sc && json_array_size(dropped) == 0 && text_only;
-    if (plain && only) {
+    bool plain = only && !is_error && !sc && json_array_size(dropped) == 0 &&
+                 !strcmp(json_string_value(json_object_get(only, "type")), "text");
+    if (plain) {
         ret = json_pack("{s:O}", "text", json_object_get(only, "text"));
-    } else if (plain) {
-        ret = json_pack("{s:s}", "text", "");
     } else if (content) {
         json_t *r = json_pack("{s:O}", "content", content);
         ret = json_object();

@@ -11,8 +11,8 @@ json_t *ipb_toolmsg_error(const char *kind, const char *message);
 #define IPB_TOOLMSG_MAX_DROPPED 16
 
 /* The reply line for a finished call, from its CallToolResult (or err when it has none):
- *   {"text": STR}   the result is at most one text block and nothing else (no structured
- *                   content, not an error, nothing dropped): the common case, kept short
+ *   {"text": STR}   the result is one text block and nothing else (no structured content,
+ *                   not an error, nothing dropped): the common case, kept short
  *   {"result": {"content": [BLOCK, ...], "structuredContent"?: VALUE, "isError"?: true,
  *               "dropped"?: [STR, ...]}}   anything else
  *   {"error": {"kind": "timeout" | "failed", "message": STR}}   no result

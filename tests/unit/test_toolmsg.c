@@ -65,9 +65,11 @@ START_TEST(one_text_block_stays_short) {
     expect_reply("{\"content\":[{\"type\":\"text\",\"text\":\"Echo: hi\"}]}", "{\"text\":\"Echo: hi\"}");
     expect_reply("{\"content\":[{\"type\":\"text\",\"text\":\"x\",\"annotations\":{\"priority\":1}}],\"isError\":false}",
                  "{\"text\":\"x\"}");
-    expect_reply("{\"content\":[]}", "{\"text\":\"\"}");
-    expect_reply("{}", "{\"text\":\"\"}");
-    expect_reply("{\"content\":[],\"structuredContent\":null}", "{\"text\":\"\"}");
+    /* no block at all is not one empty text block */
+    expect_reply("{\"content\":[]}", "{\"result\":{\"content\":[]}}");
+    expect_reply("{}", "{\"result\":{\"content\":[]}}");
+    expect_reply("{\"content\":[],\"structuredContent\":null}", "{\"result\":{\"content\":[]}}");
+    expect_reply("{\"content\":[{\"type\":\"text\",\"text\":\"\"}]}", "{\"text\":\"\"}");
     /* embedded NUL kept */
     expect_reply("{\"content\":[{\"type\":\"text\",\"text\":\"a\\u0000b\"}]}", "{\"text\":\"a\\u0000b\"}");
 }
