@@ -2,8 +2,8 @@
  * generated mcptools package asks the supervisor to call a tool. One connection per call,
  * one JSON line each way:
  *   -> {"server": NAME, "tool": NAME, "arguments": {...}}
- *   <- {"structured": VALUE} | {"text": STR} | {"error": {"kind": K, "message": STR}}
- *      K: rejected | tool_error | timeout | refused | failed
+ *   <- {"text": STR} | {"result": {"content": [...], ...}} (toolmsg.h) |
+ *      {"error": {"kind": K, "message": STR}}, K: rejected | timeout | refused | failed
  * A call names only a registered server, one of the tools it listed, and arguments; anything
  * else is refused before anyone is asked. Each call is then approved (or not) through the
  * approve hook and run on the session's tool thread. Calls are taken one at a time, in

@@ -1,12 +1,15 @@
 /* The tool channel's messages: a call request checked against the registry, and the reply
- * line made from a finished call. Pure functions (no I/O), shared by the channel and tests. */
+ * line made from a finished call. No I/O but a log line for dropped content blocks; shared by
+ * the channel and tests. */
 #include "toolmsg.h"
 
 #include <errno.h>
 #include <string.h>
 
 #include "cleanup.h"
+#include "log.h"
 #include "strbuf.h"
+#include "toolcontent.h"
 
 json_t *ipb_toolmsg_error(const char *kind, const char *message) {
     return json_pack("{s:{s:s, s:s}}", "error", "kind", kind, "message", message ? message : kind);
@@ -67,31 +70,77 @@ char *ipb_toolmsg_parse(const char *line, size_t len, ipb_mcp_servers *servers, 
     return NULL;
 }
 
+/* The content blocks of res that pass (toolcontent.h); what was dropped is told in *dropped
+ * (at most IPB_TOOLMSG_MAX_DROPPED reasons, then a count) and in one log line. */
+static json_t *checked_content(json_t *res, json_t *dropped) {
+    json_t *content = json_object_get(res, "content"), *out = json_array();
+    size_t i, n = 0;
+    json_t *block;
+    const char *first = NULL;
+    if (!out)
+        return NULL;
+    if (content && !json_is_array(content)) {
+        first = "\"content\" is not a list";
+        n++;
+        json_array_append_new(dropped, json_string(first));
+    }
+    json_array_foreach(content, i, block) {
+        const char *why = NULL;
+        json_t *ok = ipb_toolcontent_check(block, &why);
+        if (ok) {
+            if (json_array_append_new(out, ok) < 0) {
+                json_decref(out);
+                return NULL;
+            }
+            continue;
+        }
+        if (!why) {
+            json_decref(out);
+            return NULL;
+        }
+        if (!first)
+            first = why;
+        if (n++ < IPB_TOOLMSG_MAX_DROPPED)
+            json_array_append_new(dropped, json_sprintf("block %zu: %s", i + 1, why));
+    }
+    if (n > IPB_TOOLMSG_MAX_DROPPED)
+        json_array_append_new(dropped, json_sprintf("and %zu more", n - IPB_TOOLMSG_MAX_DROPPED));
+    if (n)
+        log_warn("a tool's result: %zu content block%s dropped (%s%s)", n, n == 1 ? "" : "s", first,
+                 n > 1 ? ", ..." : "");
+    return out;
+}
+
 json_t *ipb_toolmsg_reply(json_t *res, const ipb_error *err) {
     if (!res)
         return ipb_toolmsg_error(err && err->errnum == ETIMEDOUT ? "timeout" : "failed",
-                         err ? ipb_error_msg(err) : "the call failed");
-    ipb_buf text = {0};
-    size_t i, n = 0;
-    json_t *block;
-    json_array_foreach(json_object_get(res, "content"), i, block) {
-        const char *t = json_string_value(json_object_get(block, "text"));
-        if (!t || strcmp(json_string_value(json_object_get(block, "type")) ?: "", "text"))
-            continue;
-        if (n++)
-            ipb_buf_append(&text, "\n", 1);
-        ipb_buf_append(&text, t, json_string_length(json_object_get(block, "text")));
-    }
-    json_t *ret;
+                                 err ? ipb_error_msg(err) : "the call failed");
+    json_t *dropped = json_array();
+    json_t *content = dropped ? checked_content(res, dropped) : NULL;
     json_t *sc = json_object_get(res, "structuredContent");
-    if (json_is_true(json_object_get(res, "isError")))
-        ret = json_pack("{s:{s:s, s:s%}}", "error", "kind", "tool_error", "message", text.len ? text.data : "the tool "
-                        "reported an error without a message", text.len ? text.len : strlen("the tool reported an error "
-                        "without a message"));
-    else if (sc && !json_is_null(sc))
-        ret = json_pack("{s:O}", "structured", sc);
-    else
-        ret = json_pack("{s:s%}", "text", text.data ? text.data : "", text.len);
-    ipb_buf_free(&text);
+    bool is_error = json_is_true(json_object_get(res, "isError"));
+    if (json_is_null(sc))
+        sc = NULL;
+    json_t *ret = NULL;
+    json_t *only = json_array_size(content) == 1 ? json_array_get(content, 0) : NULL;
+    bool plain = only && !is_error && !sc && json_array_size(dropped) == 0 &&
+                 !strcmp(json_string_value(json_object_get(only, "type")), "text");
+    if (plain) {
+        ret = json_pack("{s:O}", "text", json_object_get(only, "text"));
+    } else if (content) {
+        json_t *r = json_pack("{s:O}", "content", content);
+        ret = json_object();
+        bool ok = r && ret && (!sc || json_object_set(r, "structuredContent", sc) == 0) &&
+                  (!is_error || json_object_set_new(r, "isError", json_true()) == 0) &&
+                  (json_array_size(dropped) == 0 || json_object_set(r, "dropped", dropped) == 0) &&
+                  json_object_set(ret, "result", r) == 0;
+        json_decref(r);
+        if (!ok) {
+            json_decref(ret);
+            ret = NULL;
+        }
+    }
+    json_decref(content);
+    json_decref(dropped);
     return ret ? ret : ipb_toolmsg_error("failed", "the tool's result could not be passed on");
 }

@@ -2,16 +2,25 @@
 
 One unix stream connection per call to SOCKET_PATH. The request is one line of compact JSON,
 {"server": str, "tool": str, "arguments": object}, ended by a newline; the reply is one line
-(up to a newline or the end of the stream, at most 64 MiB):
-    {"structured": <any JSON value>}   the tool's structured content
-    {"text": str}                      the text of its answer
-    {"error": {"kind": K, "message": str}}
-with K one of "rejected" (the application refused the call), "tool_error" (the tool answered
-with an error), "timeout", "refused" (unknown server or tool, bad request) and "failed".
+(up to a newline or the end of the stream, at most 64 MiB; supervisor/toolmsg.h):
+    {"text": str}                      the answer was one text block and nothing else
+    {"result": {"content": [block, ...], "structuredContent": <any JSON value>,
+                "isError": true, "dropped": [str, ...]}}   anything else (all but content optional)
+    {"error": {"kind": K, "message": str}}                  no answer
+with K one of "rejected" (the application refused the call), "timeout", "refused" (unknown
+server or tool, bad request) and "failed". The blocks, checked by the supervisor:
+    {"type": "text", "text": str}
+    {"type": "image" | "audio", "data": base64, "mimeType": str}
+    {"type": "resource", "uri": str, "mimeType"?: str, "text": str | "blob": base64}
+    {"type": "resource_link", "uri": str, "name": str, "mimeType"?, "title"?, "description"?: str,
+     "size"?: int}
+"dropped" says which blocks the supervisor left out as malformed, and why.
 
 Standard library only; Python 3.9 or later.
 """
 import asyncio
+import base64
+import binascii
 import dataclasses
 import enum
 import json
@@ -25,17 +34,19 @@ _CHUNK = 65536
 
 class ToolCallError(Exception):
     """A tool call that did not give a result. server, tool, kind and message say which and
-    why; kind is "rejected", "tool_error", "timeout", "refused" or "failed"."""
+    why; kind is "rejected", "tool_error", "timeout", "refused" or "failed". result is the
+    tool's whole answer (a ToolResult) for a ToolError, else None."""
 
-    def __init__(self, server, tool, kind, message):
+    def __init__(self, server, tool, kind, message, result=None):
         self.server = server
         self.tool = tool
         self.kind = kind
         self.message = message
+        self.result = result
         super().__init__("%s/%s: %s" % (server, tool, message))
 
     def __reduce__(self):
-        return (type(self), (self.server, self.tool, self.kind, self.message))
+        return (type(self), (self.server, self.tool, self.kind, self.message, self.result))
 
 
 class ToolRejected(ToolCallError):
@@ -43,7 +54,8 @@ class ToolRejected(ToolCallError):
 
 
 class ToolError(ToolCallError):
-    """The tool answered with an error (isError); message is its text."""
+    """The tool answered with an error (isError); message is its text, result all of its
+    answer (a ToolResult)."""
 
 
 class ToolTimeout(ToolCallError, TimeoutError):
@@ -52,7 +64,96 @@ class ToolTimeout(ToolCallError, TimeoutError):
 
 _ERRORS = {"rejected": ToolRejected, "tool_error": ToolError, "timeout": ToolTimeout}
 
-for _cls in (ToolCallError, ToolRejected, ToolError, ToolTimeout):
+
+def _size(data):
+    n = len(data)
+    return "%d bytes" % n if n < 10 * 1024 else "%.1f KiB" % (n / 1024) if n < 10 * 1024 * 1024 \
+        else "%.1f MiB" % (n / 1024 / 1024)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Image:
+    """An image a tool returned: data (bytes, decoded) and mime_type ("image/png", ...).
+    Displayed in a cell (the last expression, or IPython's display()) it shows as an image
+    when it is PNG, JPEG, GIF, WebP or SVG."""
+    data: bytes
+    mime_type: str
+
+    def __repr__(self):
+        return "Image(%s, %s)" % (self.mime_type, _size(self.data))
+
+    def _repr_png_(self):
+        return self.data if self.mime_type == "image/png" else None
+
+    def _repr_jpeg_(self):
+        return self.data if self.mime_type == "image/jpeg" else None
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        if self.mime_type == "image/svg+xml":
+            try:
+                shown = self.data.decode("utf-8")
+            except UnicodeDecodeError:
+                return {"text/plain": repr(self)}
+        elif self.mime_type in _SHOWN_IMAGES:
+            shown = base64.b64encode(self.data).decode("ascii")
+        else:
+            return {"text/plain": repr(self)}
+        return {self.mime_type: shown, "text/plain": repr(self)}
+
+
+_SHOWN_IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Audio:
+    """Audio a tool returned: data (bytes, decoded) and mime_type ("audio/wav", ...)."""
+    data: bytes
+    mime_type: str
+
+    def __repr__(self):
+        return "Audio(%s, %s)" % (self.mime_type, _size(self.data))
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """A resource embedded in a tool's answer: its uri, mime_type (or None), and its contents,
+    either text (str) or data (bytes, decoded); the other one is None."""
+    uri: str
+    mime_type: typing.Optional[str] = None
+    text: typing.Optional[str] = None
+    data: typing.Optional[bytes] = dataclasses.field(default=None, repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourceLink:
+    """A link to a resource (not its contents): uri and name, and what the server said of it."""
+    uri: str
+    name: str
+    mime_type: typing.Optional[str] = None
+    title: typing.Optional[str] = None
+    description: typing.Optional[str] = None
+    size: typing.Optional[int] = None
+
+
+@dataclasses.dataclass
+class ToolResult:
+    """All of a tool's answer. content: its blocks in order, str for text, else Image, Audio,
+    Resource or ResourceLink; structured: its structured content (a Result of the tool's module
+    when it declares an output schema and the content is an object, else JSON values) or None;
+    is_error: the tool reported an error; dropped: the blocks the supervisor left out as
+    malformed, and why (str each)."""
+    content: typing.List[typing.Any] = dataclasses.field(default_factory=list)
+    structured: typing.Any = None
+    is_error: bool = False
+    dropped: typing.List[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def text(self):
+        """The text blocks, joined by newlines."""
+        return "\n".join(b for b in self.content if isinstance(b, str))
+
+
+for _cls in (ToolCallError, ToolRejected, ToolError, ToolTimeout, Image, Audio, Resource, ResourceLink, ToolResult):
     _cls.__module__ = "mcptools"
 del _cls
 
@@ -88,7 +189,59 @@ def _take_line(buf, start, server, tool):
     return bytes(buf[:nl]) if nl >= 0 else None
 
 
+def _b64(value):
+    if not isinstance(value, str):
+        raise ValueError
+    return base64.b64decode(value.encode("ascii"), validate=True)
+
+
+def _opt(block, key, kind):
+    value = block.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise ValueError
+    return value
+
+
+def _block(block):
+    kind = block.get("type")
+    if kind == "text":
+        if not isinstance(block.get("text"), str):
+            raise ValueError
+        return block["text"]
+    if kind in ("image", "audio"):
+        mime = block.get("mimeType")
+        if not isinstance(mime, str):
+            raise ValueError
+        return (Image if kind == "image" else Audio)(_b64(block.get("data")), mime)
+    if kind == "resource":
+        if not isinstance(block.get("uri"), str):
+            raise ValueError
+        text = _opt(block, "text", str)
+        data = _b64(block.get("blob")) if text is None else None
+        return Resource(block["uri"], _opt(block, "mimeType", str), text, data)
+    if kind == "resource_link":
+        if not isinstance(block.get("uri"), str) or not isinstance(block.get("name"), str):
+            raise ValueError
+        size = block.get("size")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool)):
+            raise ValueError
+        return ResourceLink(block["uri"], block["name"], _opt(block, "mimeType", str), _opt(block, "title", str),
+                            _opt(block, "description", str), size)
+    raise ValueError
+
+
+def _tool_result(result):
+    content = result.get("content")
+    dropped = result.get("dropped", [])
+    if not isinstance(content, list) or not isinstance(dropped, list) or \
+            not all(isinstance(b, dict) for b in content) or not all(isinstance(d, str) for d in dropped):
+        raise ValueError
+    return ToolResult([_block(b) for b in content], result.get("structuredContent"),
+                      result.get("isError") is True, dropped)
+
+
 def _result(server, tool, line):
+    """The ToolResult in a reply line; raises ToolCallError for an error reply."""
     if not line.strip():
         raise _failed(server, tool, "the tool channel closed without a reply")
     try:
@@ -96,10 +249,13 @@ def _result(server, tool, line):
     except (UnicodeDecodeError, ValueError):
         raise _failed(server, tool, "the tool channel gave a reply that is not JSON") from None
     if isinstance(reply, dict) and len(reply) == 1:
-        if "structured" in reply:
-            return reply["structured"]
         if "text" in reply and isinstance(reply["text"], str):
-            return reply["text"]
+            return ToolResult([reply["text"]])
+        if isinstance(reply.get("result"), dict):
+            try:
+                return _tool_result(reply["result"])
+            except (ValueError, binascii.Error):
+                raise _failed(server, tool, "the tool channel gave a result of an unknown shape") from None
         error = reply.get("error")
         if isinstance(error, dict) and isinstance(error.get("kind"), str):
             kind = error["kind"]
@@ -110,10 +266,25 @@ def _result(server, tool, line):
     raise _failed(server, tool, "the tool channel gave a reply of an unknown shape")
 
 
-def call(server, tool, arguments=None):
-    """Calls `tool` of MCP server `server` with `arguments` (a dict of JSON values). Returns the
-    structured content (any JSON value) or the text of the answer (str); raises ToolCallError
-    (or a subclass) when there is none."""
+def _typed(result, result_type):
+    if result_type is not None and isinstance(result.structured, dict):
+        result.structured = from_json(result_type, result.structured)
+    return result
+
+
+def _value(server, tool, result):
+    """What call() returns for a ToolResult (its docstring says what)."""
+    if result.is_error:
+        raise ToolError(server, tool, "tool_error", result.text or "the tool reported an error without a message",
+                        result)
+    if result.structured is not None:
+        return result.structured
+    if all(isinstance(b, str) for b in result.content):
+        return result.text
+    return list(result.content)
+
+
+def _exchange(server, tool, arguments):
     data = _request(server, tool, arguments)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -141,8 +312,7 @@ def call(server, tool, arguments=None):
     return _result(server, tool, line)
 
 
-async def acall(server, tool, arguments=None):
-    """call() for asyncio (the kernel's loop: top-level await works in a cell)."""
+async def _aexchange(server, tool, arguments):
     data = _request(server, tool, arguments)
     try:
         reader, writer = await asyncio.open_unix_connection(SOCKET_PATH)
@@ -168,6 +338,32 @@ async def acall(server, tool, arguments=None):
     finally:
         writer.close()
     return _result(server, tool, line)
+
+
+def call(server, tool, arguments=None):
+    """Calls `tool` of MCP server `server` with `arguments` (a dict of JSON values). Returns the
+    structured content (any JSON value) when the tool gives one; else the text of its answer
+    (str, its text blocks joined by newlines) when it has only text; else its blocks in order
+    (a list: str for text, Image, Audio, Resource, ResourceLink). Raises ToolError when the
+    tool reports an error, ToolCallError (or another subclass) when there is no answer."""
+    return _value(server, tool, _exchange(server, tool, arguments))
+
+
+async def acall(server, tool, arguments=None):
+    """call() for asyncio (the kernel's loop: top-level await works in a cell)."""
+    return _value(server, tool, await _aexchange(server, tool, arguments))
+
+
+def call_full(server, tool, arguments=None, result_type=None):
+    """Like call(), but returns all of the answer, a ToolResult, also when the tool reports an
+    error (is_error); its structured content as result_type (a generated Result class) when it
+    is an object and result_type is given. Raises ToolCallError when there is no answer."""
+    return _typed(_exchange(server, tool, arguments), result_type)
+
+
+async def acall_full(server, tool, arguments=None, result_type=None):
+    """call_full() for asyncio."""
+    return _typed(await _aexchange(server, tool, arguments), result_type)
 
 
 def make_params(cls, params, kwargs):

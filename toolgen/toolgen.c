@@ -78,8 +78,9 @@ static int skip(ipb_toolgen_pkg *p, json_t *name, const char *reason) {
 
 static int append_str(ipb_buf *b, const char *s) { return ipb_buf_append(b, s, strlen(s)); }
 
-/* The docstring of run() / run_async(). */
-static int run_doc(ipb_buf *d, tg_module *m, const char *server, json_t *name, bool has_result, bool async) {
+/* The docstring of run() / run_async() (full: run_full() / run_full_async()). */
+static int run_doc(ipb_buf *d, tg_module *m, const char *server, json_t *name, bool has_result, bool async,
+                   bool full) {
     int e = append_str(d, async ? "Calls (awaitable) the tool " : "Calls the tool ");
     if (e == 0)
         e = ipb_buf_append(d, json_string_value(name), json_string_length(name));
@@ -90,12 +91,27 @@ static int run_doc(ipb_buf *d, tg_module *m, const char *server, json_t *name, b
                           "both):");
     if (e == 0)
         e = tg_module_describe(m, "Params", d);
-    if (e == 0)
+    if (e == 0 && full)
+        e = append_str(d, has_result ? "\n\nReturns:\n    All of the answer, a mcptools.ToolResult: content (its "
+                                       "blocks in order: str, Image, Audio, Resource, ResourceLink), structured (a "
+                                       "Result when the structured content is an object), is_error, dropped.\n"
+                                     : "\n\nReturns:\n    All of the answer, a mcptools.ToolResult: content (its "
+                                       "blocks in order: str, Image, Audio, Resource, ResourceLink), structured (JSON "
+                                       "values or None), is_error, dropped.\n");
+    else if (e == 0)
         e = append_str(d, has_result ? "\n\nReturns:\n    A Result when the tool answers with structured content, "
-                                       "else the text of its answer (str).\n"
+                                       "else the text of its answer (str) when it has only text, else its blocks in "
+                                       "order (a list of str, mcptools.Image, Audio, Resource, ResourceLink).\n"
                                      : "\n\nReturns:\n    The tool's structured content (as JSON values) when it "
-                                       "gives one, else the text of its answer (str).\n");
-    if (e == 0)
+                                       "gives one, else the text of its answer (str) when it has only text, else its "
+                                       "blocks in order (a list of str, mcptools.Image, Audio, Resource, "
+                                       "ResourceLink).\n");
+    if (e == 0 && full)
+        e = append_str(d, "\nRaises:\n    mcptools.ToolRejected: the application refused the call.\n"
+                          "    mcptools.ToolTimeout: the call took too long.\n"
+                          "    mcptools.ToolCallError: any other failure (unknown tool, broken connection); an "
+                          "error the tool reports is in the result (is_error).");
+    else if (e == 0)
         e = append_str(d, "\nRaises:\n    mcptools.ToolRejected: the application refused the call.\n"
                           "    mcptools.ToolError: the tool answered with an error.\n"
                           "    mcptools.ToolTimeout: the call took too long.\n"
@@ -103,18 +119,22 @@ static int run_doc(ipb_buf *d, tg_module *m, const char *server, json_t *name, b
     return e;
 }
 
-static int run_def(ipb_buf *b, tg_module *m, const char *server, json_t *name, bool has_result, bool async) {
+static int run_def(ipb_buf *b, tg_module *m, const char *server, json_t *name, bool has_result, bool async,
+                   bool full) {
     ipb_buf d = {0};
-    int e = run_doc(&d, m, server, name, has_result, async);
+    int e = run_doc(&d, m, server, name, has_result, async, full);
     if (e == 0)
-        e = append_str(b, async ? "async def run_async(params=None, /, **kwargs):\n    "
-                                : "def run(params=None, /, **kwargs):\n    ");
+        e = ipb_buf_appendf(b, "%sdef run%s%s(params=None, /, **kwargs):\n    ", async ? "async " : "",
+                            full ? "_full" : "", async ? "_async" : "");
     if (e == 0)
         e = ipb_py_str(b, d.data ? d.data : "", d.len);
     ipb_buf_free(&d);
     const char *call = async ? "await _rt.acall" : "_rt.call";
     const char *args = "_rt.to_json(_rt.make_params(Params, params, kwargs))";
-    if (e == 0 && has_result)
+    if (e == 0 && full)
+        e = ipb_buf_appendf(b, "\n    return %s_full(SERVER, TOOL, %s, %s)\n", call, args,
+                            has_result ? "Result" : "None");
+    else if (e == 0 && has_result)
         e = ipb_buf_appendf(b,
                             "\n    value = %s(SERVER, TOOL, %s)\n"
                             "    if isinstance(value, dict):\n"
@@ -173,12 +193,12 @@ static int gen_module(const char *server, json_t *tool, json_t *name, char **ret
         e = append_str(&b, "\n\n\n");
     if (e == 0)
         e = tg_module_emit(m, &b);
-    if (e == 0)
-        e = run_def(&b, m, server, name, has_result, false);
-    if (e == 0)
-        e = append_str(&b, "\n\n");
-    if (e == 0)
-        e = run_def(&b, m, server, name, has_result, true);
+    for (int i = 0; i < 4 && e == 0; i++) {
+        if (i)
+            e = append_str(&b, "\n\n");
+        if (e == 0)
+            e = run_def(&b, m, server, name, has_result, i & 1, i >= 2);
+    }
     tg_module_free(m);
     if (e < 0) {
         ipb_buf_free(&b);
@@ -201,8 +221,8 @@ static char *gen_init(const char *server, json_t *modules) {
             e = ipb_buf_append(&d, json_string_value(t), json_string_length(t));
     }
     if (e == 0)
-        e = append_str(&d, "\n\nEach module has Params, run() and run_async(); Result when the tool declares an "
-                           "output schema.");
+        e = append_str(&d, "\n\nEach module has Params, run(), run_async(), run_full() and run_full_async(); "
+                           "Result when the tool declares an output schema.");
     if (e == 0)
         e = ipb_py_str(&b, d.data, d.len);
     if (e == 0)

@@ -11,7 +11,9 @@
  *   dataclasses.field(metadata={'json': <name>, 'required': bool});
  *   run(params=None, /, **kwargs) and async run_async(...): a Params or keyword arguments (not
  *   both), calling mcptools._runtime; a Result for a structured answer when there is a Result
- *   class, else the structured value or the text (str).
+ *   class, else the structured value, the text (str) or the list of blocks (docs/tools.md);
+ *   run_full(...) and async run_full_async(...): all of the answer, a mcptools.ToolResult
+ *   (its structured content a Result when there is a Result class).
  * Schema to annotation: string str, integer int, number float, boolean bool, null None, array
  * typing.List[item], object with properties a dataclass named from the property (CamelCase,
  * made unique with 2, 3, ...), other objects typing.Dict[str, value], enum/const of scalars

@@ -113,7 +113,8 @@ def generate(root, server, tools):
     return json.loads(r.stdout)
 
 
-ALLOWED_CALLS = {("dataclasses", "field"), ("json", "loads"), ("_rt", "call"), ("_rt", "acall"),
+ALLOWED_CALLS = {("dataclasses", "field"), ("json", "loads"), ("_rt", "call"), ("_rt", "acall"), ("_rt", "call_full"),
+                 ("_rt", "acall_full"),
                  ("_rt", "to_json"), ("_rt", "make_params"), ("_rt", "from_json"), (None, "isinstance")}
 TYPING_NAMES = {"Optional", "List", "Dict", "Union", "Literal", "Any"}
 
@@ -203,7 +204,8 @@ class AstChecker:
                 info["classes"].append(st.name)
                 info["fields"][st.name] = fields
             elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.t.assertEqual(st.name, "run" if isinstance(st, ast.FunctionDef) else "run_async")
+                self.t.assertIn(st.name, ("run", "run_full") if isinstance(st, ast.FunctionDef)
+                                else ("run_async", "run_full_async"))
                 self.t.assertEqual(st.decorator_list, [])
                 self.t.assertIsInstance(st.body[0].value.value, str)
                 for n in ast.walk(st):
@@ -473,6 +475,11 @@ class GeneratedTest(ToolgenCase):
         self.assertIn("no-good", r.stderr)
 
 
+def structured(value, *blocks):
+    """A reply with structured content (and content blocks)."""
+    return {"result": {"content": list(blocks), "structuredContent": value}}
+
+
 class FakeChannel:
     """A tool channel on a unix socket: records each request line and answers it with
     replies[tool] (a dict, bytes, or a callable given the connection)."""
@@ -554,8 +561,8 @@ class RunTest(ToolgenCase):
         self.assertEqual(self.request()["arguments"], {"message": "x"})
 
         gsc = self.im.module("mcptools.everything.get_structured_content")
-        self.replies["get-structured-content"] = {"structured": {"temperature": 22, "conditions": "Sunny",
-                                                                  "humidity": 65, "extra": [1]}}
+        self.replies["get-structured-content"] = structured({"temperature": 22, "conditions": "Sunny",
+                                                                "humidity": 65, "extra": [1]})
         r = gsc.run(location="Chicago")
         self.assertIsInstance(r, gsc.Result)
         self.assertEqual((r.temperature, r.conditions, r.humidity), (22.0, "Sunny", 65.0))
@@ -565,19 +572,116 @@ class RunTest(ToolgenCase):
         self.replies["get-structured-content"] = {"text": "plain"}
         self.assertEqual(gsc.run(location="Chicago"), "plain")
         # tolerant conversion: missing keys become None, mismatched values stay as they are
-        self.replies["get-structured-content"] = {"structured": {"temperature": "hot"}}
+        self.replies["get-structured-content"] = structured({"temperature": "hot"})
         r = gsc.run(location="Chicago")
         self.assertEqual((r.temperature, r.conditions, r.humidity), ("hot", None, None))
         # structured content that is not an object is returned as it is
-        self.replies["get-structured-content"] = {"structured": [1, 2]}
+        self.replies["get-structured-content"] = structured([1, 2])
         self.assertEqual(gsc.run(location="Chicago"), [1, 2])
 
         # run_async
-        self.replies["get-structured-content"] = {"structured": {"temperature": 1.5, "conditions": "c", "humidity": 2}}
+        self.replies["get-structured-content"] = structured({"temperature": 1.5, "conditions": "c", "humidity": 2})
         r = asyncio.run(gsc.run_async(location="New York"))
         self.assertEqual(r, gsc.Result(temperature=1.5, conditions="c", humidity=2.0))
         self.assertEqual(self.request()["arguments"], {"location": "New York"})
         self.assertEqual(asyncio.run(echo.run_async(message="a")), "Echo: h\u00e9llo")
+
+    def test_rich_results(self):
+        import base64
+        import pickle
+        m = self.mcptools
+        echo = self.im.module("mcptools.everything.echo")
+        gsc = self.im.module("mcptools.everything.get_structured_content")
+        png, wav, blob = b"\x89PNG\r\n\x1a\n\x00\xff", b"RIFF\x00\x01", b"\x00\x01\x02"
+        b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+        blocks = [{"type": "text", "text": "before"},
+                  {"type": "image", "data": b64(png), "mimeType": "image/png"},
+                  {"type": "audio", "data": b64(wav), "mimeType": "audio/wav"},
+                  {"type": "resource", "uri": "test://t", "mimeType": "text/plain", "text": "T"},
+                  {"type": "resource", "uri": "test://b", "blob": b64(blob)},
+                  {"type": "resource_link", "uri": "test://l", "name": "L", "mimeType": "text/plain",
+                   "description": "d", "size": 3},
+                  {"type": "text", "text": "after"}]
+        self.replies["echo"] = {"result": {"content": blocks}}
+        want = ["before", m.Image(png, "image/png"), m.Audio(wav, "audio/wav"),
+                m.Resource("test://t", "text/plain", text="T"), m.Resource("test://b", data=blob),
+                m.ResourceLink("test://l", "L", "text/plain", description="d", size=3), "after"]
+        for run in (lambda: echo.run(message="m"), lambda: asyncio.run(echo.run_async(message="m"))):
+            got = run()
+            self.assertEqual(got, want)
+            self.assertIsInstance(got[1].data, bytes)
+        full = echo.run_full(message="m")
+        self.assertIsInstance(full, m.ToolResult)
+        self.assertEqual((full.content, full.structured, full.is_error, full.dropped), (want, None, False, []))
+        self.assertEqual(full.text, "before\nafter")
+        self.assertEqual(asyncio.run(echo.run_full_async(message="m")), full)
+        self.assertEqual(repr(got[1]), "Image(image/png, 10 bytes)")
+        self.assertNotIn("\\x00", repr(got[4]))  # blob bytes are not in the repr
+        # displaying: the image's own MIME type (base64, as Jupyter carries it) and text/plain
+        bundle = got[1]._repr_mimebundle_()
+        self.assertEqual(bundle["image/png"], b64(png))
+        self.assertEqual(got[1]._repr_png_(), png)
+        self.assertIsNone(got[1]._repr_jpeg_())
+        svg = m.Image(b"<svg/>", "image/svg+xml")
+        self.assertEqual(svg._repr_mimebundle_()["image/svg+xml"], "<svg/>")
+        self.assertEqual(list(m.Image(b"x", "image/x-odd")._repr_mimebundle_()), ["text/plain"])
+
+        # text only: a str as before; several text blocks joined; none: ""
+        self.replies["echo"] = {"result": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}}
+        self.assertEqual(echo.run(message="m"), "a\nb")
+        self.assertEqual(echo.run_full(message="m").content, ["a", "b"])
+        self.replies["echo"] = {"result": {"content": []}}
+        self.assertEqual(echo.run(message="m"), "")
+        self.replies["echo"] = {"text": "one"}
+        self.assertEqual(echo.run_full(message="m"), m.ToolResult(["one"]))
+        # dropped blocks are told in the full result
+        self.replies["echo"] = {"result": {"content": [{"type": "text", "text": "a"}], "dropped": ["block 2: why"]}}
+        self.assertEqual(echo.run(message="m"), "a")
+        self.assertEqual(echo.run_full(message="m").dropped, ["block 2: why"])
+
+        # structured content with blocks: run() gives the Result, run_full() both, typed
+        self.replies["get-structured-content"] = structured({"temperature": 1, "conditions": "c", "humidity": 2},
+                                                            {"type": "text", "text": "{...}"})
+        self.assertIsInstance(gsc.run(location="x"), gsc.Result)
+        full = gsc.run_full(location="x")
+        self.assertEqual(full.structured, gsc.Result(temperature=1.0, conditions="c", humidity=2.0))
+        self.assertEqual(full.content, ["{...}"])
+        self.replies["echo"] = structured({"k": 1})
+        self.assertEqual(echo.run_full(message="m").structured, {"k": 1})
+
+        # isError: run() raises ToolError carrying the whole answer; run_full() returns it
+        self.replies["echo"] = {"result": {"content": [{"type": "text", "text": "bad"}, blocks[1]], "isError": True}}
+        with self.assertRaises(m.ToolError) as cm:
+            echo.run(message="m")
+        self.assertEqual((cm.exception.kind, cm.exception.message), ("tool_error", "bad"))
+        self.assertEqual(cm.exception.result.content, ["bad", m.Image(png, "image/png")])
+        e = pickle.loads(pickle.dumps(cm.exception))
+        self.assertEqual((type(e), e.message, e.result), (m.ToolError, "bad", cm.exception.result))
+        full = echo.run_full(message="m")
+        self.assertTrue(full.is_error)
+        self.replies["echo"] = {"result": {"content": [], "isError": True}}
+        with self.assertRaises(m.ToolError) as cm:
+            echo.run(message="m")
+        self.assertIn("without a message", cm.exception.message)
+        # run_full still raises when there is no answer
+        self.replies["echo"] = {"error": {"kind": "rejected", "message": "no"}}
+        with self.assertRaises(m.ToolRejected):
+            echo.run_full(message="m")
+
+        # results of a shape the supervisor never sends fail clearly, never half-typed
+        for bad in ({"content": "x"}, {"content": [1]}, {"content": [{"type": "video"}]},
+                    {"content": [{"type": "image", "data": "AAA", "mimeType": "image/png"}]},
+                    {"content": [{"type": "image", "data": "AA\nA=", "mimeType": "image/png"}]},
+                    {"content": [{"type": "image", "data": "AAAA"}]},
+                    {"content": [{"type": "resource", "uri": "u"}]},
+                    {"content": [{"type": "resource_link", "uri": "u", "name": "n", "size": True}]},
+                    {"content": [], "dropped": [1]}, {"structuredContent": 1}):
+            with self.subTest(result=bad):
+                self.replies["echo"] = {"result": bad}
+                with self.assertRaises(m.ToolCallError) as cm:
+                    echo.run_full(message="m")
+                self.assertEqual(cm.exception.kind, "failed")
+                self.assertIn("unknown shape", cm.exception.message)
 
     def test_arguments(self):
         x = self.im.module("mcptools.evil.x___import_os__")

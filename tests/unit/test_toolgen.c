@@ -335,6 +335,8 @@ START_TEST(module_shape) {
     expect_in(m, "\ndef run(params=None, /, **kwargs):\n");
     expect_in(m, "\nasync def run_async(params=None, /, **kwargs):\n");
     expect_in(m, "    return _rt.call(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)))\n");
+    expect_in(m, "\ndef run_full(params=None, /, **kwargs):\n");
+    expect_in(m, "\nasync def run_full_async(params=None, /, **kwargs):\n");
     ck_assert_ptr_null(strstr(m, "class Result"));
     const char *init = file(&p, "__init__.py");
     expect_in(init, "\n__all__ = ['get_sum']\n");
@@ -361,8 +363,14 @@ START_TEST(result_class) {
     ck_assert_msg(nested && nested < strstr(m, "class Result:"), "%s", m);
     expect_in(m, "    params: typing.Optional[Params2] = dataclasses.field(default=None,");
     expect_in(m, "        return _rt.from_json(Result, value)\n");
+    expect_in(m, "    return _rt.call_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)), Result)\n");
+    expect_in(m, "    return await _rt.acall_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)), "
+                 "Result)\n");
     /* an output schema without properties: no Result */
-    ck_assert_ptr_null(strstr(file(&p, "v.py"), "Result"));
+    const char *v = file(&p, "v.py");
+    ck_assert_ptr_null(strstr(v, "class Result"));
+    ck_assert_ptr_null(strstr(v, " Result"));
+    expect_in(v, "    return _rt.call_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)), None)\n");
     ipb_toolgen_pkg_free(&p);
 }
 END_TEST
