@@ -15,7 +15,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import McpClient, require_sandbox  # noqa: E402
+from ipybox_test import McpClient, require_sandbox, wait_for  # noqa: E402
 import mcp_servers  # noqa: E402
 import testhosts  # noqa: E402
 
@@ -157,6 +157,36 @@ class TestFilesystem(SandboxedCase):
         self.assertTrue(self.probe(c, "reg", "read", self.secret).startswith("ERR FileNotFoundError"))
         why = self.refused(c, "out", probe_params(sandbox=False))
         self.assertIn("--sandbox-mcp-servers", why)
+
+
+def running(marker):
+    """Host processes whose command line holds marker (the server, wherever its sandbox is)."""
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                if marker.encode() in f.read():
+                    out.append(int(p))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+class TestLife(SandboxedCase):
+    def test_reset_and_the_end_of_the_session_stop_the_sandboxed_server(self):
+        marker = "probe-" + uuid.uuid4().hex
+        params = {"command": "/usr/bin/python3", "args": ["-c", "#" + marker + PROBE_SERVER], "sandbox": {}}
+        c = McpClient("--approve-tools", "*")
+        try:
+            self.register(c, "boxed", params)
+            self.assertTrue(running(marker))
+            c.call("reset")
+            self.assertTrue(wait_for(lambda: not running(marker), timeout=30), running(marker))
+            self.assertEqual(self.probe(c, "boxed", "env", "HOME"), "/home/appuser")  # started again
+            self.assertTrue(running(marker))
+        finally:
+            c.close()
+        self.assertTrue(wait_for(lambda: not running(marker), timeout=30), running(marker))
 
 
 class TestBadParams(SandboxedCase):
