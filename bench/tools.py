@@ -8,6 +8,10 @@ by the MCP TypeScript SDK's client over stdio, in one run, against
   direct           a node script (bench/tools_direct.mjs) times N calls with the SDK's Client
   async, 8 at once one cell runs N calls as 8 concurrent run_async() tasks (calls are taken one at
                    a time): N over the elapsed time
+  server start     register_mcp_server plus the first call from a cell (wall time at the MCP
+                   client), a small Python stdio server (python3 -c) unsandboxed against the same
+                   server with "sandbox": {} (`ipybox run` with a private home), alternating,
+                   median of several rounds
 
 Usage: bench/tools.py [--out FILE] [--calls N]
 """
@@ -72,10 +76,66 @@ def direct(params, n):
     return json.loads(r.stdout.strip().splitlines()[-1])["ms"]
 
 
+# The smallest stdio MCP server: one tool, echo. Run as python3 -c, so that a sandbox needs
+# nothing of this tree.
+ECHO_SERVER = r'''
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m: continue
+    p = m.get("params") or {}
+    if m["method"] == "initialize":
+        r = {"protocolVersion": p["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "e", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "echo", "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}}}]}
+    else:
+        r = {"content": [{"type": "text", "text": p["arguments"]["message"]}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n"); sys.stdout.flush()
+'''
+
+
+def start_cost(rounds):
+    """{"plain": [ms], "sandboxed": [ms]}: register + first call, alternating."""
+    c = McpClient("--approve-tools", "*")
+    out = {"plain": [], "sandboxed": []}
+    try:
+        c.execute("import mcptools")
+        for i in range(rounds):
+            for kind in ("plain", "sandboxed"):
+                params = {"command": "/usr/bin/python3", "args": ["-c", ECHO_SERVER]}
+                if kind == "sandboxed":
+                    params["sandbox"] = {}
+                t0 = time.perf_counter()
+                r = c.call("register_mcp_server", {"server_name": "s_" + kind, "server_params": params})
+                if r.get("isError"):
+                    raise SystemExit("registering failed: %s" % r)
+                text, r = c.execute("from mcptools.s_%s import echo\nprint(echo.run(message='x%d'))" % (kind, i))
+                if r.get("isError") or text.strip() != "x%d" % i:
+                    raise SystemExit("the first call failed: %s" % text)
+                out[kind].append((time.perf_counter() - t0) * 1000)
+    finally:
+        c.close()
+    return out
+
+
+def start_rows(sc, rounds):
+    p, s = statistics.median(sc["plain"]), statistics.median(sc["sandboxed"])
+    return ["## Starting a stdio server", "",
+            "register_mcp_server plus the first call from a cell, a python3 -c stdio server, %d rounds "
+            "alternating, %s:" % (rounds, "as root (sandboxes made by ipybox's private monitor)" if os.geteuid() == 0
+                                  else "in user mode"), "",
+            "| server | median | min | max |", "|---|---|---|---|",
+            "| unsandboxed | %.0f ms | %.0f ms | %.0f ms |" % (p, min(sc["plain"]), max(sc["plain"])),
+            "| sandboxed (`\"sandbox\": {}`) | %.0f ms | %.0f ms | %.0f ms |"
+            % (s, min(sc["sandboxed"]), max(sc["sandboxed"])), "",
+            "A sandbox of its own costs **%.0f ms** more per server start (median difference)." % (s - p), ""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out")
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--start-rounds", type=int, default=9)
     a = ap.parse_args()
     params = mcp_servers.everything_stdio_params()
     with tempfile.TemporaryDirectory(prefix="ipybox-bench-tools-") as tmp:
@@ -96,6 +156,7 @@ def main():
     out += ["", "Added by ipybox per call (median difference): **%.2f ms**." % (rows[1][1] - rows[0][1]),
             "8 concurrent `run_async()` tasks in one cell: %.0f calls/s (calls are run one at a time)."
             % (a.calls / t["async_s"]), ""]
+    out += start_rows(start_cost(a.start_rounds), a.start_rounds)
     text = "\n".join(out)
     print(text)
     if a.out:

@@ -27,6 +27,7 @@ int cli_parse_options(ipb_options *o, int argc, char **argv, const char *prog, v
                       int *ret_next) {
     ipb_error *err = NULL;
     ipb_options_init(o);
+    o->run_only_ok = !strcmp(prog, "ipybox run");
     if (ipb_options_parse(o, argc, argv, ret_next, &err) < 0) {
         log_error("%s", ipb_error_msg(err));
         ipb_error_free(err);

@@ -26,7 +26,15 @@ static void run_usage(FILE *f) {
                "mount, pid, network, IPC, UTS and cgroup namespaces, egress only through ipybox's proxy,\n"
                "no capabilities, no_new_privs, seccomp) with the workspace at /app as the working\n"
                "directory, and exits with COMMAND's status (128+N when killed by signal N; 125 when the\n"
-               "sandbox could not be built, 127 when COMMAND could not be run).\n\n%s",
+               "sandbox could not be built, 127 when COMMAND could not be run).\n\n%s\n"
+               "Options of `ipybox run` only (what sandboxed MCP servers are run with):\n"
+               "  --home DIR                Host directory behind /home/appuser (made if missing, kept;\n"
+               "                            default: a fresh one, removed at the end).\n"
+               "  --host-dir DIR            Bind host directory DIR read-write at the same path inside\n"
+               "                            (repeatable; not in or over /usr, /etc, /app, /tmp, ...).\n"
+               "  --cwd DIR                 COMMAND's working directory inside (default /app).\n"
+               "  --container-env-from NAME=VAR  Variable NAME for the sandbox with the value of VAR in\n"
+               "                            this process's environment (repeatable; VAR must be set).\n",
             ipb_options_help());
 }
 

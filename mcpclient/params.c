@@ -7,10 +7,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include "mcp_sandbox_check.h"
 #include "mcpc_internal.h"
 #include "strbuf.h"
 
-#define KNOWN_KEYS "command, args, env, cwd, url, headers, type"
+#define KNOWN_KEYS "command, args, env, cwd, sandbox, url, headers, type"
 #define MAX_VAR_NAME 256
 #define MAX_HEADER_NAME 256
 
@@ -138,7 +139,7 @@ static int check_url(const char *url, bool *ret_sse, ipb_error **err) {
 }
 
 int ipb_mcp_params_check(json_t *params, ipb_error **err) {
-    static const char *const stdio_keys[] = {"command", "args", "env", "cwd", NULL};
+    static const char *const stdio_keys[] = {"command", "args", "env", "cwd", "sandbox", NULL};
     static const char *const http_keys[] = {"url", "headers", NULL};
     if (!json_is_object(params))
         return mcpc_fail(err, EINVAL, "MCP server params must be a JSON object");
@@ -194,6 +195,9 @@ int ipb_mcp_params_check(json_t *params, ipb_error **err) {
             return -1;
         json_t *cwd = json_object_get(params, "cwd");
         if (cwd && want_string(cwd, "'cwd'", true, err) < 0)
+            return -1;
+        json_t *sandbox = json_object_get(params, "sandbox");
+        if (sandbox && ipb_mcp_sandbox_check(params, sandbox, err) < 0)
             return -1;
         return transport;
     }

@@ -105,13 +105,17 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
     if (in->workspace_id)
         plan.m[plan.n - 1].id = *in->workspace_id;
     for (size_t i = 0; i < o->n_binds; i++) {
+        if (o->binds[i].rel[0] == '/')
+            continue; /* --host-dir: below */
         snprintf(dst, sizeof(dst), IPB_SANDBOX_APP "/%s", o->binds[i].rel);
         ADD(IPB_MNT_BIND_RW, IPB_MNT_USER | (in->bind_ids ? IPB_MNT_SAME : 0), o->binds[i].host, dst, NULL);
         if (in->bind_ids)
             plan.m[plan.n - 1].id = in->bind_ids[i];
     }
     ADD(IPB_MNT_DIR, 0, NULL, "/home", NULL);
-    ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, in->home, IPB_SANDBOX_HOME, NULL);
+    ADD(IPB_MNT_BIND_RW, IPB_MNT_USER | (in->home_id ? IPB_MNT_SAME : 0), in->home, IPB_SANDBOX_HOME, NULL);
+    if (in->home_id)
+        plan.m[plan.n - 1].id = *in->home_id;
     ADD(IPB_MNT_TMPFS, 0, NULL, "/run", "size=1m,nr_inodes=256,mode=0755");
     if (in->rundir)
         ADD(IPB_MNT_BIND_RW, IPB_MNT_USER, in->rundir, IPB_SANDBOX_RUNDIR, NULL);
@@ -123,6 +127,16 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
     ADD(IPB_MNT_TMPFS, 0, NULL, "/tmp", opt);
     ADD(IPB_MNT_DIR, 0, NULL, "/var", NULL);
     ADD(IPB_MNT_SYMLINK, 0, "/tmp", "/var/tmp", NULL);
+    /* `ipybox run --host-dir DIR`: DIR at its own path (options.c keeps these off the
+     * sandbox's own places), its parents made in the root. */
+    for (size_t i = 0; i < o->n_binds; i++) {
+        if (o->binds[i].rel[0] != '/')
+            continue;
+        ADD(IPB_MNT_BIND_RW, IPB_MNT_USER | (in->bind_ids ? IPB_MNT_SAME : 0), o->binds[i].host, o->binds[i].rel,
+            NULL);
+        if (in->bind_ids)
+            plan.m[plan.n - 1].id = in->bind_ids[i];
+    }
 
     /* A minimal /dev: no tty (TIOCSTI), no block or memory devices, no fuse, no kmsg. */
     ADD(IPB_MNT_TMPFS, 0, NULL, "/dev", "size=64k,nr_inodes=64,mode=0755");

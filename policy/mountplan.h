@@ -59,6 +59,7 @@ typedef struct ipb_plan_input {
     const char *mcpdir;     /* host directory behind /opt/ipybox (read-only), or NULL */
     const ipb_file_id *workspace_id; /* what workspace must be when bound, or NULL */
     const ipb_file_id *bind_ids;     /* the same for each --container-bind source, or NULL */
+    const ipb_file_id *home_id;      /* the same for home (`ipybox run --home`), or NULL */
 } ipb_plan_input;
 
 /* The workspace: a tree that sandbox code writes and that outlives the session, so whatever

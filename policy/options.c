@@ -8,6 +8,7 @@
 
 #include "cleanup.h"
 #include "fdio.h"
+#include "mountplan.h"
 #include "pathrules.h"
 
 int ipb_strv_push(ipb_strv *s, const char *v) {
@@ -54,6 +55,8 @@ void ipb_options_free(ipb_options *o) {
     free(o->workspace);
     free(o->python);
     free(o->mcp_config);
+    free(o->home_dir);
+    free(o->cwd);
     ipb_strv_free(&o->approve_tools);
     memset(o, 0, sizeof(*o));
 }
@@ -203,6 +206,7 @@ enum opt_id {
     OPT_ALLOWED_DIR, OPT_ALLOWED_DOMAIN, OPT_RESOLVE, OPT_ENV_VAR, OPT_ENV_FILE, OPT_BIND, OPT_ROOTFS,
     OPT_WORKSPACE, OPT_PYTHON, OPT_TMP_SIZE, OPT_SHM_SIZE, OPT_MAX_OUTPUT, OPT_MAX_CONNS, OPT_VERBOSE, OPT_HELP,
     OPT_MEMORY, OPT_MAX_PROCS, OPT_CPU_WEIGHT, OPT_MCP_CONFIG, OPT_APPROVE_TOOLS, OPT_MCP_TIMEOUT,
+    OPT_SANDBOX_MCP, OPT_HOME, OPT_CWD, OPT_HOST_DIR, OPT_ENV_FROM,
 };
 static const struct {
     const char *name;
@@ -229,15 +233,104 @@ static const struct {
     {"--mcp-config", OPT_MCP_CONFIG, true},
     {"--approve-tools", OPT_APPROVE_TOOLS, true},
     {"--mcp-timeout", OPT_MCP_TIMEOUT, true},
+    {"--sandbox-mcp-servers", OPT_SANDBOX_MCP, false},
+    {"--home", OPT_HOME, true},
+    {"--cwd", OPT_CWD, true},
+    {"--host-dir", OPT_HOST_DIR, true},
+    {"--container-env-from", OPT_ENV_FROM, true},
     {"--verbose", OPT_VERBOSE, false},
     {"-v", OPT_VERBOSE, false},
     {"--help", OPT_HELP, false},
     {"-h", OPT_HELP, false},
 };
 
+/* An absolute path without ".", ".." or empty components (a trailing '/' aside). */
+static bool plain_abs_path(const char *p) {
+    if (p[0] != '/' || strlen(p) >= 4096)
+        return false;
+    for (const char *c = p + 1; *c;) {
+        size_t n = strcspn(c, "/");
+        if ((n == 0 && c[n]) || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return false;
+        c += n;
+        if (*c)
+            c++;
+    }
+    return true;
+}
+
+/* --host-dir: bound at its own path, so it must not be (or hold) a place of the sandbox's own. */
+static int add_host_dir(ipb_options *o, const char *v, ipb_error **err) {
+    static const char *const own[] = {"/usr", "/bin",  "/sbin", "/lib", "/lib32", "/lib64",
+                                      "/libx32", "/etc", "/proc", "/dev", "/sys", "/run",
+                                      IPB_SANDBOX_APP, "/opt/ipybox", "/home/appuser", "/tmp", "/var/tmp", NULL};
+    if (!plain_abs_path(v) || !strcmp(v, "/"))
+        return ipb_error_set(err, 0, "--host-dir '%s': must be an absolute path other than / (no '.', '..' or '//')",
+                             v);
+    size_t vl = strlen(v);
+    while (vl > 1 && v[vl - 1] == '/')
+        vl--;
+    for (const char *const *p = own; *p; p++) {
+        size_t pl = strlen(*p);
+        bool inside = vl >= pl && !strncmp(v, *p, pl) && (v[pl] == '/' || pl == vl);
+        bool holds = pl > vl && !strncmp(v, *p, vl) && (*p)[vl] == '/';
+        if (inside || holds)
+            return ipb_error_set(err, 0, "--host-dir '%s': %s the sandbox's own %s", v,
+                                 inside ? "is inside" : "would cover", *p);
+    }
+    ipb_bind *n = realloc(o->binds, (o->n_binds + 1) * sizeof(*n));
+    if (!n)
+        return ipb_error_set(err, ENOMEM, "--host-dir");
+    o->binds = n;
+    n[o->n_binds].host = strndup(v, vl);
+    n[o->n_binds].rel = strndup(v, vl);
+    if (!n[o->n_binds].host || !n[o->n_binds].rel) {
+        free(n[o->n_binds].host);
+        free(n[o->n_binds].rel);
+        return ipb_error_set(err, ENOMEM, "--host-dir");
+    }
+    o->n_binds++;
+    o->n_host_dirs++;
+    return 0;
+}
+
 static int apply_option(ipb_options *o, const char *name, enum opt_id id, const char *v, ipb_error **err) {
     uint64_t size;
+    if ((id == OPT_HOME || id == OPT_CWD || id == OPT_HOST_DIR || id == OPT_ENV_FROM) && !o->run_only_ok)
+        return ipb_error_set(err, 0, "%s is an option of `ipybox run` only", name);
+    /* --host-dir entries stay the last binds (mountplan.c binds them after /tmp). */
+    if (id == OPT_BIND && o->n_host_dirs)
+        return ipb_error_set(err, 0, "--container-bind must come before --host-dir");
     switch (id) {
+    case OPT_SANDBOX_MCP:
+        o->sandbox_mcp_servers = true;
+        return 0;
+    case OPT_HOME:
+        if (!plain_abs_path(v))
+            return ipb_error_set(err, 0, "--home '%s': must be an absolute path (no '.', '..' or '//')", v);
+        return set_str(&o->home_dir, name, v, err);
+    case OPT_CWD:
+        if (!plain_abs_path(v))
+            return ipb_error_set(err, 0, "--cwd '%s': must be an absolute path inside the sandbox", v);
+        return set_str(&o->cwd, name, v, err);
+    case OPT_HOST_DIR:
+        return add_host_dir(o, v, err);
+    case OPT_ENV_FROM: {
+        /* NAME=VAR: the sandbox's NAME gets the value of VAR in this process's environment (so
+         * that a secret is not on a command line). */
+        const char *eq = strchr(v, '=');
+        const char *val = eq && eq[1] ? getenv(eq + 1) : NULL;
+        if (!eq || !eq[1])
+            return ipb_error_set(err, 0, "--container-env-from '%s': expected NAME=VARIABLE", v);
+        if (!val)
+            return ipb_error_set(err, 0, "--container-env-from '%s': %s is not set", v, eq + 1);
+        cleanup_free char *kv = NULL;
+        if (asprintf(&kv, "%.*s=%s", (int)(eq - v), v, val) < 0)
+            return ipb_error_set(err, ENOMEM, "%s", name);
+        if (ipb_check_env_assignment(kv, err) < 0)
+            return ipb_error_wrap(err, "--container-env-from");
+        return ipb_strv_push(&o->env, kv) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
+    }
     case OPT_ALLOWED_DIR:
         if (v[0] != '/')
             return ipb_error_set(err, 0, "--allowed-dir '%s': must be an absolute path", v);
@@ -465,6 +558,8 @@ const char *ipb_options_help(void) {
            "                            the MCP client when it supports elicitation, else refused.\n"
            "  --mcp-timeout SECONDS     Longest wait for one tool call of an MCP server (default 120;\n"
            "                            time waiting for approval is not counted).\n"
+           "  --sandbox-mcp-servers     Run every stdio MCP server in a sandbox of its own (the default\n"
+           "                            \"sandbox\" of its params; docs/tools.md, \"Sandboxed servers\").\n"
            "  -v, --verbose             More log lines on stderr (repeat for debug).\n"
            "  -h, --help                This help.\n";
 }

@@ -43,6 +43,13 @@ typedef struct ipb_options {
     char *mcp_config;        /* --mcp-config: {"mcpServers": {name: params}} registered at start */
     ipb_strv approve_tools;  /* --approve-tools SERVER[/TOOL] globs: calls approved without asking */
     unsigned mcp_timeout;    /* --mcp-timeout: seconds for one tool call of an MCP server; 0: 120 */
+    bool sandbox_mcp_servers;/* --sandbox-mcp-servers: stdio servers without "sandbox" get the default */
+    /* `ipybox run` only (refused elsewhere; set run_only_ok before parsing): */
+    bool run_only_ok;
+    char *home_dir;          /* --home DIR: host directory behind /home/appuser, kept */
+    char *cwd;               /* --cwd DIR: the command's working directory inside (default /app) */
+    size_t n_host_dirs;      /* --host-dir DIR: binds[] entries whose rel is the absolute host path,
+                              * bound read-write at that same path (the last n_host_dirs binds) */
     int verbose;
     bool help;
 } ipb_options;

@@ -12,6 +12,7 @@
 #include "fdio.h"
 #include "hostpath.h"
 #include "log.h"
+#include "mcp_sandbox.h"
 #include "strbuf.h"
 #include "toolgen.h"
 
@@ -115,15 +116,23 @@ json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *p
                               "takes", name, IPB_MCP_MAX_SERVERS);
         return NULL;
     }
+    /* A sandboxed server: what the client starts is `ipybox run ... -- COMMAND ARGS`. */
+    json_t *eff = ipb_mcp_sandbox_wrap(name, params, s->sandbox_default, err);
+    if (!eff) {
+        ipb_error_wrap(err, "registering MCP server '%.100s'", name);
+        return NULL;
+    }
     drain_thread(s);
-    reg_job j = {.name = name, .params = params, .limits = &s->limits};
+    reg_job j = {.name = name, .params = eff, .limits = &s->limits};
     if (!ipb_toolrun_submit(s->run, reg_job_run, &j) || !ipb_toolrun_wait(s->run, -1)) {
         ipb_error_set(err, EBUSY, "registering MCP server '%s': the tool thread is busy", name);
+        json_decref(eff);
         return NULL;
     }
     if (!j.client) {
         *err = j.err;
         ipb_error_wrap(err, "registering MCP server '%s'", name);
+        json_decref(eff);
         return NULL;
     }
     ipb_toolgen_pkg pkg = {0};
@@ -158,7 +167,7 @@ json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *p
         json_decref(e->modules);
     }
     e->client = j.client;
-    e->params = json_deep_copy(params);
+    e->params = eff;
     e->tools = tools;
     e->modules = json_incref(pkg.modules);
     json_t *ret = json_pack("{s:s, s:O, s:O}", "server", name, "modules", pkg.modules, "skipped", pkg.skipped);
@@ -170,6 +179,7 @@ json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *p
     watch_exits(s);
     return ret;
 fail:
+    json_decref(eff);
     ipb_toolgen_pkg_free(&pkg);
     json_decref(tools);
     json_decref(j.tools);
@@ -200,6 +210,11 @@ int ipb_mcp_servers_load_config(ipb_mcp_servers *s, const char *path, ipb_error 
         if (!ipb_toolgen_server_name_ok(name, err) || ipb_mcp_params_check(params, err) < 0) {
             json_decref(root);
             return ipb_error_wrap(err, "--mcp-config %s: server '%.100s'", path, name);
+        }
+        if (s->sandbox_default && json_object_get(params, "command") && json_is_false(json_object_get(params, "sandbox"))) {
+            json_decref(root);
+            return ipb_error_set(err, EINVAL, "--mcp-config %s: server '%.100s': \"sandbox\": false is refused with "
+                                              "--sandbox-mcp-servers", path, name);
         }
     }
     json_object_foreach(servers, name, params) {

@@ -16,7 +16,8 @@ struct ipb_tool_job;
 
 typedef struct ipb_mcp_server_entry {
     char *name;
-    json_t *params;   /* as registered, ${VAR} placeholders unfilled */
+    json_t *params;   /* as the client starts it (a sandboxed server's: `ipybox run ...`,
+                       * mcp_sandbox.h), ${VAR} placeholders unfilled */
     json_t *tools;    /* name -> tool definition, as listed */
     json_t *modules;  /* [{"tool", "module"}] */
     ipb_mcpc *client; /* touched only by the tool thread, or while it is idle */
@@ -35,6 +36,7 @@ typedef struct ipb_mcp_servers {
     int exit_ep;      /* epoll of the stdio servers' pidfds (one-shot), see ipb_mcp_servers_fd */
     ipb_toolrun *run;
     ipb_mcp_limits limits;
+    bool sandbox_default; /* --sandbox-mcp-servers: stdio servers without "sandbox" get the default */
     /* Given a call job that finished while the registry waited for the thread (NULL: the
      * job is freed). */
     void (*job_done)(void *ud, struct ipb_tool_job *job);

@@ -25,6 +25,7 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
         goto fail;
     if (o->mcp_timeout)
         s->mcp.limits.call_ms = (int)o->mcp_timeout * 1000;
+    s->mcp.sandbox_default = o->sandbox_mcp_servers;
     if (!(s->chan = ipb_toolchan_open(&s->mcp, err)))
         goto fail;
     if (o->mcp_config && ipb_mcp_servers_load_config(&s->mcp, o->mcp_config, err) < 0)

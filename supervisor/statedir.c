@@ -231,6 +231,8 @@ static int check_named_paths(const ipb_options *o, const ipb_strv *trees, ipb_er
         return -1;
     if (o->rootfs && check_named_path(trees, "--rootfs", o->rootfs, err) < 0)
         return -1;
+    if (o->home_dir && check_named_path(trees, "--home", o->home_dir, err) < 0)
+        return -1;
     return 0;
 }
 
@@ -289,11 +291,13 @@ static int state_reachable(const char *what, const char *canon, const char *stat
     cleanup_free char *st = realpath(state, NULL);
     if (!st || !canon)
         return 0;
-    cleanup_free char *wsroot = NULL;
-    if (asprintf(&wsroot, "%s/workspaces", st) < 0)
+    cleanup_free char *wsroot = NULL, *homes = NULL;
+    if (asprintf(&wsroot, "%s/workspaces", st) < 0 || asprintf(&homes, "%s/" IPB_MCP_HOMES, st) < 0)
         return ipb_error_set(err, ENOMEM, "%s", what);
     bool holds = path_within(st, canon);
-    bool inside = path_within(canon, st) && !(path_within(canon, wsroot) && strcmp(canon, wsroot));
+    /* The private homes of sandboxed MCP servers are lent one each, like workspaces. */
+    bool inside = path_within(canon, st) && !(path_within(canon, wsroot) && strcmp(canon, wsroot)) &&
+                  !(path_within(canon, homes) && strcmp(canon, homes));
     if (!holds && !inside)
         return 0;
     return ipb_error_set(err, 0, "%s %s: %s ipybox's state directory %s (its sessions and the record of trees lent "
@@ -304,7 +308,7 @@ static int state_reachable(const char *what, const char *canon, const char *stat
 int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs *ret, ipb_error **err) {
     ipb_session_dirs d;
     memset(&d, 0, sizeof(d));
-    d.workspace_fd = d.rootfs_fd = d.workspace_hold = -1;
+    d.workspace_fd = d.rootfs_fd = d.workspace_hold = d.home_fd = -1;
     unsigned char rnd[8];
     cleanup_free char *state = NULL;
     if (ipb_random(rnd, sizeof(rnd)) < 0)
@@ -323,7 +327,7 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     if (sub(&sessions, state, "sessions", err) < 0)
         goto fail;
     if (sub(&d.base, sessions, d.id, err) < 0 || sub(&d.root, d.base, "root", err) < 0 ||
-        sub(&d.home, d.base, "home", err) < 0 || (kernel && (sub(&d.run, d.base, "run", err) < 0 || sub(&d.mcp, d.base, "mcp", err) < 0)))
+        (!o->home_dir && sub(&d.home, d.base, "home", err) < 0) || (kernel && (sub(&d.run, d.base, "run", err) < 0 || sub(&d.mcp, d.base, "mcp", err) < 0)))
         goto fail;
     char pidbuf[32];
     int n = snprintf(pidbuf, sizeof(pidbuf), "%d\n", (int)getpid());
@@ -386,6 +390,10 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
             goto fail;
     if (o->rootfs && ipb_host_named_open("--rootfs", o->rootfs, IPB_NAMED_DIR, &d.rootfs_fd, NULL, err) < 0)
         goto fail;
+    if (o->home_dir && (ipb_host_named_open("--home", o->home_dir, IPB_NAMED_MAKE_DIR, &d.home_fd, &d.home, err) < 0 ||
+                        file_id(d.home_fd, &d.home_id, "--home", o->home_dir, err) < 0 ||
+                        state_reachable("--home", d.home, state, err) < 0))
+        goto fail;
     if (session_env(o, &d.env, err) < 0)
         goto fail;
     /* From now on, kernel code may plant symlinks in these. */
@@ -393,6 +401,8 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
         granted_add(state, &trees, d.workspace);
     for (size_t i = 0; i < o->n_binds; i++)
         granted_add(state, &trees, d.bind_canon[i]);
+    if (o->home_dir)
+        granted_add(state, &trees, d.home);
     ipb_strv_free(&trees);
     *ret = d;
     return 0;
@@ -420,6 +430,8 @@ void ipb_session_dirs_remove(ipb_session_dirs *d) {
             close(d->workspace_hold);
         if (d->rootfs_fd >= 0)
             close(d->rootfs_fd);
+        if (d->home_fd >= 0)
+            close(d->home_fd);
         for (size_t i = 0; d->bind_fds && i < d->n_binds; i++)
             if (d->bind_fds[i] >= 0)
                 close(d->bind_fds[i]);
@@ -435,7 +447,7 @@ void ipb_session_dirs_remove(ipb_session_dirs *d) {
     free(d->bind_canon);
     ipb_strv_free(&d->env);
     memset(d, 0, sizeof(*d));
-    d->workspace_fd = d->rootfs_fd = d->workspace_hold = -1;
+    d->workspace_fd = d->rootfs_fd = d->workspace_hold = d->home_fd = -1;
 }
 
 int ipb_session_dirs_reap_stale(void) {

@@ -6,9 +6,13 @@
  *                                       session was killed: the next start removes it)
  *   tmp-pending/<dev>-<ino>.<pid>       a tree that may hold a named temporary file of a
  *                                       session (tmpmark.h)
+ *   mcp-homes/<name>/                   the home of sandboxed MCP server <name> (0700), kept
  *   granted                             canonical paths of the trees bound read-write into
  *                                       sandboxes (workspaces, binds), NUL-separated */
 #pragma once
+/* Below the state directory: the private homes of sandboxed MCP servers, one per server name
+ * (mcp_sandbox.h), kept. */
+#define IPB_MCP_HOMES "mcp-homes"
 #include <stdbool.h>
 
 #include "error.h"
@@ -33,6 +37,8 @@ typedef struct ipb_session_dirs {
     ipb_file_id *bind_ids;
     char **bind_canon;
     int rootfs_fd;         /* -1 without --rootfs */
+    int home_fd;           /* `ipybox run --home`: the directory behind home, held; else -1 */
+    ipb_file_id home_id;
     ipb_strv env;          /* the user's variables: --container-env-var, and the
                             * --container-env-file contents as read through the walk, in order */
 } ipb_session_dirs;

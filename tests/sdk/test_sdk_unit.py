@@ -52,6 +52,10 @@ class Options(unittest.TestCase):
                                 "--allowed-dir", "/b", "--container-bind", os.path.join(here, "data") + ":d",
                                 "--mcp-config", os.path.expanduser("~/m.json")])
 
+    def test_sandbox_mcp_servers_is_a_flag(self):
+        self.assertEqual(to_args({"sandbox_mcp_servers": True}), ["--sandbox-mcp-servers"])
+        self.assertEqual(to_args({"sandbox_mcp_servers": False}), [])
+
     def test_none_and_false_are_left_out(self):
         self.assertEqual(to_args({"workspace": None, "verbose": False, "allowed_domain": None}), [])
 

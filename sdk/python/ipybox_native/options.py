@@ -27,6 +27,7 @@ OPTIONS = {
     "mcp_config": ("--mcp-config", "value"),
     "approve_tools": ("--approve-tools", "list"),
     "mcp_timeout": ("--mcp-timeout", "value"),
+    "sandbox_mcp_servers": ("--sandbox-mcp-servers", "flag"),
     "verbose": ("--verbose", "flag"),
 }
 
