@@ -15,12 +15,26 @@
 #include "tree.h"
 #include "ulimits.h"
 
-/* This program (ipybox, or the ipyboxd worker: the same binary), never looked up on PATH. */
+/* This program as `ipybox`, never looked up on PATH. ipyboxd is the same binary under another
+ * name (it looks at its name, and `ipyboxd run` is not a command), so a worker of ipyboxd
+ * runs the `ipybox` next to it, once it is sure that is the same file. */
 static int self_exe(char *buf, size_t len, ipb_error **err) {
     ssize_t n = readlink("/proc/self/exe", buf, len - 1);
     if (n <= 0 || (size_t)n >= len - 1)
         return ipb_error_set(err, n < 0 ? errno : ENAMETOOLONG, "finding this program's binary");
     buf[n] = '\0';
+    char *base = strrchr(buf, '/');
+    if (!base || strcmp(base + 1, "ipyboxd"))
+        return 0;
+    struct stat self, other;
+    if (stat("/proc/self/exe", &self) < 0)
+        return ipb_error_set(err, errno, "finding this program's binary");
+    if ((size_t)(base + 1 - buf) + sizeof("ipybox") > len)
+        return ipb_error_set(err, ENAMETOOLONG, "finding ipybox next to %s", buf);
+    strcpy(base + 1, "ipybox");
+    if (stat(buf, &other) < 0 || other.st_dev != self.st_dev || other.st_ino != self.st_ino)
+        return ipb_error_set(err, ENOENT, "%s is not this program (ipyboxd and ipybox are one binary, installed as "
+                                          "two names): sandboxed MCP servers need it", buf);
     return 0;
 }
 

@@ -11,7 +11,7 @@
  *   query's RD, one question when there was one, and ancount records of the question's type;
  * - the question echoed in the answer, put in a fresh query, parses to the same question.
  *
- * FUZZ_SOURCES: proxy/dnswire.c policy/egress.c common/error.c
+ * FUZZ_SOURCES: proxy/dnswire.c policy/egress.c common/error.c common/nofile.c
  * FUZZ_PKGS:
  */
 #include <stdbool.h>

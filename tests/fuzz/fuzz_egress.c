@@ -13,7 +13,7 @@
  *   only as that name (normalised) or as an address literal allowed on its own, never
  *   because of the dialled address; with no name, the dialled address decides.
  *
- * FUZZ_SOURCES: policy/egress.c common/error.c
+ * FUZZ_SOURCES: policy/egress.c common/error.c common/nofile.c
  * FUZZ_PKGS:
  */
 #include <arpa/inet.h>

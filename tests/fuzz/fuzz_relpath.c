@@ -8,7 +8,7 @@
  *
  * ipb_path_is_under() is compared with a reference on two NUL-separated strings from the input.
  *
- * FUZZ_SOURCES: policy/pathrules.c common/error.c
+ * FUZZ_SOURCES: policy/pathrules.c common/error.c common/nofile.c
  * FUZZ_PKGS:
  */
 #include <stdbool.h>

@@ -17,6 +17,7 @@ import uuid
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 from ipybox_test import McpClient, require_sandbox, wait_for  # noqa: E402
 import mcp_servers  # noqa: E402
+from daemon_fixture import Daemon  # noqa: E402
 import testhosts  # noqa: E402
 
 # A stdio MCP server with one tool, probe(what, arg): read / write / ls / env / cwd / fetch.
@@ -187,6 +188,19 @@ class TestLife(SandboxedCase):
         finally:
             c.close()
         self.assertTrue(wait_for(lambda: not running(marker), timeout=30), running(marker))
+
+
+class TestDaemon(SandboxedCase):
+    def test_a_session_of_ipyboxd_runs_its_servers_sandboxed(self):
+        # The worker is the ipyboxd binary: the sandbox is made by `ipybox`, the same file.
+        d = Daemon("--approve-tools", "*")
+        self.addCleanup(d.close)
+        c = d.client()
+        self.addCleanup(c.close)
+        self.register(c, "boxed", probe_params(sandbox={}))
+        self.assertEqual(self.probe(c, "boxed", "env", "HOME"), "/home/appuser")
+        got = self.probe(c, "boxed", "read", self.secret)
+        self.assertTrue(got.startswith("ERR FileNotFoundError"), got)
 
 
 class TestBadParams(SandboxedCase):
