@@ -203,6 +203,7 @@ enum opt_id {
     OPT_ALLOWED_DIR, OPT_ALLOWED_DOMAIN, OPT_RESOLVE, OPT_ENV_VAR, OPT_ENV_FILE, OPT_BIND, OPT_ROOTFS,
     OPT_WORKSPACE, OPT_PYTHON, OPT_TMP_SIZE, OPT_SHM_SIZE, OPT_MAX_OUTPUT, OPT_MAX_CONNS, OPT_VERBOSE, OPT_HELP,
     OPT_MEMORY, OPT_MAX_PROCS, OPT_CPU_WEIGHT, OPT_MCP_CONFIG, OPT_APPROVE_TOOLS, OPT_MCP_TIMEOUT,
+    OPT_APPROVE_SHELL, OPT_REQUIRE_SHELL_ESCAPE,
 };
 static const struct {
     const char *name;
@@ -229,6 +230,8 @@ static const struct {
     {"--mcp-config", OPT_MCP_CONFIG, true},
     {"--approve-tools", OPT_APPROVE_TOOLS, true},
     {"--mcp-timeout", OPT_MCP_TIMEOUT, true},
+    {"--approve-shell", OPT_APPROVE_SHELL, false},
+    {"--require-shell-escape", OPT_REQUIRE_SHELL_ESCAPE, false},
     {"--verbose", OPT_VERBOSE, false},
     {"-v", OPT_VERBOSE, false},
     {"--help", OPT_HELP, false},
@@ -343,6 +346,12 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
                                          "'github/*' or '*')", v);
         return ipb_strv_push(&o->approve_tools, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
     }
+    case OPT_APPROVE_SHELL:
+        o->approve_shell = true;
+        return 0;
+    case OPT_REQUIRE_SHELL_ESCAPE:
+        o->require_shell_escape = true;
+        return 0;
     case OPT_VERBOSE:
         o->verbose++;
         return 0;
@@ -407,6 +416,9 @@ bool ipb_options_auto_approved(const ipb_options *o, const char *server, const c
 }
 
 int ipb_options_finish(ipb_options *o, const char *home, ipb_error **err) {
+    if (o->require_shell_escape && !o->approve_shell)
+        return ipb_error_set(err, 0, "--require-shell-escape needs --approve-shell (it makes the approved forms, "
+                                     "!cmd and %%%%bash..., the only ways to run a command)");
     if (o->allowed_dirs.n == 0) {
         if (home && home[0] == '/' && ipb_strv_push(&o->allowed_dirs, home) < 0)
             return ipb_error_set(err, ENOMEM, "allowed directories");
@@ -465,6 +477,15 @@ const char *ipb_options_help(void) {
            "                            the MCP client when it supports elicitation, else refused.\n"
            "  --mcp-timeout SECONDS     Longest wait for one tool call of an MCP server (default 120;\n"
            "                            time waiting for approval is not counted).\n"
+           "  --approve-shell           Shell commands of the kernel (!cmd, !!cmd, %sx, %system, %%bash,\n"
+           "                            %%sh, %%script and other script magics, getoutput) are put to\n"
+           "                            approval first, as tool 'shell' (line forms) or 'shell_magic' (cell\n"
+           "                            magics) of server 'ipybox' with {\"cmd\": COMMAND after {var}\n"
+           "                            expansion}; --approve-tools 'ipybox/shell' pre-approves. Python-\n"
+           "                            level: code can still start processes other ways (docs/tools.md).\n"
+           "  --require-shell-escape    With --approve-shell: subprocess, os.system, os.exec*, os.spawn*,\n"
+           "                            os.posix_spawn* and pty.spawn raise RuntimeError outside an\n"
+           "                            approved command (a Python-level guard, not a boundary).\n"
            "  -v, --verbose             More log lines on stderr (repeat for debug).\n"
            "  -h, --help                This help.\n";
 }

@@ -43,6 +43,8 @@ typedef struct ipb_options {
     char *mcp_config;        /* --mcp-config: {"mcpServers": {name: params}} registered at start */
     ipb_strv approve_tools;  /* --approve-tools SERVER[/TOOL] globs: calls approved without asking */
     unsigned mcp_timeout;    /* --mcp-timeout: seconds for one tool call of an MCP server; 0: 120 */
+    bool approve_shell;      /* --approve-shell: !cmd, %%bash... asked first as ipybox/shell(_magic) */
+    bool require_shell_escape;/* --require-shell-escape: subprocess, os.system... refused in Python */
     int verbose;
     bool help;
 } ipb_options;
