@@ -27,6 +27,8 @@ OPTIONS = {
     "mcp_config": ("--mcp-config", "value"),
     "approve_tools": ("--approve-tools", "list"),
     "mcp_timeout": ("--mcp-timeout", "value"),
+    "approve_shell_cmds": ("--approve-shell", "flag"),
+    "require_shell_escape": ("--require-shell-escape", "flag"),
     "verbose": ("--verbose", "flag"),
 }
 
@@ -65,6 +67,8 @@ def _pairs(name: str, value: Any, sep: str) -> List[str]:
 def to_args(options: Mapping[str, Any]) -> List[str]:
     """Command-line arguments for the given options; None values are left out. Raises
     TypeError for an unknown option or a value of the wrong kind, naming it."""
+    if options.get("require_shell_escape") and not options.get("approve_shell_cmds"):
+        raise ValueError("require_shell_escape=True requires approve_shell_cmds=True")  # ipybox's check
     args: List[str] = []
     for name, value in options.items():
         if name not in OPTIONS:
