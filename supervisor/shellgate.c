@@ -80,6 +80,8 @@ char *ipb_shellgate_question(ipb_mcp_servers *s, const char *server, const char 
     /* ASCII only, as a JSON string: no direction or format characters can rearrange what the
      * person reads, and line breaks show as \n. */
     char *shown = json_is_string(cmd) ? json_dumps(cmd, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+    if (!shown)
+        shown = strdup("(no command given)");
     size_t len = shown ? strlen(shown) : 0;
     char cut[96] = "";
     if (len > max)
@@ -87,8 +89,7 @@ char *ipb_shellgate_question(ipb_mcp_servers *s, const char *server, const char 
     bool magic = !strcmp(tool, "shell_magic");
     char *q = ipb_strdupf("Code in the ipybox sandbox asks to run the shell command%s: %.*s%s. Accept to run it, "
                           "decline to refuse it.",
-                          magic ? " of a cell magic" : "", (int)(len > max ? max : len),
-                          shown ? shown : "(no command given)", cut);
+                          magic ? " of a cell magic" : "", (int)(len > max ? max : len), shown ? shown : "", cut);
     free(shown);
     return q;
 }

@@ -151,6 +151,12 @@ class TestPolicy(ShellCase):
         self.assertIn("elicitation", text)
         self.assertIn("ipybox/shell_magic", text)
         self.assertFalse(self.exists(c, "magic"))
+        # A fresh kernel (reset) has the hooks again: they come from its launcher's argv.
+        r = c.call("reset")
+        self.assertFalse(r.get("isError"), r)
+        text, r = c.execute("%%sh\ntouch /app/magic\n")
+        self.assertIn("ShellCommandRejected", text)
+        self.assertFalse(self.exists(c, "magic"))
 
     def test_server_glob_alone_does_not_approve_shell_commands(self):
         c = self.client("--approve-shell", "--approve-tools", "*/shell", "--approve-tools", "ipy*")
