@@ -146,6 +146,13 @@ int cmd_run(int argc, char **argv) {
         ipb_options_free(&o);
         return pr - 1;
     }
+    if (o.approve_shell) {
+        /* Nothing here would ask: refused rather than ignored, so nobody relies on it. */
+        log_error("--approve-shell is for the kernel of `ipybox mcp` and ipyboxd sessions; `ipybox run` runs "
+                  "COMMAND itself, with no kernel to put its shell commands to approval");
+        ipb_options_free(&o);
+        return 2;
+    }
     if (next >= argc) {
         log_error("no command given; usage: ipybox run [OPTIONS] -- COMMAND [ARGS...]");
         ipb_options_free(&o);

@@ -207,6 +207,7 @@ enum opt_id {
     OPT_WORKSPACE, OPT_PYTHON, OPT_TMP_SIZE, OPT_SHM_SIZE, OPT_MAX_OUTPUT, OPT_MAX_CONNS, OPT_VERBOSE, OPT_HELP,
     OPT_MEMORY, OPT_MAX_PROCS, OPT_CPU_WEIGHT, OPT_MCP_CONFIG, OPT_APPROVE_TOOLS, OPT_MCP_TIMEOUT,
     OPT_SANDBOX_MCP, OPT_HOME, OPT_CWD, OPT_HOST_DIR, OPT_ENV_FROM,
+    OPT_APPROVE_SHELL, OPT_REQUIRE_SHELL_ESCAPE,
 };
 static const struct {
     const char *name;
@@ -238,6 +239,8 @@ static const struct {
     {"--cwd", OPT_CWD, true},
     {"--host-dir", OPT_HOST_DIR, true},
     {"--container-env-from", OPT_ENV_FROM, true},
+    {"--approve-shell", OPT_APPROVE_SHELL, false},
+    {"--require-shell-escape", OPT_REQUIRE_SHELL_ESCAPE, false},
     {"--verbose", OPT_VERBOSE, false},
     {"-v", OPT_VERBOSE, false},
     {"--help", OPT_HELP, false},
@@ -436,6 +439,12 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
                                          "'github/*' or '*')", v);
         return ipb_strv_push(&o->approve_tools, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
     }
+    case OPT_APPROVE_SHELL:
+        o->approve_shell = true;
+        return 0;
+    case OPT_REQUIRE_SHELL_ESCAPE:
+        o->require_shell_escape = true;
+        return 0;
     case OPT_VERBOSE:
         o->verbose++;
         return 0;
@@ -500,6 +509,9 @@ bool ipb_options_auto_approved(const ipb_options *o, const char *server, const c
 }
 
 int ipb_options_finish(ipb_options *o, const char *home, ipb_error **err) {
+    if (o->require_shell_escape && !o->approve_shell)
+        return ipb_error_set(err, 0, "--require-shell-escape needs --approve-shell (it makes the approved forms, "
+                                     "!cmd and %%%%bash..., the only ways to run a command)");
     if (o->allowed_dirs.n == 0) {
         if (home && home[0] == '/' && ipb_strv_push(&o->allowed_dirs, home) < 0)
             return ipb_error_set(err, ENOMEM, "allowed directories");
@@ -560,6 +572,15 @@ const char *ipb_options_help(void) {
            "                            time waiting for approval is not counted).\n"
            "  --sandbox-mcp-servers     Run every stdio MCP server in a sandbox of its own (the default\n"
            "                            \"sandbox\" of its params; docs/tools.md, \"Sandboxed servers\").\n"
+           "  --approve-shell           Shell commands of the kernel (!cmd, !!cmd, %sx, %system, %%bash,\n"
+           "                            %%sh, %%script and other script magics, getoutput) are put to\n"
+           "                            approval first, as tool 'shell' (line forms) or 'shell_magic' (cell\n"
+           "                            magics) of server 'ipybox' with {\"cmd\": COMMAND after {var}\n"
+           "                            expansion}; --approve-tools 'ipybox/shell' pre-approves. Python-\n"
+           "                            level: code can still start processes other ways (docs/tools.md).\n"
+           "  --require-shell-escape    With --approve-shell: subprocess, os.system, os.exec*, os.spawn*,\n"
+           "                            os.posix_spawn* and pty.spawn raise RuntimeError outside an\n"
+           "                            approved command (a Python-level guard, not a boundary).\n"
            "  -v, --verbose             More log lines on stderr (repeat for debug).\n"
            "  -h, --help                This help.\n";
 }

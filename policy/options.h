@@ -50,6 +50,8 @@ typedef struct ipb_options {
     char *cwd;               /* --cwd DIR: the command's working directory inside (default /app) */
     size_t n_host_dirs;      /* --host-dir DIR: binds[] entries whose rel is the absolute host path,
                               * bound read-write at that same path (the last n_host_dirs binds) */
+    bool approve_shell;      /* --approve-shell: !cmd, %%bash... asked first as ipybox/shell(_magic) */
+    bool require_shell_escape;/* --require-shell-escape: subprocess, os.system... refused in Python */
     int verbose;
     bool help;
 } ipb_options;

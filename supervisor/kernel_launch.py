@@ -5,7 +5,9 @@
 # - no debugger: importing debugpy is a quarter of the kernel's start-up and no tool offers
 #   debugging (the block is lifted once ipykernel has looked, so code can import debugpy);
 # - interrupts that reach only user code (_gate_interrupts);
-# - output that waits for the supervisor instead of piling up (_bound_output).
+# - output that waits for the supervisor instead of piling up (_bound_output);
+# - with --approve-shell (SHELL_GATE, set by the supervisor in our argv), shell commands that
+#   ask the application first (_shell_gate).
 # Nothing here is a security boundary: code in the kernel may undo all of it, and then only
 # harms its own session.
 
@@ -123,6 +125,120 @@ def _bound_output(limit=1 << 20):
     iostream.OutStream.write = bounded_write
 
 
+def _shell_gate(escape):
+    """Every shell command of IPython asks first, through the tool channel, as server "ipybox":
+    tool "shell" for !cmd, !!cmd, %sx, %system, %sc, aliases, %pip and getoutput (the command as
+    IPython expanded it, {var} and $var filled in: the hooks sit where IPython hands the final
+    string to its process runner), tool "shell_magic" for %%bash, %%sh, %%script and the other
+    script magics (the cell; the magic's line first when it has one, or for an interpreter
+    other than bash or sh). A command that is not approved does not run: the cell gets
+    ShellCommandRejected (a mcptools.ToolRejected). With escape (require_shell_escape),
+    subprocess, os.system, os.exec*, os.spawn*, os.posix_spawn* and pty.spawn raise RuntimeError
+    (ipybox's messages) except while an approved command runs. Returns the function that wraps
+    the shell's script magics (they exist once the shell does)."""
+    import contextvars
+    import os
+    import subprocess
+    import threading
+    from IPython.core import interactiveshell
+    from ipykernel import zmqshell
+    from mcptools import _runtime
+
+    class ShellCommandRejected(_runtime.ToolRejected):
+        """The application did not approve a shell command (it did not run)."""
+
+    ShellCommandRejected.__module__ = "mcptools"
+    allowed = contextvars.ContextVar("ipybox_shell_allowed", default=False)
+    magic_running = threading.Event()  # script magics start their process on another thread
+
+    def ask(tool, cmd):
+        if not isinstance(cmd, str):
+            raise TypeError("a shell command must be a str, not %s" % type(cmd).__name__)
+        try:
+            _runtime.call("ipybox", tool, {"cmd": cmd})
+        except _runtime.ToolRejected as e:
+            why = e.message.split(" was rejected: ", 1)[-1]
+            shown = cmd if len(cmd) <= 200 else cmd[:200] + "..."
+            raise ShellCommandRejected("ipybox", tool, "rejected",
+                                       "Rejected: the shell command %r did not run: %s" % (shown, why)) from None
+
+    def gated(run):
+        def run_approved(cmd, *args, **kwargs):
+            ask("shell", cmd)
+            token = allowed.set(True)
+            try:
+                return run(cmd, *args, **kwargs)
+            finally:
+                allowed.reset(token)
+        return run_approved
+
+    # ZMQInteractiveShell.system_piped (!cmd) and InteractiveShell.getoutput (!!cmd, %sx,
+    # %system, %sc) call these module globals with the expanded command.
+    zmqshell.system = gated(zmqshell.system)
+    interactiveshell.system = gated(interactiveshell.system)
+    interactiveshell.getoutput = gated(interactiveshell.getoutput)
+
+    if escape:
+        def permitted():
+            return allowed.get() or magic_running.is_set()
+
+        popen = subprocess.Popen
+
+        class GuardedPopen(popen):
+            def __init__(self, *args, **kwargs):
+                if not permitted():
+                    raise RuntimeError("Direct subprocess calls are not allowed. Use ! syntax.")
+                super().__init__(*args, **kwargs)
+
+        GuardedPopen.__name__ = GuardedPopen.__qualname__ = "Popen"
+        GuardedPopen.__module__ = "subprocess"
+        subprocess.Popen = GuardedPopen
+
+        def guard(name, fn, message):
+            def guarded(*args, **kwargs):
+                if not permitted():
+                    raise RuntimeError(message)
+                return fn(*args, **kwargs)
+            guarded.__name__ = guarded.__qualname__ = name
+            guarded.__wrapped__ = fn
+            return guarded
+
+        os.system = guard("system", os.system, "Direct os.system() calls are not allowed. Use ! syntax.")
+        for name in ("execv", "execve", "execl", "execle", "execvp", "execvpe", "execlp", "execlpe",
+                     "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe",
+                     "posix_spawn", "posix_spawnp"):
+            if hasattr(os, name):
+                setattr(os, name, guard(name, getattr(os, name),
+                                        "Direct os.%s() calls are not allowed. Use ! syntax." % name))
+        import pty
+        pty.spawn = guard("spawn", pty.spawn, "Direct pty.spawn() calls are not allowed. Use ! syntax.")
+
+    def wrap_magics(shell):
+        cells = shell.magics_manager.magics["cell"]
+        script = shell.magics_manager.registry.get("ScriptMagics")
+        for name in list(script.magics["cell"]) if script is not None else ():
+            fn = cells.get(name)
+            if fn is None:
+                continue
+
+            def magic(line, cell, _name=name, _fn=fn):
+                plain = _name in ("bash", "sh") and not line.strip()
+                ask("shell_magic", cell if plain else "%%%%%s %s\n%s" % (_name, line, cell))
+                if not escape:
+                    return _fn(line, cell)
+                magic_running.set()
+                try:
+                    return _fn(line, cell)
+                finally:
+                    magic_running.clear()
+
+            magic.__name__ = magic.__qualname__ = name
+            magic.__doc__ = fn.__doc__
+            cells[name] = magic
+
+    return wrap_magics
+
+
 def main():
     import os, sys, site
     if sys.path and sys.path[0] in ('', '/'):
@@ -140,8 +256,14 @@ def main():
     del sys.modules['debugpy']
     _gate_interrupts()
     _bound_output()
+    wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None
     from ipykernel import kernelapp
-    kernelapp.launch_new_instance()
+    # What kernelapp.launch_new_instance() does, with the shell's magics wrapped in between.
+    app = kernelapp.IPKernelApp.instance()
+    app.initialize()
+    if wrap_magics:
+        wrap_magics(app.shell)
+    app.start()
 
 
 main()

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "log.h"
 #include "options.h"
+#include "shellgate.h"
 #include "toolchan.h"
 #include "tools.h"
 
@@ -138,9 +139,15 @@ static void withdraw(void *ud) {
 
 static enum ipb_approval approve(void *ud, const char *server, const char *tool, json_t *args, char **why) {
     ipb_mcp_server *srv = ud;
-    if (ipb_options_auto_approved(srv->session->opts, server, tool))
+    /* Shell commands (--approve-shell): only patterns naming "ipybox" itself pre-approve. */
+    char *shell_q = ipb_shellgate_question(&srv->session->mcp, server, tool, args, ARGS_SHOWN);
+    if (shell_q ? ipb_shellgate_preapproved(srv->session->opts, tool)
+                : ipb_options_auto_approved(srv->session->opts, server, tool)) {
+        free(shell_q);
         return IPB_APPROVED;
+    }
     if (srv->elicit == IPB_ELICIT_NO || srv->q.broken) {
+        free(shell_q);
         *why = ipb_strdupf("the MCP client cannot be asked (it did not declare the elicitation capability) and "
                            "--approve-tools does not name %s/%s",
                            server, tool);
@@ -152,9 +159,11 @@ static enum ipb_approval approve(void *ud, const char *server, const char *tool,
     char cut[96] = "";
     if (len > ARGS_SHOWN)
         snprintf(cut, sizeof(cut), "... (CUT: only the first %d of %zu characters are shown)", ARGS_SHOWN, len);
-    char *message = ipb_strdupf("Code in the ipybox sandbox asks to call tool '%s' of MCP server '%s' with "
-                                "arguments %.*s%s. Accept to run this call, decline to refuse it.",
-                                tool, server, (int)(len > ARGS_SHOWN ? ARGS_SHOWN : len), shown ? shown : "{}", cut);
+    char *message = shell_q ? shell_q
+                            : ipb_strdupf("Code in the ipybox sandbox asks to call tool '%s' of MCP server '%s' "
+                                          "with arguments %.*s%s. Accept to run this call, decline to refuse it.",
+                                          tool, server, (int)(len > ARGS_SHOWN ? ARGS_SHOWN : len),
+                                          shown ? shown : "{}", cut);
     free(shown);
     char idbuf[48];
     snprintf(idbuf, sizeof(idbuf), "ipybox-approval-%lu", ++srv->approval_seq);

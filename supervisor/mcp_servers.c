@@ -13,6 +13,7 @@
 #include "hostpath.h"
 #include "log.h"
 #include "mcp_sandbox.h"
+#include "shellgate.h"
 #include "strbuf.h"
 #include "toolgen.h"
 
@@ -106,7 +107,8 @@ static void drain_thread(ipb_mcp_servers *s) {
 }
 
 json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *params, ipb_error **err) {
-    if (!ipb_toolgen_server_name_ok(name, err) || ipb_mcp_params_check(params, err) < 0) {
+    if (!ipb_toolgen_server_name_ok(name, err) || ipb_shellgate_check_name(s, name, err) < 0 ||
+        ipb_mcp_params_check(params, err) < 0) {
         ipb_error_wrap(err, "registering MCP server '%.100s'", name);
         return NULL;
     }
@@ -207,7 +209,8 @@ int ipb_mcp_servers_load_config(ipb_mcp_servers *s, const char *path, ipb_error 
     json_t *params;
     /* Everything is checked before anything starts. */
     json_object_foreach(servers, name, params) {
-        if (!ipb_toolgen_server_name_ok(name, err) || ipb_mcp_params_check(params, err) < 0) {
+        if (!ipb_toolgen_server_name_ok(name, err) || ipb_shellgate_check_name(s, name, err) < 0 ||
+            ipb_mcp_params_check(params, err) < 0) {
             json_decref(root);
             return ipb_error_wrap(err, "--mcp-config %s: server '%.100s'", path, name);
         }

@@ -8,6 +8,7 @@
 
 #include "kernel_launch.h"
 #include "log.h"
+#include "shellgate.h"
 #include "shimcfg.h"
 
 int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb_error **err) {
@@ -27,6 +28,8 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
         s->mcp.limits.call_ms = (int)o->mcp_timeout * 1000;
     s->mcp.sandbox_default = o->sandbox_mcp_servers;
     if (!(s->chan = ipb_toolchan_open(&s->mcp, err)))
+        goto fail;
+    if (o->approve_shell && ipb_shellgate_add(&s->mcp, err) < 0)
         goto fail;
     if (o->mcp_config && ipb_mcp_servers_load_config(&s->mcp, o->mcp_config, err) < 0)
         goto fail;
@@ -59,8 +62,11 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
     for (size_t i = 0; i < o->n_binds; i++)
         if (ipb_host_dirs_add_sandbox_root(&s->host_dirs, s->bind_fds[i], err) < 0)
             goto fail;
-    /* The launcher (kernel_launch.py) with the one name it needs from us. */
-    char *launch = ipb_strdupf("MCPDIR = '%s'\n%s", IPB_SANDBOX_MCPDIR, ipb_kernel_launch_py);
+    /* The launcher (kernel_launch.py) with the names it needs from us, fixed in its argv before
+     * any code of the kernel runs: SHELL_GATE 1 puts shell commands to approval, 2 also
+     * guards subprocess & co. */
+    char *launch = ipb_strdupf("MCPDIR = '%s'\nSHELL_GATE = %d\n%s", IPB_SANDBOX_MCPDIR,
+                               o->approve_shell ? (o->require_shell_escape ? 2 : 1) : 0, ipb_kernel_launch_py);
     char *argv[] = {o->python, (char *)"-c", launch, (char *)"-f", (char *)IPB_SANDBOX_RUNDIR "/connection.json", NULL};
     int built = launch ? ipb_shim_config_build(o, &s->dirs, SHIM_MODE_KERNEL, argv, &s->cfg, err)
                        : ipb_error_set(err, ENOMEM, "building the kernel's launcher");

@@ -1,7 +1,7 @@
 """The Python SDK against the real binaries and real kernels: every call, over `ipybox mcp
 --embedded` as a subprocess and over an ipyboxd --user socket. Streaming order, cancel,
-timeouts, a dead kernel, images, files, approvals (callback and stream, accept and reject),
-start-up failures, a lost supervisor, concurrent callers, the examples and `pip install`."""
+timeouts, a dead kernel, images, files, approvals (callback and stream, accept and reject; MCP
+tool calls and shell commands), start-up failures, a lost supervisor, concurrent callers, the examples and `pip install`."""
 import asyncio
 import builtins
 import os
@@ -335,6 +335,71 @@ class Approvals(SdkCase):
         with open(path, "w") as f:
             json.dump({"mcpServers": {"weather": WEATHER}}, f)
         return path
+
+
+class ShellApprovals(SdkCase):
+    """approve_shell_cmds / require_shell_escape, as ipybox's CodeExecutor takes them."""
+    FORMS = [("!touch /app/{f}", "shell"), ("!!touch /app/{f}", "shell"), ("%sx touch /app/{f}", "shell"),
+             ("%system touch /app/{f}", "shell"), ("get_ipython().getoutput('touch /app/{f}')", "shell"),
+             ("%%bash\ntouch /app/{f}\n", "shell_magic"), ("%%sh\ntouch /app/{f}\n", "shell_magic"),
+             ("%%script sh\ntouch /app/{f}\n", "shell_magic")]
+
+    async def test_callback_accepts_and_rejects_every_form(self):
+        asked = []
+
+        def decide(req):
+            asked.append((req.server_name, req.tool_name, req.tool_args))
+            return "/app/yes" in req.tool_args["cmd"]
+
+        async with self.sandbox(approval=decide, approve_shell_cmds=True) as sb:
+            for i, (code, tool) in enumerate(self.FORMS):
+                with self.subTest(code=code):
+                    del asked[:]
+                    # {f} is a kernel variable on the line forms (IPython expands it), written
+                    # out in the magics' cells (which IPython does not expand).
+                    cell = code.format(f="yes%d" % i) if tool == "shell_magic" else \
+                        "f = 'yes%d'\n%s" % (i, code)
+                    await sb.execute(cell)
+                    self.assertEqual(len(asked), 1)
+                    self.assertEqual(asked[0][:2], ("ipybox", tool))
+                    self.assertIn("touch /app/yes%d" % i, asked[0][2]["cmd"])
+                    self.assertNotIn("{f}", asked[0][2]["cmd"])
+                    del asked[:]
+                    with self.assertRaises(ib.ApprovalRejected) as cm:
+                        await sb.execute(code.format(f="no%d" % i) if tool == "shell_magic" else
+                                         "f = 'no%d'\n%s" % (i, code))
+                    self.assertEqual(cm.exception.ename, "ShellCommandRejected")
+                    self.assertIn("did not run", cm.exception.evalue)
+            r = await sb.execute("import os; print(sorted(n for n in os.listdir('/app') if n[:2] in ('ye', 'no')))")
+            self.assertEqual(r.text.strip(), str(sorted("yes%d" % i for i in range(len(self.FORMS)))))
+
+    async def test_stream_yields_shell_requests_like_ipybox(self):
+        async with self.sandbox(approve_shell_cmds=True) as sb:
+            items = []
+            async for item in sb.stream('name = "world"\n!echo hello {name}'):
+                items.append(item)
+                if isinstance(item, ib.ApprovalRequest):
+                    self.assertEqual((item.tool_name, item.tool_args), ("shell", {"cmd": "echo hello world"}))
+                    self.assertIn("shell command", item.message)
+                    await item.accept()
+            self.assertIsInstance(items[0], ib.ApprovalRequest)
+            self.assertEqual(items[-1].text.strip(), "hello world")
+
+    async def test_pre_approved_and_escape_guard(self):
+        async with self.sandbox(approve_shell_cmds=True, require_shell_escape=True,
+                                approve_tools=["ipybox/shell"]) as sb:
+            self.assertEqual((await sb.execute("!echo hello")).text.strip(), "hello")  # nobody asked
+            with self.assertRaises(ib.ExecutionError) as cm:
+                await sb.execute('import subprocess; subprocess.run(["echo", "hi"])')
+            self.assertEqual(cm.exception.ename, "RuntimeError")
+            self.assertIn("Direct subprocess calls are not allowed", cm.exception.evalue)
+            with self.assertRaises(ib.ApprovalRejected):  # shell_magic is not pre-approved
+                with self.assertLogs("ipybox_native", "WARNING"):
+                    await sb.execute("%%bash\necho no\n")
+
+
+class DaemonShellApprovals(ShellApprovals):
+    transport = "daemon"
 
 
 class DaemonBasics(Basics):

@@ -44,6 +44,14 @@ class Options(unittest.TestCase):
                                 "--container-env-var", "B=x=y", "--approve-tools", "weather/*",
                                 "--resolve", "db.internal:10.0.0.5", "--tmp-size", "1G"])
 
+    def test_shell_approval_takes_ipybox_names(self):
+        self.assertEqual(to_args({"approve_shell_cmds": True, "require_shell_escape": True}),
+                         ["--approve-shell", "--require-shell-escape"])
+        self.assertEqual(to_args({"approve_shell_cmds": False}), [])
+        with self.assertRaises(ValueError) as cm:
+            ib.Sandbox(require_shell_escape=True)
+        self.assertIn("require_shell_escape=True requires approve_shell_cmds=True", str(cm.exception))
+
     def test_host_paths_are_made_absolute(self):
         here = os.getcwd()
         args = to_args({"workspace": "ws", "allowed_dir": ["a", "/b"], "container_bind": {"data": "d"},

@@ -557,12 +557,37 @@ START_TEST(strv_push_and_free) {
 }
 END_TEST
 
+START_TEST(shell_approval_options) {
+    ipb_options o;
+    char *msg = NULL;
+    ck_assert_int_eq(parse_words(&o, WORDS("--approve-tools", "x"), NULL, NULL), 0);
+    ck_assert(!o.approve_shell && !o.require_shell_escape);
+    ipb_options_free(&o);
+    ck_assert_int_eq(parse_words(&o, WORDS("--approve-shell", "--require-shell-escape"), NULL, NULL), 0);
+    ck_assert(o.approve_shell && o.require_shell_escape);
+    ck_assert_int_eq(ipb_options_finish(&o, "/home/u", NULL), 0);
+    ipb_options_free(&o);
+    expect_parse_error(WORDS("--approve-shell=yes"), "takes no value");
+    /* The escape guard alone would refuse every process with nothing to approve them. */
+    ck_assert_int_eq(parse_words(&o, WORDS("--require-shell-escape"), NULL, NULL), 0);
+    ipb_error *err = NULL;
+    ck_assert_int_lt(ipb_options_finish(&o, "/home/u", &err), 0);
+    msg = strdup(ipb_error_msg(err));
+    ck_assert_msg(strstr(msg, "--require-shell-escape needs --approve-shell") != NULL, "%s", msg);
+    ck_assert_msg(strstr(msg, "%%bash") != NULL, "%s", msg);
+    free(msg);
+    ipb_error_free(err);
+    ipb_options_free(&o);
+}
+END_TEST
+
 START_TEST(help_mentions_every_option) {
     const char *h = ipb_options_help();
     static const char *const names[] = {"--allowed-dir", "--allowed-domain", "--resolve", "--container-env-var",
                                         "--container-env-file", "--container-bind", "--rootfs", "--container-tag",
                                         "--workspace", "--python", "--tmp-size", "--shm-size",
-                                        "--max-output-chars", "--verbose", "--help"};
+                                        "--max-output-chars", "--verbose", "--help", "--approve-shell",
+                                        "--require-shell-escape"};
     for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
         ck_assert_msg(strstr(h, names[i]) != NULL, "help lacks %s", names[i]);
 }
@@ -585,6 +610,7 @@ static Suite *options_suite(void) {
     tcase_add_test(p, finish_defaults);
     tcase_add_test(p, finish_keeps_explicit_values);
     tcase_add_test(p, help_mentions_every_option);
+    tcase_add_test(p, shell_approval_options);
     suite_add_tcase(s, p);
     TCase *v = tcase_create("values");
     tcase_add_test(v, parse_size_values);

@@ -63,8 +63,10 @@ class ExecutionError(IpyboxError):
 
 
 class ApprovalRejected(ExecutionError):
-    """The cell called an MCP tool through `mcptools`, the call was rejected (by the approval
-    callback, by `reject()`, or by policy), and the code did not catch `mcptools.ToolRejected`."""
+    """The cell called an MCP tool through `mcptools`, or ran a shell command with
+    `approve_shell_cmds=True`, the call was rejected (by the approval callback, by `reject()`,
+    or by policy), and the code did not catch `mcptools.ToolRejected` (ename "ToolRejected",
+    or "ShellCommandRejected" for a shell command, which did not run)."""
 
 
 class TimeoutError(IpyboxError, builtins.TimeoutError):
@@ -115,7 +117,7 @@ def raise_for(result: "ExecutionResult") -> None:
         raise Cancelled(result.note or "the cell was cancelled")
     if status == "failed":
         raise OperationError(result.note or result.text or "the cell could not be run")
-    if result.ename == "ToolRejected":
+    if result.ename in ("ToolRejected", "ShellCommandRejected"):
         raise ApprovalRejected(result)
     raise ExecutionError(result)
 

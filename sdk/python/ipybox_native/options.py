@@ -28,6 +28,8 @@ OPTIONS = {
     "approve_tools": ("--approve-tools", "list"),
     "mcp_timeout": ("--mcp-timeout", "value"),
     "sandbox_mcp_servers": ("--sandbox-mcp-servers", "flag"),
+    "approve_shell_cmds": ("--approve-shell", "flag"),
+    "require_shell_escape": ("--require-shell-escape", "flag"),
     "verbose": ("--verbose", "flag"),
 }
 
@@ -66,6 +68,8 @@ def _pairs(name: str, value: Any, sep: str) -> List[str]:
 def to_args(options: Mapping[str, Any]) -> List[str]:
     """Command-line arguments for the given options; None values are left out. Raises
     TypeError for an unknown option or a value of the wrong kind, naming it."""
+    if options.get("require_shell_escape") and not options.get("approve_shell_cmds"):
+        raise ValueError("require_shell_escape=True requires approve_shell_cmds=True")  # ipybox's check
     args: List[str] = []
     for name, value in options.items():
         if name not in OPTIONS:
