@@ -9,7 +9,8 @@
  *   (no space, control, '/', '@' or DEL bytes), and their heads have no NUL and no CR or LF
  *   outside CRLF pairs (so a lenient server sees the same lines, hence the same Host); CONNECT
  *   has a host, a port and a head_len <= len that ends with the blank line; only CONNECT has
- *   a head_len;
+ *   a head_len. The blanks before a request line (CR, LF, space, tab), which servers skip
+ *   and so does the sniffer, are not part of the head: they hold no line a server reads;
  * - a decision is final: when a prefix gives anything but MORE, the whole input gives the same
  *   result (kind, host, port, head_len, why). This holds while the input is shorter than
  *   IPB_SNIFF_MAX (the proxy never passes more): at that size "too large" may replace MORE;
@@ -69,13 +70,19 @@ static enum ipb_sniff_kind sniff_exact(const uint8_t *data, size_t n, ipb_sniff 
     if (k == IPB_SNIFF_HTTP || k == IPB_SNIFF_CONNECT) {
         /* Lines are unambiguous: a parser that splits at a bare LF or CR, or stops at a NUL,
          * sees the same head. */
-        const uint8_t *end = memmem(data, n, "\r\n\r\n", 4);
+        const uint8_t *start = data;
+        while (start < data + n && (*start == '\r' || *start == '\n' || *start == ' ' || *start == '\t'))
+            start++;
+        CHECK(start - data <= 64);
+        const uint8_t *end = memmem(start, n - (size_t)(start - data), "\r\n\r\n", 4);
         CHECK(end != NULL);
-        for (const uint8_t *p = data; p < end; p++) {
+        for (const uint8_t *p = start; p < end; p++) {
             CHECK(*p != '\0');
             CHECK(*p != '\r' || p[1] == '\n');
-            CHECK(*p != '\n' || (p > data && p[-1] == '\r'));
+            CHECK(*p != '\n' || (p > start && p[-1] == '\r'));
         }
+        if (k == IPB_SNIFF_CONNECT) /* the head the tunnel's bytes follow: blanks, then lines */
+            CHECK(o->head_len == (size_t)(end + 4 - data));
     }
     if (k == IPB_SNIFF_CONNECT) {
         CHECK(hl > 0 && o->port != 0);
