@@ -313,15 +313,16 @@ enum ipb_sniff_kind ipb_sniff_bytes(const uint8_t *buf, size_t len, ipb_sniff *o
                 return o->kind = sniff_http(buf, len, i, o);
     /* Any other method, in any case (servers accept extension methods, some lower case): a
      * first line shaped "token SP target SP HTTP/" is a request too, judged by its Host.
-     * Until that line ends it may still become one. */
+     * Until that line ends it may still become one, however long its method or target (servers
+     * set no limit on a method, and their line limits exceed 8 KiB): as long as the head. */
     size_t t = 0;
-    while (t < len && t < 32 && tchar(buf[t]))
+    while (t < len && tchar(buf[t]))
         t++;
-    if (t == 0 || t == len || buf[t] != ' ')
-        return o->kind = t == len && t < 32 ? IPB_SNIFF_MORE : IPB_SNIFF_OTHER;
-    const uint8_t *nl = memchr(buf, '\n', len < 8192 ? len : 8192);
+    if (t == 0 || (t < len && buf[t] != ' '))
+        return o->kind = IPB_SNIFF_OTHER;
+    const uint8_t *nl = t < len ? memchr(buf + t, '\n', len - t) : NULL;
     if (!nl)
-        return len < 8192 ? IPB_SNIFF_MORE : (o->kind = IPB_SNIFF_OTHER);
+        return len < IPB_SNIFF_MAX ? IPB_SNIFF_MORE : bad(o, "HTTP request line too large");
     size_t ll = (size_t)(nl - buf);
     for (size_t q = t; q + 6 <= ll; q++)
         if (buf[q] == ' ' && !strncasecmp((const char *)buf + q + 1, "HTTP/", 5))

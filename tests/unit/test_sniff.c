@@ -509,6 +509,47 @@ START_TEST(http_incomplete_and_other) {
 }
 END_TEST
 
+/* A method has no length limit in servers (nginx, Apache and Go take any token), nor has a
+ * request line below their own limits: a long one is judged by its Host, never read as "not
+ * HTTP" (then the dialled address would decide, and the name pass unread). Found by
+ * fuzz_sniff: a 32-byte method was OTHER while the first 32 bytes were all that had come. */
+START_TEST(http_long_method_or_line_is_judged) {
+    static char buf[IPB_SNIFF_MAX + 1];
+    ipb_sniff o;
+    for (size_t ml = 31; ml <= 40; ml++) {
+        memset(buf, 'X', ml);
+        strcpy(buf + ml, " / HTTP/1.1\r\nHost: b.example\r\n\r\n");
+        size_t n = strlen(buf);
+        for (size_t cut = 1; cut < n; cut++) /* never a decision before the head is whole */
+            ck_assert_msg(sniff(buf, cut, &o) == IPB_SNIFF_MORE, "kind %d for a %zu-byte method cut at %zu",
+                          o.kind, ml, cut);
+        ck_assert_msg(sniff(buf, n, &o) == IPB_SNIFF_HTTP, "kind %d for a %zu-byte method", o.kind, ml);
+        ck_assert_str_eq(o.host, "b.example");
+    }
+    /* A request line longer than 8 KiB, with a method the sniffer does not know by name. */
+    const char *tail = " HTTP/1.1\r\nHost: b.example\r\n\r\n";
+    memset(buf, 'a', 9000);
+    memcpy(buf, "PROPFIND /", 10);
+    strcpy(buf + 9000, tail);
+    ck_assert_int_eq(sniff(buf, 8192, &o), IPB_SNIFF_MORE);
+    ck_assert_int_eq(sniff_str(buf, &o), IPB_SNIFF_HTTP);
+    ck_assert_str_eq(o.host, "b.example");
+    /* At the limit, a line still unfinished is refused like a head too large. */
+    memset(buf, 'a', IPB_SNIFF_MAX);
+    memcpy(buf, "PROPFIND /", 10);
+    ck_assert_int_eq(sniff(buf, IPB_SNIFF_MAX - 1, &o), IPB_SNIFF_MORE);
+    ck_assert_int_eq(sniff(buf, IPB_SNIFF_MAX, &o), IPB_SNIFF_BAD);
+    ck_assert_ptr_nonnull(strstr(o.why, "too large"));
+    memset(buf, 'X', IPB_SNIFF_MAX); /* a token that never ends */
+    ck_assert_int_eq(sniff(buf, IPB_SNIFF_MAX - 1, &o), IPB_SNIFF_MORE);
+    ck_assert_int_eq(sniff(buf, IPB_SNIFF_MAX, &o), IPB_SNIFF_BAD);
+    /* A long token ended by anything but a space is still not HTTP. */
+    memset(buf, 'X', 100);
+    strcpy(buf + 100, "\r\n");
+    ck_assert_int_eq(sniff_str(buf, &o), IPB_SNIFF_OTHER);
+}
+END_TEST
+
 START_TEST(http_head_too_large) {
     static char buf[IPB_SNIFF_MAX + 1];
     const char *start = "GET / HTTP/1.1\r\nHost: a.test\r\nX-Pad: ";
@@ -1059,6 +1100,7 @@ int main(void) {
     tcase_add_test(c, tls_sni);
     tcase_add_test(c, http_after_empty_lines);
     tcase_add_test(c, http_lenient_forms_are_judged);
+    tcase_add_test(c, http_long_method_or_line_is_judged);
     tcase_add_test(c, tls_without_server_name);
     tcase_add_test(c, tls_hello_across_records);
     tcase_add_test(c, tls_every_prefix_is_more);
