@@ -137,6 +137,14 @@ static bool tchar(uint8_t c) {
            (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
+/* What a recipient may take for the SP of a request line, or skip before it: RFC 9112, 3
+ * allows HTAB, VT, FF and a bare CR; Python's http.server splits the line (as Latin-1) at any
+ * whitespace, which adds 0x1c-0x1f, 0x85 and 0xa0. */
+static bool line_space(uint8_t c) {
+    return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r' || (c >= 0x1c && c <= 0x1f) || c == 0x85 ||
+           c == 0xa0;
+}
+
 bool ipb_sniff_split_authority(const char *s, size_t len, char *host, size_t host_size, uint16_t *port) {
     const char *h = s, *end = s + len;
     size_t hl;
@@ -193,8 +201,8 @@ static enum ipb_sniff_kind sniff_http(const uint8_t *buf, size_t len, size_t mle
     /* request line: METHOD SP target SP HTTP/1.x */
     const char *eol = memmem(b, head, "\r\n", 2);
     for (const char *q = b; q < eol; q++)
-        if ((uint8_t)*q < ' ' || *q == 0x7f)
-            return bad(o, "control character in the HTTP request line");
+        if ((uint8_t)*q < ' ' || *q == 0x7f || (*q != ' ' && line_space((uint8_t)*q)))
+            return bad(o, "control character or odd whitespace in the HTTP request line");
     const char *target = b + mlen + 1;
     const char *sp = memchr(target, ' ', (size_t)(eol - target));
     if (!sp || sp == target)
@@ -281,10 +289,10 @@ enum ipb_sniff_kind ipb_sniff_bytes(const uint8_t *buf, size_t len, ipb_sniff *o
         return o->kind = IPB_SNIFF_OTHER;
     }
     /* Empty lines before a request line, which HTTP servers skip (RFC 9112, 2.2), and blanks
-     * some servers skip too: judged as the request that follows them, or the name in it would
-     * pass unread. */
+     * some servers skip too (line_space): judged as the request that follows them, or the name
+     * in it would pass unread. */
     size_t crlf = 0;
-    while (crlf < len && (buf[crlf] == '\r' || buf[crlf] == '\n' || buf[crlf] == ' ' || buf[crlf] == '\t'))
+    while (crlf < len && (buf[crlf] == '\n' || line_space(buf[crlf])))
         crlf++;
     if (crlf) {
         if (crlf > 64) {
@@ -312,19 +320,21 @@ enum ipb_sniff_kind ipb_sniff_bytes(const uint8_t *buf, size_t len, ipb_sniff *o
             if (strlen(methods[m]) == i && !memcmp(buf, methods[m], i))
                 return o->kind = sniff_http(buf, len, i, o);
     /* Any other method, in any case (servers accept extension methods, some lower case): a
-     * first line shaped "token SP target SP HTTP/" is a request too, judged by its Host.
-     * Until that line ends it may still become one. */
+     * first line shaped "token SP target SP HTTP/" is a request too, judged by its Host, and
+     * with other whitespace for an SP it is refused (sniff_http allows no control character).
+     * Until that line ends it may still become one, however long its method or target (servers
+     * set no limit on a method, and their line limits exceed 8 KiB): as long as the head. */
     size_t t = 0;
-    while (t < len && t < 32 && tchar(buf[t]))
+    while (t < len && tchar(buf[t]))
         t++;
-    if (t == 0 || t == len || buf[t] != ' ')
-        return o->kind = t == len && t < 32 ? IPB_SNIFF_MORE : IPB_SNIFF_OTHER;
-    const uint8_t *nl = memchr(buf, '\n', len < 8192 ? len : 8192);
+    if (t == 0 || (t < len && !line_space(buf[t])))
+        return o->kind = IPB_SNIFF_OTHER;
+    const uint8_t *nl = t < len ? memchr(buf + t, '\n', len - t) : NULL;
     if (!nl)
-        return len < 8192 ? IPB_SNIFF_MORE : (o->kind = IPB_SNIFF_OTHER);
+        return len < IPB_SNIFF_MAX ? IPB_SNIFF_MORE : bad(o, "HTTP request line too large");
     size_t ll = (size_t)(nl - buf);
     for (size_t q = t; q + 6 <= ll; q++)
-        if (buf[q] == ' ' && !strncasecmp((const char *)buf + q + 1, "HTTP/", 5))
-            return o->kind = sniff_http(buf, len, t, o);
+        if (line_space(buf[q]) && !strncasecmp((const char *)buf + q + 1, "HTTP/", 5))
+            return o->kind = sniff_http(buf, len, t, o); /* refuses any but SP */
     return o->kind = IPB_SNIFF_OTHER;
 }

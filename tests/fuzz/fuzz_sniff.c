@@ -9,7 +9,12 @@
  *   (no space, control, '/', '@' or DEL bytes), and their heads have no NUL and no CR or LF
  *   outside CRLF pairs (so a lenient server sees the same lines, hence the same Host); CONNECT
  *   has a host, a port and a head_len <= len that ends with the blank line; only CONNECT has
- *   a head_len;
+ *   a head_len. The blanks before a request line (LF and what lenient_space names), which
+ *   servers skip and so does the sniffer, are not part of the head: they hold no line a
+ *   server reads;
+ * - a first line that a lenient server reads as a request (Python's http.server: split at any
+ *   Latin-1 whitespace into three words, the last starting "HTTP/") is never OTHER, which
+ *   would let the dialled address decide and the name pass unread;
  * - a decision is final: when a prefix gives anything but MORE, the whole input gives the same
  *   result (kind, host, port, head_len, why). This holds while the input is shorter than
  *   IPB_SNIFF_MAX (the proxy never passes more): at that size "too large" may replace MORE;
@@ -41,6 +46,45 @@ static bool authority_char(char c) {
     return (uint8_t)c > ' ' && (uint8_t)c < 0x7f && c != '/' && c != '@';
 }
 
+/* Whitespace to RFC 9112's lenient request-line parsing and to Python's str.split (Latin-1). */
+static bool lenient_space(uint8_t c) {
+    return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r' || (c >= 0x1c && c <= 0x1f) || c == 0x85 ||
+           c == 0xa0;
+}
+
+static bool tchar(uint8_t c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* The first line, up to its LF, as Python's http.server reads it: three words split at
+ * whitespace, a token method and a version starting "HTTP/". */
+static bool lenient_request_line(const uint8_t *data, size_t n) {
+    const uint8_t *nl = memchr(data, '\n', n);
+    if (!nl)
+        return false;
+    const uint8_t *w[4], *we[4];
+    size_t nw = 0;
+    for (const uint8_t *p = data; p < nl;) {
+        while (p < nl && lenient_space(*p))
+            p++;
+        if (p == nl)
+            break;
+        if (nw == 4)
+            return false;
+        w[nw] = p;
+        while (p < nl && !lenient_space(*p))
+            p++;
+        we[nw++] = p;
+    }
+    if (nw != 3 || we[2] - w[2] < 5 || memcmp(w[2], "HTTP/", 5))
+        return false;
+    for (const uint8_t *p = w[0]; p < we[0]; p++)
+        if (!tchar(*p))
+            return false;
+    return true;
+}
+
 static enum ipb_sniff_kind sniff_exact(const uint8_t *data, size_t n, ipb_sniff *o) {
     uint8_t *exact = malloc(n ? n : 1);
     if (!exact)
@@ -69,14 +113,22 @@ static enum ipb_sniff_kind sniff_exact(const uint8_t *data, size_t n, ipb_sniff 
     if (k == IPB_SNIFF_HTTP || k == IPB_SNIFF_CONNECT) {
         /* Lines are unambiguous: a parser that splits at a bare LF or CR, or stops at a NUL,
          * sees the same head. */
-        const uint8_t *end = memmem(data, n, "\r\n\r\n", 4);
+        const uint8_t *start = data;
+        while (start < data + n && (*start == '\n' || lenient_space(*start)))
+            start++;
+        CHECK(start - data <= 64);
+        const uint8_t *end = memmem(start, n - (size_t)(start - data), "\r\n\r\n", 4);
         CHECK(end != NULL);
-        for (const uint8_t *p = data; p < end; p++) {
+        for (const uint8_t *p = start; p < end; p++) {
             CHECK(*p != '\0');
             CHECK(*p != '\r' || p[1] == '\n');
-            CHECK(*p != '\n' || (p > data && p[-1] == '\r'));
+            CHECK(*p != '\n' || (p > start && p[-1] == '\r'));
         }
+        if (k == IPB_SNIFF_CONNECT) /* the head the tunnel's bytes follow: blanks, then lines */
+            CHECK(o->head_len == (size_t)(end + 4 - data));
     }
+    if (lenient_request_line(data, n))
+        CHECK(k != IPB_SNIFF_OTHER);
     if (k == IPB_SNIFF_CONNECT) {
         CHECK(hl > 0 && o->port != 0);
         CHECK(o->head_len >= 4 && o->head_len <= n);

@@ -6,7 +6,7 @@
  *  - only printable ASCII and newlines; no comments; every string literal single-quoted, on one
  *    line, closed, with only the escapes the generator writes;
  *  - every line has one of the shapes the generator makes (imports, SERVER/TOOL, decorators,
- *    class headers, fields, the run functions, docstrings, __all__), with literals and
+ *    class headers, fields, the four run functions, docstrings, __all__), with literals and
  *    numbers abstracted; identifiers are the fixed vocabulary or names declared by a class
  *    header or a field, each a valid identifier and no keyword; annotations use only typing
  *    names, builtins and classes defined above;
@@ -307,10 +307,16 @@ static const char *const fixed_lines[] = {
     "@ dataclasses . dataclass",
     "def run ( params = None , / , ** kwargs ) :",
     "async def run_async ( params = None , / , ** kwargs ) :",
+    "def run_full ( params = None , / , ** kwargs ) :",
+    "async def run_full_async ( params = None , / , ** kwargs ) :",
     "value = _rt . call ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) )",
     "value = await _rt . acall ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) )",
     "return _rt . call ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) )",
     "return await _rt . acall ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) )",
+    "return _rt . call_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , None )",
+    "return _rt . call_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , Result )",
+    "return await _rt . acall_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , None )",
+    "return await _rt . acall_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , Result )",
     "if isinstance ( value , dict ) :",
     "return _rt . from_json ( Result , value )",
     "return value",
@@ -334,8 +340,8 @@ static void check_module(const char *text, json_t *tool, line *l) {
     CHECK(text[strlen(text) - 1] == '\n');
     names classes = {0}, fields = {0};
     ipb_buf v = {0};
-    bool in_class = false, seen_tool = false, seen_params = false;
-    int lineno = 0;
+    bool in_class = false, seen_tool = false, seen_params = false, seen_result = false;
+    int lineno = 0, runs = 0;
     for (const char *p = text; *p;) {
         const char *nl = strchr(p, '\n');
         CHECK(nl);
@@ -367,11 +373,14 @@ static void check_module(const char *text, json_t *tool, line *l) {
             CHECK(name[0] >= 'A' && name[0] <= 'Z');
             if (!strcmp(name, "Params"))
                 seen_params = true;
+            if (!strcmp(name, "Result"))
+                seen_result = true;
             CHECK(classes.n < 2048);
             classes.v[classes.n++] = name;
             in_class = true;
         } else if (l->indent == 0) {
             CHECK(is_fixed(l->shape));
+            runs += !strncmp(l->shape, "def run", 7) || !strncmp(l->shape, "async def run", 13);
             in_class = false;
         } else if (l->indent == 4 && !strcmp(l->shape, "S")) {
             decode(&l->t[0], &v); /* a class or function docstring */
@@ -379,10 +388,12 @@ static void check_module(const char *text, json_t *tool, line *l) {
             check_field(l, &classes, &fields);
         } else {
             CHECK((l->indent == 4 || l->indent == 8) && is_fixed(l->shape));
+            CHECK(!strstr(l->shape, "Result") || seen_result); /* a class defined above */
         }
         p = nl + 1;
     }
     CHECK(seen_tool && seen_params);
+    CHECK(runs == 4); /* run, run_async, run_full, run_full_async */
     CHECK(classes.n <= 64);
     free_names(&classes);
     free_names(&fields);

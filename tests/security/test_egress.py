@@ -328,7 +328,8 @@ class NameDecides(EgressCase):
 
     def test_forms_servers_accept_are_judged_too(self):
         # Requests a server takes that a strict reader might call "no name": bare-LF lines,
-        # an unfinished head at the end of input, other methods, lower case, leading blanks.
+        # an unfinished head at the end of input, other methods (however long), lower case,
+        # leading blanks, other whitespace for a space (Python's http.server splits at any).
         out, err = self.run_probe('''
             def half(addr, port, data, connect=None):
                 try:
@@ -359,11 +360,16 @@ class NameDecides(EgressCase):
             out["lower"] = raw(addr, 80, b"get /lower HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
             out["space"] = raw(addr, 80, b" GET /sp HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
             out["tab"] = raw(addr, 80, b"\\tGET /tab HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
+            out["long_method"] = raw(addr, 80, b"X" * 40 + b" /long HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
+            out["tab_sep"] = raw(addr, 80, b"GET\\t/tabsep\\tHTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
+            out["nbsp_sep"] = raw(addr, 80, b"GET\\xa0/nbsp HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
+            out["vt_lead"] = raw(addr, 80, b"\\x0bGET /vt HTTP/1.1\\r\\nHost: b.ipybox.test\\r\\n\\r\\n")
             out["tunnel_lf"] = half("127.0.0.1", 1023, b"GET /tunlf HTTP/1.1\\nHost: b.ipybox.test\\n\\n",
                                     connect="a.ipybox.test:80")
             out["allowed_lower"] = body(raw(addr, 80, b"get / HTTP/1.1\\r\\nHost: a.ipybox.test\\r\\n\\r\\n"))
         ''' % {}, "--allowed-domain", "a.ipybox.test")
-        for k in ("lf", "mixed", "unfinished", "propfind", "lower", "space", "tab", "tunnel_lf"):
+        for k in ("lf", "mixed", "unfinished", "propfind", "lower", "space", "tab", "long_method", "tab_sep",
+                  "nbsp_sep", "vt_lead", "tunnel_lf"):
             with self.subTest(form=k):
                 self.assertFalse("host-a" in out[k] or out[k].startswith(("HTTP/1.0 2", "HTTP/1.0 4", "HTTP/1.0 5")),
                                  "%s reached host A: %s" % (k, out[k]))

@@ -201,7 +201,8 @@ START_TEST(http_lenient_forms_are_judged) {
     static const char *const named[] = {"PROPFIND / HTTP/1.1\r\nHost: b.example\r\n\r\n",
                                         "get / HTTP/1.1\r\nHost: b.example\r\n\r\n",
                                         "\tGET / HTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                        " \r\nGET / HTTP/1.1\r\nHost: b.example\r\n\r\n"};
+                                        " \r\nGET / HTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                        "\v\f\x1c\x85\xa0GET / HTTP/1.1\r\nHost: b.example\r\n\r\n"};
     for (size_t i = 0; i < sizeof(named) / sizeof(*named); i++) {
         ck_assert_msg(sniff_str(named[i], &o) == IPB_SNIFF_HTTP, "kind %d for %s", o.kind, named[i]);
         ck_assert_str_eq(o.host, "b.example");
@@ -506,6 +507,73 @@ START_TEST(http_incomplete_and_other) {
     static const uint8_t binary[] = {0x00, 0xff, 0x16};
     ck_assert_int_eq(sniff(binary, sizeof(binary), &o), IPB_SNIFF_OTHER);
     ck_assert_int_eq(sniff("", 0, &o), IPB_SNIFF_MORE);
+}
+END_TEST
+
+/* A method has no length limit in servers (nginx, Apache and Go take any token), nor has a
+ * request line below their own limits: a long one is judged by its Host, never read as "not
+ * HTTP" (then the dialled address would decide, and the name pass unread). Found by
+ * fuzz_sniff: a 32-byte method was OTHER while the first 32 bytes were all that had come. */
+START_TEST(http_long_method_or_line_is_judged) {
+    static char buf[IPB_SNIFF_MAX + 1];
+    ipb_sniff o;
+    for (size_t ml = 31; ml <= 40; ml++) {
+        memset(buf, 'X', ml);
+        strcpy(buf + ml, " / HTTP/1.1\r\nHost: b.example\r\n\r\n");
+        size_t n = strlen(buf);
+        for (size_t cut = 1; cut < n; cut++) /* never a decision before the head is whole */
+            ck_assert_msg(sniff(buf, cut, &o) == IPB_SNIFF_MORE, "kind %d for a %zu-byte method cut at %zu",
+                          o.kind, ml, cut);
+        ck_assert_msg(sniff(buf, n, &o) == IPB_SNIFF_HTTP, "kind %d for a %zu-byte method", o.kind, ml);
+        ck_assert_str_eq(o.host, "b.example");
+    }
+    /* A request line longer than 8 KiB, with a method the sniffer does not know by name. */
+    const char *tail = " HTTP/1.1\r\nHost: b.example\r\n\r\n";
+    memset(buf, 'a', 9000);
+    memcpy(buf, "PROPFIND /", 10);
+    strcpy(buf + 9000, tail);
+    ck_assert_int_eq(sniff(buf, 8192, &o), IPB_SNIFF_MORE);
+    ck_assert_int_eq(sniff_str(buf, &o), IPB_SNIFF_HTTP);
+    ck_assert_str_eq(o.host, "b.example");
+    /* At the limit, a line still unfinished is refused like a head too large. */
+    memset(buf, 'a', IPB_SNIFF_MAX);
+    memcpy(buf, "PROPFIND /", 10);
+    ck_assert_int_eq(sniff(buf, IPB_SNIFF_MAX - 1, &o), IPB_SNIFF_MORE);
+    ck_assert_int_eq(sniff(buf, IPB_SNIFF_MAX, &o), IPB_SNIFF_BAD);
+    ck_assert_ptr_nonnull(strstr(o.why, "too large"));
+    memset(buf, 'X', IPB_SNIFF_MAX); /* a token that never ends */
+    ck_assert_int_eq(sniff(buf, IPB_SNIFF_MAX - 1, &o), IPB_SNIFF_MORE);
+    ck_assert_int_eq(sniff(buf, IPB_SNIFF_MAX, &o), IPB_SNIFF_BAD);
+    /* A long token ended by anything but a space is still not HTTP. */
+    memset(buf, 'X', 100);
+    strcpy(buf + 100, "\r\n");
+    ck_assert_int_eq(sniff_str(buf, &o), IPB_SNIFF_OTHER);
+}
+END_TEST
+
+/* A recipient may take HTAB, VT, FF or a bare CR for the SP of a request line (RFC 9112, 3;
+ * Python's http.server splits it at any Latin-1 whitespace, 0x1c-0x1f, 0x85 and 0xa0 too):
+ * such a line is refused, never read as "not HTTP" (then the dialled address decided and the
+ * Host passed unread). */
+START_TEST(http_other_whitespace_in_request_line) {
+    ipb_sniff o;
+    static const char *const bad[] = {"GET\t/\tHTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                      "GET\t/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                      "GET\v/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                      "PROPFIND\f/\fhttp/1.1\r\nHost: b.example\r\n\r\n",
+                                      "FOO /\tHTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                      "GET\r/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                      "GET\x1c/\x1fHTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                      "GET\xa0/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
+                                      "GET /\x85HTTP/1.1\r\nHost: b.example\r\n\r\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        ck_assert_msg(sniff_str(bad[i], &o) == IPB_SNIFF_BAD, "kind %d for %s", o.kind, bad[i]);
+        for (size_t cut = 1; cut < strlen(bad[i]); cut++)
+            ck_assert_msg(sniff(bad[i], cut, &o) == IPB_SNIFF_MORE, "kind %d for %s cut at %zu", o.kind, bad[i], cut);
+    }
+    static const char *const other[] = {"PING\r\n", "EHLO\tmail.example\r\n", "A\tB\tC\r\n"};
+    for (size_t i = 0; i < sizeof(other) / sizeof(*other); i++)
+        ck_assert_msg(sniff_str(other[i], &o) == IPB_SNIFF_OTHER, "kind %d for %s", o.kind, other[i]);
 }
 END_TEST
 
@@ -1059,6 +1127,8 @@ int main(void) {
     tcase_add_test(c, tls_sni);
     tcase_add_test(c, http_after_empty_lines);
     tcase_add_test(c, http_lenient_forms_are_judged);
+    tcase_add_test(c, http_long_method_or_line_is_judged);
+    tcase_add_test(c, http_other_whitespace_in_request_line);
     tcase_add_test(c, tls_without_server_name);
     tcase_add_test(c, tls_hello_across_records);
     tcase_add_test(c, tls_every_prefix_is_more);
