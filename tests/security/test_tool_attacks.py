@@ -13,13 +13,14 @@ is generated (too big or too deep to pass on a command line)."""
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import McpClient, require_sandbox  # noqa: E402
+from ipybox_test import IPYBOX, McpClient, require_sandbox  # noqa: E402
 
 # A stdio MCP server. argv[1]: [{"name": str, "result": <JSON result> | {"gen": kind, ...}}].
 # Answers are written as raw text, so that depth costs the server nothing.
@@ -152,3 +153,46 @@ class TestLyingToolNames(AttackCase):
         self.assertIn("fine", text_of(r))
         self.assertEqual(len(asked), 1)
         self.assertIn("tool 'lookup' of MCP server 'evil'", asked[0]["message"])
+
+
+class TestSandboxedServerParams(AttackCase):
+    """A model registers sandboxed servers with params of its choosing."""
+
+    def state_in_home(self):
+        """A client whose state directory is in the user's home, where it is by default (one
+        under /tmp could not be named as an allowed dir at all)."""
+        base = tempfile.mkdtemp(prefix="ipybox-r1-", dir=os.path.expanduser("~"))
+        self.addCleanup(shutil.rmtree, base, True)
+        env = dict(os.environ, XDG_STATE_HOME=os.path.join(base, "state"))
+        return self.client("--sandbox-mcp-servers", "--approve-tools", "*", env=env), base
+
+    def test_another_servers_private_home_is_not_an_allowed_dir(self):
+        c, base = self.state_in_home()
+        token = "npm-token-" + uuid.uuid4().hex
+        homes = os.path.join(c.state_dir, "mcp-homes")
+        self.register(c, "victim", server_params([
+            ("keep", {"gen": "write", "path": "/home/appuser/.npmrc", "text": token})]))
+        c.execute("from mcptools import _runtime\n_runtime.call('victim', 'keep', {})")
+        with open(os.path.join(homes, "victim", ".npmrc")) as f:
+            self.assertEqual(f.read(), token)  # the victim's private home has it
+        steal = [("read", {"gen": "read", "path": os.path.join(homes, "victim", ".npmrc")})]
+        link = os.path.join(base, "innocent")
+        os.symlink(os.path.join(homes, "victim"), link)
+        for target in (os.path.join(homes, "victim"), os.path.join(homes, "notyet"), c.state_dir, link,
+                       os.path.join(c.state_dir, "workspaces"), os.path.join(c.state_dir, "workspaces", "0123abcd"),
+                       os.path.join(c.state_dir, "sessions")):
+            with self.subTest(allowed_dir=target):
+                why = self.refused(c, "thief", server_params(steal, sandbox={"allowed_dirs": [target]}))
+                self.assertIn("state directory", why)
+        self.assertFalse(os.path.exists(os.path.join(homes, "notyet")))
+        self.assertFalse(os.path.exists(os.path.join(homes, "thief")))
+        # `ipybox run`, which the server runs under, refuses them itself (on fds).
+        for target in (os.path.join(homes, "victim"), link):
+            p = subprocess.run([IPYBOX, "run", "--host-dir", target, "--", "/bin/cat",
+                                os.path.join(homes, "victim", ".npmrc")],
+                               env=dict(os.environ, XDG_STATE_HOME=os.path.dirname(c.state_dir)),
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 125, p.stdout + p.stderr)
+            self.assertIn("--host-dir", p.stderr)
+            self.assertIn("state directory", p.stderr)
+            self.assertNotIn(token, p.stdout)
