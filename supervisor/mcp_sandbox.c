@@ -111,7 +111,7 @@ json_t *ipb_mcp_sandbox_wrap(const char *name, json_t *params, bool by_default, 
     json_array_foreach(json_object_get(json_is_object(sandbox) ? sandbox : NULL, "allowed_dirs"), i, a) {
         char what[64];
         snprintf(what, sizeof(what), "'sandbox'.'allowed_dirs'[%zu]", i);
-        if (ipb_state_dir_check_host_dir(what, json_string_value(a), err) < 0)
+        if (ipb_host_dir_check(what, json_string_value(a), err) < 0)
             return NULL;
     }
     char exe[PATH_MAX];

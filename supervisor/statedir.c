@@ -309,9 +309,16 @@ static int state_reachable(const char *what, const char *canon, const char *stat
                                  "it: choose another directory", what, canon, holds ? "holds" : "is inside", st);
 }
 
-int ipb_state_dir_check_host_dir(const char *what, const char *path, ipb_error **err) {
+int ipb_host_dir_check(const char *what, const char *path, ipb_error **err) {
     cleanup_free char *state = NULL;
     if (ipb_state_dir(&state, err) < 0)
+        return -1;
+    ipb_strv trees;
+    if (ipb_sandbox_trees(&trees, err) < 0)
+        return -1;
+    int r = check_named_path(&trees, what, path, err);
+    ipb_strv_free(&trees);
+    if (r < 0)
         return -1;
     /* The canonical path of what exists now, else the path as written: a missing one is made
      * by `ipybox run` without following anything. */

@@ -20,7 +20,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import IPYBOX, McpClient, require_sandbox  # noqa: E402
+from ipybox_test import IPYBOX, McpClient, descendants, require_sandbox  # noqa: E402
 
 # A stdio MCP server. argv[1]: [{"name": str, "result": <JSON result> | {"gen": kind, ...}}].
 # Answers are written as raw text, so that depth costs the server nothing.
@@ -41,6 +41,9 @@ def gen(g):
         with open(g["path"], "w") as f:
             f.write(g["text"])
         return json.dumps({"content": [{"type": "text", "text": "written"}]})
+    if k == "symlink":
+        os.symlink(g["target"], g["path"])
+        return json.dumps({"content": [{"type": "text", "text": "planted"}]})
     if k == "read":
         try:
             with open(g["path"]) as f:
@@ -196,3 +199,72 @@ class TestSandboxedServerParams(AttackCase):
             self.assertIn("--host-dir", p.stderr)
             self.assertIn("state directory", p.stderr)
             self.assertNotIn(token, p.stdout)
+
+    def test_sandbox_false_is_not_slipped_past_sandbox_mcp_servers(self):
+        c, base = self.state_in_home()
+        plain = server_params([("t", OK_TEXT)])
+        for params in (dict(plain, sandbox=False), dict(plain, sandbox=False, type="stdio")):
+            self.assertIn("\"sandbox\": false is refused", self.refused(c, "loose", params))
+        # Registered sandboxed, then registered again under the same name without it.
+        self.register(c, "twice", plain)
+        self.assertIn("\"sandbox\": false is refused", self.refused(c, "twice", dict(plain, sandbox=False)))
+        # A config file cannot either: the session does not start with it.
+        cfg = os.path.join(base, "mcp.json")
+        with open(cfg, "w") as f:
+            json.dump({"mcpServers": {"loose": dict(plain, sandbox=False)}}, f)
+        p = subprocess.run([IPYBOX, "mcp", "--sandbox-mcp-servers", "--mcp-config", cfg], input="",
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, XDG_STATE_HOME=os.path.join(base, "state2")))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("\"sandbox\": false is refused", p.stderr)
+
+    def test_env_reaches_only_the_server_not_the_process_that_boxes_it(self):
+        c, base = self.state_in_home()
+        secret = os.path.join(base, "secret")
+        with open(secret, "w") as f:
+            f.write("the user's secret")
+        env = {"LD_PRELOAD": "/nonexistent/evil.so", "XDG_STATE_HOME": base, "IPYBOX_ULIMITS_TOLD": "0",
+               "HOME": os.path.expanduser("~")}
+        params = server_params([("peek", {"gen": "read", "path": secret}),
+                                ("status", {"gen": "read", "path": "/proc/self/status"})])
+        params["env"] = env
+        self.register(c, "envy", params)
+        text = self.cell(c, "from mcptools import _runtime\nprint(_runtime.call('envy', 'peek', {}))\n"
+                            "print(_runtime.call('envy', 'status', {}))")
+        self.assertIn("ERR FileNotFoundError", text)  # the user's home is not there
+        self.assertRegex(text, r"NoNewPrivs:\s+1")
+        self.assertRegex(text, r"Seccomp:\s+2")
+        self.assertRegex(text, r"CapEff:\s+0+\n")
+        # The `ipybox run` that boxes it got none of them (only IPYBOX_MCP_ENV_<n> carries them).
+        runs = [pid for pid in descendants(c.proc.pid) if b"\0run\0--home\0" in _cmdline(pid)]
+        self.assertTrue(runs)
+        for pid in runs:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                environ = f.read().split(b"\0")
+            self.assertNotIn(b"LD_PRELOAD=/nonexistent/evil.so", environ)
+            self.assertNotIn(("XDG_STATE_HOME=%s" % base).encode(), environ)
+
+    def test_a_symlink_planted_in_an_allowed_dir_does_not_steer_the_next_one(self):
+        c, base = self.state_in_home()
+        shared, private = os.path.join(base, "shared"), os.path.join(base, "private")
+        os.makedirs(shared)
+        os.makedirs(private)
+        with open(os.path.join(private, "key"), "w") as f:
+            f.write("private key")
+        self.register(c, "planter", server_params(
+            [("plant", {"gen": "symlink", "target": private, "path": os.path.join(shared, "docs")})],
+            sandbox={"allowed_dirs": [shared]}))
+        self.cell(c, "from mcptools import _runtime\nprint(_runtime.call('planter', 'plant', {}))")
+        self.assertTrue(os.path.islink(os.path.join(shared, "docs")))
+        why = self.refused(c, "reader", server_params(
+            [("read", {"gen": "read", "path": os.path.join(shared, "docs", "key")})],
+            sandbox={"allowed_dirs": [os.path.join(shared, "docs")]}))
+        self.assertIn("symlink", why)
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
