@@ -268,3 +268,43 @@ def _cmdline(pid):
             return f.read()
     except OSError:
         return b""
+
+
+class TestHostileResults(AttackCase):
+    """A server answers with results built to crash, hang or swamp the supervisor or the runtime."""
+
+    def test_deep_many_and_huge_results_give_data_or_a_typed_error(self):
+        c = self.client("--approve-tools", "*", "--mcp-timeout", "10")
+        self.register(c, "bad", server_params([
+            ("deep", {"gen": "nested", "depth": 2040}),     # within the supervisor's JSON depth (2048)
+            ("deeper", {"gen": "nested", "depth": 5000}),   # beyond it
+            ("many", {"gen": "blocks", "n": 100000}),
+            ("big", {"gen": "image", "size": 9 << 20}),
+            ("huge", {"gen": "image", "size": 13 << 20}),   # base64 over the 16 MiB message limit
+            ("ok", OK_TEXT)]))
+        # Python's own recursion limit (the kernel may have raised it; a caller deep in its own
+        # recursion has less of it left).
+        text = self.cell(c, (
+            "import mcptools, sys\nfrom mcptools import _runtime\nsys.setrecursionlimit(1000)\n"
+            "for name in ('deep', 'deeper', 'many', 'big', 'huge', 'ok'):\n"
+            "    for how in ('call', 'call_full'):\n"
+            "        try:\n"
+            "            out = getattr(_runtime, how)('bad', name, {})\n"
+            "            out = out.content if how == 'call_full' else out\n"
+            "            print(name, how, 'OK', type(out).__name__, len(out),\n"
+            "                  len(out[0].data) if isinstance(out, list) and hasattr(out[0], 'data') else '')\n"
+            "        except mcptools.ToolCallError as e:\n"
+            "            print(name, how, 'ToolCallError', e.kind)\n"
+            "        except BaseException as e:\n"
+            "            print(name, how, 'UNTYPED', type(e).__name__)\n"), timeout=170)
+        self.assertNotIn("UNTYPED", text)
+        for how in ("call", "call_full"):
+            self.assertIn("deep %s ToolCallError failed" % how, text)
+            # The client cannot read the message: the call waits out --mcp-timeout.
+            self.assertRegex(text, "deeper %s ToolCallError (failed|timeout)" % how)
+            self.assertIn("huge %s ToolCallError failed" % how, text)
+            self.assertRegex(text, r"ok %s OK (str|list) \d+" % how)
+        self.assertIn("many call OK str 199999", text)  # 100000 one-letter text blocks, joined
+        self.assertIn("many call_full OK list 100000", text)
+        self.assertIn("big call OK list 1 %d" % ((9 << 20) + 4), text)
+        self.assertIn("2", c.execute("print(1+1)")[0])
