@@ -308,3 +308,67 @@ class TestHostileResults(AttackCase):
         self.assertIn("many call_full OK list 100000", text)
         self.assertIn("big call OK list 1 %d" % ((9 << 20) + 4), text)
         self.assertIn("2", c.execute("print(1+1)")[0])
+
+
+class TestShellApproval(AttackCase):
+    """Kernel code against shell-command approval (--approve-shell)."""
+
+    def test_the_question_shows_the_command_that_runs_and_nothing_runs_on_the_host(self):
+        canary = os.path.join(tempfile.mkdtemp(prefix="ipybox-r1-"), "host-canary")
+        self.addCleanup(shutil.rmtree, os.path.dirname(canary), True)
+        c = self.client("--approve-shell", capabilities=ELICIT)
+        long_tail = "x" * 5000 + "; touch /app/hidden"
+        code = (
+            "import json, socket\n"
+            # A str whose methods lie: what runs must still be what was shown.
+            "class Evil(str):\n"
+            "    def encode(self, *a, **k): return b'touch /app/lied'\n"
+            "    def __str__(self): return 'touch /app/lied'\n"
+            "    def split(self, *a, **k): return ['touch', '/app/lied']\n"
+            "ip = get_ipython()\n"
+            "ip.system(Evil('touch /app/shown {no_such_name}'))\n"
+            "ip.system('echo \\u202eevil\\x1b[2K\\u2028; touch /app/escaped')\n"
+            "ip.system('true %s')\n"
+            # The built-in server answers in-process: approving a call starts nothing on the host.
+            "def raw(req):\n"
+            "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect('/opt/ipybox/tool.sock')\n"
+            "    s.sendall((json.dumps(req) + '\\n').encode()); out = s.makefile().readline(); s.close()\n"
+            "    return json.loads(out)\n"
+            "print('RAW', raw({'server': 'ipybox', 'tool': 'shell', 'arguments': {'cmd': 'touch %s'}}))\n"
+            "print('RAW', raw({'server': 'ipybox', 'tool': 'shell', 'arguments': {'cmd': 'x', 'env': {'A': 'b'}}}))\n"
+            "print('RAW', raw({'server': 'ipybox', 'tool': 'shelly', 'arguments': {'cmd': 'x'}}))\n"
+            "import os; print('APP', sorted(os.listdir('/app')))\n" % (long_tail, canary))
+        r, asked = c.call_answering("execute_ipython_cell", {"code": code}, lambda p: {"action": "accept"})
+        text = text_of(r)
+        msgs = [q["message"] for q in asked]
+        for m in msgs:
+            self.assertTrue(honest(m), m)
+        self.assertIn('the shell command: "touch /app/shown {no_such_name}"', msgs[0])
+        self.assertIn('"echo \\u202Eevil\\u001B[2K\\u2028; touch /app/escaped"', msgs[1])
+        self.assertIn("CUT: only the first 4000 of %d characters are shown" % (len(long_tail) + 7), msgs[2])
+        self.assertIn("touch %s" % canary, msgs[3])
+        self.assertEqual(len(asked), 5, msgs)  # the unknown tool is refused without asking
+        self.assertIn("APP ['escaped', 'hidden', 'shown', '{no_such_name}']", text)  # nothing 'lied' 
+        self.assertEqual(text.count("'approved'"), 1, text)
+        self.assertIn("expected the argument", text)
+        self.assertIn("has no tool", text)
+        self.assertFalse(os.path.exists(canary))
+
+    def test_an_approved_script_magic_opens_no_window_for_other_threads(self):
+        c = self.client("--approve-shell", "--require-shell-escape", "--approve-tools", "ipybox")
+        # A thread of kernel code tries the guarded ways again and again...
+        self.cell(c, (
+            "import subprocess, threading, time, os\n"
+            "tries = {'refused': 0}\n"
+            "def sneak():\n"
+            "    end = time.time() + 30\n"
+            "    while time.time() < end and not os.path.exists('/app/sneaked'):\n"
+            "        try:\n            subprocess.run(['touch', '/app/sneaked'])\n"
+            "        except RuntimeError:\n            tries['refused'] += 1\n"
+            "        time.sleep(0.005)\n"
+            "t = threading.Thread(target=sneak, daemon=True); t.start(); time.sleep(0.5)\n"))
+        # ...while an approved script magic runs.
+        text = self.cell(c, "%%bash\nsleep 3; echo magic ran\n")
+        self.assertIn("magic ran", text)
+        text = self.cell(c, "import os\nprint('SNEAKED', os.path.exists('/app/sneaked'), tries['refused'] > 10)")
+        self.assertIn("SNEAKED False True", text)
