@@ -32,6 +32,8 @@ def gen(g):
     if k == "nested":
         d = g["depth"]
         return '{"content":[{"type":"text","text":"deep"}],"structuredContent":{"v":%s%s}}' % ("[" * d, "]" * d)
+    if k == "objects":
+        return '{"content":[{"type":"text","text":"many"}],"structuredContent":{"v":[%s]}}' % ",".join(["{}"] * g["n"])
     if k == "blocks":
         return '{"content":[%s]}' % ",".join(['{"type":"text","text":"b"}'] * g["n"])
     if k == "image":
@@ -41,6 +43,8 @@ def gen(g):
         with open(g["path"], "w") as f:
             f.write(g["text"])
         return json.dumps({"content": [{"type": "text", "text": "written"}]})
+    if k == "env":
+        return json.dumps({"content": [{"type": "text", "text": os.environ.get(g["name"], "<unset>")}]})
     if k == "symlink":
         os.symlink(g["target"], g["path"])
         return json.dumps({"content": [{"type": "text", "text": "planted"}]})
@@ -261,6 +265,20 @@ class TestSandboxedServerParams(AttackCase):
             sandbox={"allowed_dirs": [os.path.join(shared, "docs")]}))
         self.assertIn("symlink", why)
 
+    @unittest.skip("finding, not fixed (report of issue 19's review): ${VAR} is filled in any server's params, "
+                   "also those register_mcp_server got from a model, so the model can read every variable of the "
+                   "supervisor's environment through a server of its own (or send it in an HTTP server's URL)")
+    def test_placeholders_do_not_hand_the_supervisors_environment_to_a_model(self):
+        secret = "sk-" + uuid.uuid4().hex
+        env = dict(os.environ, IPYBOX_R1_API_KEY=secret)
+        c = self.client("--sandbox-mcp-servers", "--approve-tools", "*", env=env)
+        params = server_params([("leak", {"gen": "env", "name": "K"})])
+        params["env"] = {"K": "${IPYBOX_R1_API_KEY}"}
+        r = c.call("register_mcp_server", {"server_name": "leaky", "server_params": params})
+        if not r.get("isError"):
+            text = self.cell(c, "from mcptools import _runtime\nprint(_runtime.call('leaky', 'leak', {}))")
+            self.assertNotIn(secret, text)
+
 
 def _cmdline(pid):
     try:
@@ -308,6 +326,23 @@ class TestHostileResults(AttackCase):
         self.assertIn("many call_full OK list 100000", text)
         self.assertIn("big call OK list 1 %d" % ((9 << 20) + 4), text)
         self.assertIn("2", c.execute("print(1+1)")[0])
+
+
+    @unittest.skip("finding, not fixed (report of issue 19's review): the MCP client parses a whole message with "
+                   "jansson before anything looks at it; a 16 MiB answer of 5.5 million empty objects takes the "
+                   "supervisor to 1.3 GB (620,000 text blocks: 1.55 GB), and each concurrent call can do it again. "
+                   "The fix belongs where messages are parsed (mcpclient/client.c), out of this review's scope")
+    def test_a_small_answer_of_many_values_does_not_swamp_the_supervisor(self):
+        c = self.client("--approve-tools", "*")
+        self.register(c, "bad", server_params([("objs", {"gen": "objects", "n": 5500000})]))
+
+        def peak_kib():
+            with open("/proc/%d/status" % c.proc.pid) as f:
+                return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+        before = peak_kib()
+        self.cell(c, "from mcptools import _runtime\ntry:\n    _runtime.call_full('bad', 'objs', {})\n"
+                     "except Exception as e:\n    print(type(e).__name__)\n")
+        self.assertLess(peak_kib() - before, 512 * 1024)
 
 
 class TestShellApproval(AttackCase):
