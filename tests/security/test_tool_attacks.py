@@ -194,14 +194,18 @@ class TestSandboxedServerParams(AttackCase):
                 self.assertIn("state directory", why)
         self.assertFalse(os.path.exists(os.path.join(homes, "notyet")))
         self.assertFalse(os.path.exists(os.path.join(homes, "thief")))
-        # `ipybox run`, which the server runs under, refuses them itself (on fds).
-        for target in (os.path.join(homes, "victim"), link):
-            p = subprocess.run([IPYBOX, "run", "--host-dir", target, "--", "/bin/cat",
+        # `ipybox run`, which the server runs under, refuses them itself (on fds), and a --home
+        # anywhere in the state directory but one server's private home.
+        for opt, target in (("--host-dir", os.path.join(homes, "victim")), ("--host-dir", link),
+                            ("--home", c.state_dir), ("--home", homes),
+                            ("--home", os.path.join(c.state_dir, "sessions")),
+                            ("--home", os.path.dirname(c.state_dir))):
+            p = subprocess.run([IPYBOX, "run", opt, target, "--", "/bin/cat",
                                 os.path.join(homes, "victim", ".npmrc")],
                                env=dict(os.environ, XDG_STATE_HOME=os.path.dirname(c.state_dir)),
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(p.returncode, 125, p.stdout + p.stderr)
-            self.assertIn("--host-dir", p.stderr)
+            self.assertIn(opt, p.stderr)
             self.assertIn("state directory", p.stderr)
             self.assertNotIn(token, p.stdout)
 
