@@ -139,7 +139,6 @@ def _shell_gate(escape):
     import contextvars
     import os
     import subprocess
-    import threading
     from IPython.core import interactiveshell
     from ipykernel import zmqshell
     from mcptools import _runtime
@@ -148,8 +147,11 @@ def _shell_gate(escape):
         """The application did not approve a shell command (it did not run)."""
 
     ShellCommandRejected.__module__ = "mcptools"
+    # Set only in the context of an approved command. Script magics start their process on
+    # their event loop's thread, in a coroutine handed over with run_coroutine_threadsafe: its
+    # task runs in a copy of the caller's context, so the approval goes with it, and with
+    # nothing else that thread (or any other) runs meanwhile.
     allowed = contextvars.ContextVar("ipybox_shell_allowed", default=False)
-    magic_running = threading.Event()  # script magics start their process on another thread
 
     def ask(tool, cmd):
         if not isinstance(cmd, str):
@@ -180,7 +182,7 @@ def _shell_gate(escape):
 
     if escape:
         def permitted():
-            return allowed.get() or magic_running.is_set()
+            return allowed.get()
 
         popen = subprocess.Popen
 
@@ -224,13 +226,11 @@ def _shell_gate(escape):
             def magic(line, cell, _name=name, _fn=fn):
                 plain = _name in ("bash", "sh") and not line.strip()
                 ask("shell_magic", cell if plain else "%%%%%s %s\n%s" % (_name, line, cell))
-                if not escape:
-                    return _fn(line, cell)
-                magic_running.set()
+                token = allowed.set(True)
                 try:
                     return _fn(line, cell)
                 finally:
-                    magic_running.clear()
+                    allowed.reset(token)
 
             magic.__name__ = magic.__qualname__ = name
             magic.__doc__ = fn.__doc__

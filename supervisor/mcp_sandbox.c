@@ -105,6 +105,15 @@ json_t *ipb_mcp_sandbox_wrap(const char *name, json_t *params, bool by_default, 
     /* The default sandbox: the check of an explicit one ran with the params (env names, cwd). */
     if (!sandbox && ipb_mcp_sandbox_check(params, json_true(), err) < 0)
         return NULL;
+    /* `ipybox run` refuses these too (on fds), but only its exit status would tell it here. */
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(json_is_object(sandbox) ? sandbox : NULL, "allowed_dirs"), i, a) {
+        char what[64];
+        snprintf(what, sizeof(what), "'sandbox'.'allowed_dirs'[%zu]", i);
+        if (ipb_host_dir_check(what, json_string_value(a), err) < 0)
+            return NULL;
+    }
     char exe[PATH_MAX];
     if (self_exe(exe, sizeof(exe), err) < 0)
         return NULL;
@@ -134,8 +143,6 @@ json_t *ipb_mcp_sandbox_wrap(const char *name, json_t *params, bool by_default, 
         goto oom;
     if (pass_env(args, env, merged) < 0 || push(args, "--") < 0 || json_array_append(args, command) < 0)
         goto oom;
-    size_t i;
-    json_t *a;
     json_array_foreach(json_object_get(params, "args"), i, a) {
         if (json_array_append(args, a) < 0)
             goto oom;

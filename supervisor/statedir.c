@@ -286,8 +286,12 @@ static int sub(char **ret, const char *base, const char *name, ipb_error **err) 
 /* A tree lent to a sandbox read-write must not hold the state directory: from there its code
  * could rewrite the record of granted trees (and so the planted-symlink rule), other sessions'
  * directories, their tool packages and sockets. One of the state directory's own workspaces
- * (an earlier default /app, named again) holds none of that. canon: the tree's canonical path. */
-static int state_reachable(const char *what, const char *canon, const char *state, ipb_error **err) {
+ * (an earlier default /app, named again) or one MCP server's private home (`ipybox run
+ * --home`) holds none of that: lendable says whether such a one is taken. A --host-dir (an
+ * MCP server's allowed dir, chosen by whoever registers it) is never lendable: another
+ * server's private home or another session's /app is not its to reach. canon: the tree's
+ * canonical path. */
+static int state_reachable(const char *what, const char *canon, const char *state, bool lendable, ipb_error **err) {
     cleanup_free char *st = realpath(state, NULL);
     if (!st || !canon)
         return 0;
@@ -295,14 +299,31 @@ static int state_reachable(const char *what, const char *canon, const char *stat
     if (asprintf(&wsroot, "%s/workspaces", st) < 0 || asprintf(&homes, "%s/" IPB_MCP_HOMES, st) < 0)
         return ipb_error_set(err, ENOMEM, "%s", what);
     bool holds = path_within(st, canon);
-    /* The private homes of sandboxed MCP servers are lent one each, like workspaces. */
-    bool inside = path_within(canon, st) && !(path_within(canon, wsroot) && strcmp(canon, wsroot)) &&
-                  !(path_within(canon, homes) && strcmp(canon, homes));
+    bool inside = path_within(canon, st) &&
+                  !(lendable && ((path_within(canon, wsroot) && strcmp(canon, wsroot)) ||
+                                 (path_within(canon, homes) && strcmp(canon, homes))));
     if (!holds && !inside)
         return 0;
-    return ipb_error_set(err, 0, "%s %s: %s ipybox's state directory %s (its sessions and the record of trees lent "
-                                 "to sandboxes); a sandbox must not reach it: choose another directory", what, canon,
-                         holds ? "holds" : "is inside", st);
+    return ipb_error_set(err, 0, "%s %s: %s ipybox's state directory %s (its sessions, workspaces, the private homes "
+                                 "of MCP servers and the record of trees lent to sandboxes); a sandbox must not reach "
+                                 "it: choose another directory", what, canon, holds ? "holds" : "is inside", st);
+}
+
+int ipb_host_dir_check(const char *what, const char *path, ipb_error **err) {
+    cleanup_free char *state = NULL;
+    if (ipb_state_dir(&state, err) < 0)
+        return -1;
+    ipb_strv trees;
+    if (ipb_sandbox_trees(&trees, err) < 0)
+        return -1;
+    int r = check_named_path(&trees, what, path, err);
+    ipb_strv_free(&trees);
+    if (r < 0)
+        return -1;
+    /* The canonical path of what exists now, else the path as written: a missing one is made
+     * by `ipybox run` without following anything. */
+    cleanup_free char *canon = realpath(path, NULL);
+    return state_reachable(what, canon ? canon : path, state, false, err);
 }
 
 int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs *ret, ipb_error **err) {
@@ -375,11 +396,15 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
                                 &d.bind_canon[i], err) < 0 ||
             file_id(d.bind_fds[i], &d.bind_ids[i], "--container-bind", o->binds[i].host, err) < 0)
             goto fail;
-    if (!d.workspace_owned && state_reachable("--workspace", d.workspace, state, err) < 0)
+    if (!d.workspace_owned && state_reachable("--workspace", d.workspace, state, true, err) < 0)
         goto fail;
-    for (size_t i = 0; i < o->n_binds; i++)
-        if (state_reachable("--container-bind", d.bind_canon[i], state, err) < 0)
+    /* The --host-dir entries are the last binds (options.c). */
+    for (size_t i = 0; i < o->n_binds; i++) {
+        bool host_dir = i >= o->n_binds - o->n_host_dirs;
+        if (state_reachable(host_dir ? "--host-dir" : "--container-bind", d.bind_canon[i], state, !host_dir, err) <
+            0)
             goto fail;
+    }
     /* Held for the session's life; swept of a killed session's temporary files first when no
      * live session holds it (treehold.h). */
     (void)ipb_tmp_marks_open(state);
@@ -392,7 +417,7 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
         goto fail;
     if (o->home_dir && (ipb_host_named_open("--home", o->home_dir, IPB_NAMED_MAKE_DIR, &d.home_fd, &d.home, err) < 0 ||
                         file_id(d.home_fd, &d.home_id, "--home", o->home_dir, err) < 0 ||
-                        state_reachable("--home", d.home, state, err) < 0))
+                        state_reachable("--home", d.home, state, true, err) < 0))
         goto fail;
     if (session_env(o, &d.env, err) < 0)
         goto fail;

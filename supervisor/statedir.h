@@ -54,6 +54,11 @@ void ipb_session_dirs_remove(ipb_session_dirs *d);
  * a SIGKILL), then the empty default workspaces no live session holds. Returns how many
  * session directories were removed. */
 int ipb_session_dirs_reap_stale(void);
+/* Refuses (with the reason, for what) an MCP server's allowed dir, path, that is in or over the
+ * state directory (neither another server's private home nor a session's workspace is lent to
+ * a server) or whose way passes through a symlink in a tree a sandbox could write, as path
+ * resolves now; `ipybox run --host-dir` checks both again, on fds. */
+int ipb_host_dir_check(const char *what, const char *path, ipb_error **err);
 /* The trees that sandbox code may have written (and left symlinks in): the recorded
  * workspaces and bind sources, and the state directory's sessions/ and workspaces/. */
 int ipb_sandbox_trees(ipb_strv *ret, ipb_error **err);

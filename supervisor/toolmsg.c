@@ -10,6 +10,7 @@
 #include "log.h"
 #include "strbuf.h"
 #include "toolcontent.h"
+#include "toolname.h"
 
 json_t *ipb_toolmsg_error(const char *kind, const char *message) {
     return json_pack("{s:{s:s, s:s}}", "error", "kind", kind, "message", message ? message : kind);
@@ -51,6 +52,13 @@ char *ipb_toolmsg_parse(const char *line, size_t len, ipb_mcp_servers *servers, 
         cleanup_free char *names = ipb_mcp_servers_names(servers);
         char *m = ipb_strdupf("no MCP server named '%.100s' is registered (registered: %s)", json_string_value(s),
                               names ? names : "?");
+        json_decref(root);
+        return m;
+    }
+    const char *unshowable = ipb_tool_name_problem(json_string_value(t), json_string_length(t));
+    if (unshowable) {
+        char *m = ipb_strdupf("the tool name %s: it cannot be shown truthfully in an approval question, so ipybox "
+                              "does not call it", unshowable);
         json_decref(root);
         return m;
     }

@@ -25,6 +25,7 @@ import dataclasses
 import enum
 import json
 import socket
+import sys
 import typing
 
 SOCKET_PATH = "/opt/ipybox/tool.sock"
@@ -248,6 +249,10 @@ def _result(server, tool, line):
         reply = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise _failed(server, tool, "the tool channel gave a reply that is not JSON") from None
+    except RecursionError:
+        # The supervisor passes on up to 2048 levels; Python's parser stops at its recursion limit.
+        raise _failed(server, tool, "the tool's result is nested too deeply to read (more levels than "
+                                    "Python's recursion limit, %d)" % sys.getrecursionlimit()) from None
     if isinstance(reply, dict) and len(reply) == 1:
         if "text" in reply and isinstance(reply["text"], str):
             return ToolResult([reply["text"]])

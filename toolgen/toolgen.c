@@ -7,6 +7,7 @@
 #include "cleanup.h"
 #include "pyemit.h"
 #include "schema.h"
+#include "toolname.h"
 #include "strbuf.h"
 
 bool ipb_toolgen_server_name_ok(const char *name, ipb_error **err) {
@@ -249,6 +250,12 @@ static int build_tool(ipb_toolgen_pkg *p, const char *server, json_t *tool, json
         return skip(p, NULL, "The tool is not a JSON object");
     if (!json_is_string(name))
         return skip(p, NULL, "The tool has no name (a string)");
+    const char *unshowable = ipb_tool_name_problem(json_string_value(name), json_string_length(name));
+    if (unshowable) {
+        cleanup_free char *why = ipb_strdupf("Its name %s: an approval question could not show it truthfully",
+                                             unshowable);
+        return why ? skip(p, name, why) : -ENOMEM;
+    }
     cleanup_free char *mod = module_name_n(json_string_value(name), json_string_length(name));
     if (!mod)
         return -ENOMEM;

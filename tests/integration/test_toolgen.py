@@ -327,11 +327,12 @@ class GeneratedTest(ToolgenCase):
         result = generate(self.root, "evil", tools)
         modules = {m["module"]: m["tool"] for m in result["modules"]}
         self.assertEqual(modules, {
-            "x___import_os__": "x); import os #", "t____": "'''", "t_____import_os": "\"\"\"\nimport os",
+            "x___import_os__": "x); import os #",
             "t_import": "import", "t___init__": "__init__", "t__runtime": "_runtime", "t__t__": "\u00e9t\u00e9\U0001f600",
             "echo": "ECHO", "bad_schemas": "bad-schemas"})
         skipped = result["skipped"]
-        self.assertEqual([s["tool"] for s in skipped], ["echo", "", None, None, None])
+        # Names with quotes or line breaks cannot be shown in an approval question (toolname.h).
+        self.assertEqual([s["tool"] for s in skipped], ["'''", "\"\"\"\nimport os", "echo", "", None, None, None])
         self.assertTrue(all(len(s["reason"]) > 10 for s in skipped))
         files, infos = self.check_files("evil", result)
         with Imported(self.root) as im:
