@@ -1,4 +1,5 @@
 #include "jsonrpc.h"
+#include "jsonlimit.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -110,6 +111,8 @@ void jrpc_parse(const char *line, size_t len, jrpc_msg *m) {
     json_error_t e;
     /* Nesting is capped by jansson's parser depth; duplicates would make intent ambiguous. */
     /* NUL characters in strings are let through so that tools can refuse them by name. */
+    if (!ipb_json_values_ok(line, len, IPB_JSON_MAX_VALUES))
+        return invalid(m, JRPC_PARSE_ERROR, "Parse error: the message has more than 1048576 values");
     m->root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
     if (!m->root)
         return invalid(m, JRPC_PARSE_ERROR, "Parse error: the message is not valid JSON");

@@ -1,4 +1,5 @@
 #include "jupyter_msg.h"
+#include "jsonlimit.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>
@@ -98,6 +99,9 @@ int jmsg_build(const char *key, const char *session, const char *msg_type, json_
 
 static json_t *load_object(const jmsg_frame *f) {
     json_error_t e;
+    /* A kernel's message of tiny values would cost tens of times its size once parsed. */
+    if (!ipb_json_values_ok(f->data, f->len, IPB_JSON_MAX_VALUES))
+        return NULL;
     /* Output may legitimately contain NUL characters; callers work with lengths. */
     json_t *j = json_loadb(f->data, f->len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
     if (j && !json_is_object(j)) {

@@ -2,6 +2,7 @@
  * line made from a finished call. No I/O but a log line for dropped content blocks; shared by
  * the channel and tests. */
 #include "toolmsg.h"
+#include "jsonlimit.h"
 
 #include <errno.h>
 #include <string.h>
@@ -20,6 +21,8 @@ char *ipb_toolmsg_parse(const char *line, size_t len, ipb_mcp_servers *servers, 
                          const char **server, const char **tool, json_t **args) {
     json_error_t jerr;
     *ret_root = NULL;
+    if (!ipb_json_values_ok(line, len, IPB_JSON_MAX_VALUES))
+        return ipb_strdupf("a tool call may hold at most %zu JSON values", IPB_JSON_MAX_VALUES);
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(root)) {
         json_decref(root);

@@ -19,6 +19,7 @@
 #include "cleanup.h"
 #include "error.h"
 #include "fdio.h"
+#include "jsonlimit.h"
 #include "strbuf.h"
 #include "tree.h"
 
@@ -493,6 +494,35 @@ START_TEST(fixed_bug_mkdir_p_existing_file) {
 }
 END_TEST
 
+/* The values a parse would build are counted before it, strings and escapes skipped. */
+START_TEST(json_values_bound) {
+    ck_assert_uint_eq(ipb_json_values_bound("1", 1, 100), 1);
+    ck_assert_uint_eq(ipb_json_values_bound("[1,2,3]", 7, 100), 4);
+    ck_assert_uint_eq(ipb_json_values_bound("{\"a\":[],\"b\":{}}", 15, 100), 5);
+    /* Structure inside strings, escaped quotes and backslashes, counts for nothing. */
+    const char *s = "[\"[,{,\\\"[,\", \"\\\\\", {}]";
+    ck_assert_uint_eq(ipb_json_values_bound(s, strlen(s), 100), 5);
+    /* An unterminated string ends the count. */
+    ck_assert_uint_eq(ipb_json_values_bound("[\"[[[[", 6, 100), 2);
+    /* Counting stops once past the limit. */
+    char many[3000];
+    for (size_t i = 0; i < sizeof(many); i += 3)
+        memcpy(many + i, "[],", 3);
+    ck_assert_uint_eq(ipb_json_values_bound(many, sizeof(many), 10), 11);
+    ck_assert(!ipb_json_values_ok(many, sizeof(many), 1999));
+    ck_assert(ipb_json_values_ok(many, sizeof(many), 2001));
+    /* Megabytes of one string are one value. */
+    size_t big = 8u << 20;
+    char *text = malloc(big);
+    ck_assert_ptr_nonnull(text);
+    memset(text, 'x', big);
+    text[0] = '"';
+    text[big - 1] = '"';
+    ck_assert_uint_eq(ipb_json_values_bound(text, big, 10), 1);
+    free(text);
+}
+END_TEST
+
 static Suite *common_suite(void) {
     Suite *s = suite_create("common");
     TCase *e = tcase_create("error");
@@ -523,6 +553,7 @@ static Suite *common_suite(void) {
     tcase_add_test(t, rm_rf_very_deep_tree);
     tcase_add_test(t, rm_rf_races_with_symlink_swaps);
     tcase_add_test(t, read_file_refuses_fifo_without_blocking);
+    tcase_add_test(t, json_values_bound);
     tcase_set_timeout(t, 60);
     suite_add_tcase(s, t);
 
