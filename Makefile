@@ -1,6 +1,7 @@
 # ipybox-native build. Plain make; every library comes through pkg-config.
 #   make            build bin/ipybox and libexec/ipybox-shim under $(BUILD)
-#   make check      unit, integration, security, SDK and fault-injection tests
+#   make check      unit (with the fuzz harnesses over their seeds), integration, security, SDK
+#                   and fault-injection tests
 #   make check-system  the system service as installed, in a Debian 12 VM (root; tests/vm/)
 #   make sanitize   the same tests with SANITIZE=address,undefined in build-san/
 #   make check-fresh  ./start and ./test in a bare Debian 12 root (debootstrap; root, network)
@@ -85,6 +86,8 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRCS))
 FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
+FUZZ_BINS  := $(patsubst %,$(BUILD)/tests/fuzz/fuzz_%,$(FUZZ_NAMES))
 # Host-side test programs (drive one library from Python tests): tests/tools/*.c
 TOOL_SRCS  := $(wildcard tests/tools/*.c)
 TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRCS))
@@ -138,11 +141,57 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -Wall -Werror -static -o $@ $<
 
-unit: $(UNIT_BINS)
-	@tests/run-unit $(UNIT_BINS)
+# The fuzz harnesses without libFuzzer: each tests/fuzz/fuzz_X.c with tests/fuzz/driver.c (a
+# main() that runs each input once, as libFuzzer's -runs=0), linked with the FUZZ_SOURCES and
+# FUZZ_PKGS its header names (the same lines tests/fuzz/run builds from), built with this
+# compiler and these flags plus FUZZ_SANITIZE (empty: none). The unit tier runs each over
+# tests/fuzz/seeds/X/ and tests/fuzz/regressions/X/ (tests/lib/run_all.py). Objects go to
+# $(BUILD)/tests/fuzz/obj/, instrumented unlike $(BUILD)/obj/.
+FUZZ_SANITIZE ?= address,undefined
+FUZZ_OBJ      := $(BUILD)/tests/fuzz/obj
+FUZZ_INC      := -Icommon -Ipolicy -Ikernel-shim -Inetfilter -Iproxy -Isupervisor -Imonitor -Imcpclient
+FUZZ_CFLAGS   := $(ALL_CFLAGS)
+FUZZ_LDFLAGS  := $(ALL_LDFLAGS)
+ifneq ($(FUZZ_SANITIZE),)
+FUZZ_CFLAGS  += -fsanitize=$(FUZZ_SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer -U_FORTIFY_SOURCE
+FUZZ_LDFLAGS += -fsanitize=$(FUZZ_SANITIZE)
+endif
+# FUZZ_SOURCES_X and FUZZ_PKGS_X from the first such line of each harness's header, read by one
+# awk for all harnesses ("@@" stands for a newline until $(eval)).
+define fuzz_newline
 
-check: all $(UNIT_BINS) $(HELPER_BINS) $(TOOL_BINS)
-	@PYTHON=$(PYTHON) BUILD=$(BUILD) tests/run-all $(UNIT_BINS)
+
+endef
+FUZZ_META := $(shell awk 'FNR == 1 { n = FILENAME; sub(/^.*\/fuzz_/, "", n); sub(/\.c$$/, "", n); s = p = 0 } \
+    /^ *\* *FUZZ_SOURCES:/ && !s { s = 1; v = $$0; sub(/^ *\* *FUZZ_SOURCES:[ ]*/, "", v); printf "FUZZ_SOURCES_%s := %s@@", n, v } \
+    /^ *\* *FUZZ_PKGS:/ && !p { p = 1; v = $$0; sub(/^ *\* *FUZZ_PKGS:[ ]*/, "", v); printf "FUZZ_PKGS_%s := %s@@", n, v }' $(FUZZ_SRCS))
+$(eval $(subst @@,$(fuzz_newline),$(FUZZ_META)))
+
+$(FUZZ_OBJ)/tests/fuzz/%.o: tests/fuzz/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_CFLAGS) $(FUZZ_INC) -MMD -MP -c $< -o $@
+
+$(FUZZ_OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_CFLAGS) $(INC_$(firstword $(subst /, ,$<))) -MMD -MP -c $< -o $@
+
+define fuzz_driver
+ifeq ($$(strip $$(FUZZ_SOURCES_$(1))),)
+$(BUILD)/tests/fuzz/fuzz_$(1):
+	@echo "tests/fuzz/fuzz_$(1).c has no 'FUZZ_SOURCES:' line in its header (the project sources it links with)" >&2; false
+else
+$(BUILD)/tests/fuzz/fuzz_$(1): $(FUZZ_OBJ)/tests/fuzz/fuzz_$(1).o $(FUZZ_OBJ)/tests/fuzz/driver.o \
+    $$(patsubst %.c,$(FUZZ_OBJ)/%.o,$$(FUZZ_SOURCES_$(1)))
+	$$(CC) $$(FUZZ_LDFLAGS) -o $$@ $$^ $$(if $$(strip $$(FUZZ_PKGS_$(1))),$$(shell $$(PKG_CONFIG) --libs $$(FUZZ_PKGS_$(1))))
+endif
+endef
+$(foreach n,$(FUZZ_NAMES),$(eval $(call fuzz_driver,$(n))))
+
+unit: $(UNIT_BINS) $(FUZZ_BINS)
+	@tests/run-unit $(UNIT_BINS) $(FUZZ_BINS)
+
+check: all $(UNIT_BINS) $(FUZZ_BINS) $(HELPER_BINS) $(TOOL_BINS)
+	@PYTHON=$(PYTHON) BUILD=$(BUILD) tests/run-all $(UNIT_BINS) $(FUZZ_BINS)
 
 # The VM tier: a stock Debian 12 under qemu (KVM, else TCG) gets this checkout, builds and
 # installs it and runs the system service under systemd with cgroup v2 (tests/vm/system.sh).
@@ -159,7 +208,7 @@ sanitize:
 check-fresh:
 	@tests/fresh/run.sh
 
-# libFuzzer harnesses (clang); each runs for FUZZ_SECONDS.
+# libFuzzer harnesses (clang); each runs for FUZZ_SECONDS (0: each seed and regression once).
 FUZZ_SECONDS ?= 60
 fuzz:
 	@tests/fuzz/run $(FUZZ_SECONDS)
@@ -220,4 +269,4 @@ uninstall:
 clean:
 	rm -rf build build-san
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(FUZZ_OBJ) -name '*.d' 2>/dev/null)
