@@ -7,7 +7,7 @@
  *    (lines end at '\n', one trailing '\r' is dropped, a last unterminated line counts) and then
  *    fed to jrpc_parse() exactly as mcp_server.c does.
  *
- * FUZZ_SOURCES: supervisor/jsonrpc.c common/strbuf.c common/error.c common/nofile.c
+ * FUZZ_SOURCES: supervisor/jsonrpc.c common/jsonlimit.c common/strbuf.c common/error.c common/nofile.c
  * FUZZ_PKGS: jansson
  */
 #include <errno.h>

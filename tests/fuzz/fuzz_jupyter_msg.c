@@ -13,7 +13,7 @@
  *   3  build:  msg_type (first piece) and a content object (second piece) go through jmsg_build();
  *              jmsg_parse() of the result must give back the same msg_type and content.
  *
- * FUZZ_SOURCES: supervisor/jupyter_msg.c supervisor/jsonfast.c common/fdio.c common/strbuf.c common/error.c common/nofile.c
+ * FUZZ_SOURCES: supervisor/jupyter_msg.c common/jsonlimit.c supervisor/jsonfast.c common/fdio.c common/strbuf.c common/error.c common/nofile.c
  * FUZZ_PKGS: jansson openssl
  */
 #include <stdint.h>

@@ -13,7 +13,7 @@
  *  - literals decode back to the server's text: TOOL to the tool's name, the module docstring
  *    to its description, __all__ to the module names reported, defaults to JSON that parses.
  *
- * FUZZ_SOURCES: toolgen/toolgen.c toolgen/schema.c toolgen/pyemit.c common/strbuf.c common/error.c common/nofile.c
+ * FUZZ_SOURCES: toolgen/toolgen.c toolgen/toolname.c toolgen/schema.c toolgen/pyemit.c common/strbuf.c common/error.c common/nofile.c
  * FUZZ_PKGS: jansson
  */
 #include <stdbool.h>
