@@ -16,6 +16,7 @@ import dataclasses
 import enum
 import json
 import socket
+import time
 import typing
 
 SOCKET_PATH = "/opt/ipybox/tool.sock"
@@ -110,11 +111,32 @@ def _result(server, tool, line):
     raise _failed(server, tool, "the tool channel gave a reply of an unknown shape")
 
 
-def call(server, tool, arguments=None):
+# --- call(), acall() and their call_timeout (issue 19: concurrent and cancellable calls) ---
+
+
+def _deadline(server, tool, call_timeout):
+    """Seconds allowed for the whole call (None: no limit of the caller's own)."""
+    if call_timeout is None:
+        return None
+    if isinstance(call_timeout, bool) or not isinstance(call_timeout, (int, float)) or not call_timeout > 0:
+        raise ValueError("call_timeout must be a positive number of seconds or None, not %r" % (call_timeout,))
+    return float(call_timeout)
+
+
+def _timed_out(server, tool, call_timeout):
+    return ToolTimeout(server, tool, "timeout",
+                       "no answer within call_timeout=%g s; the call was cancelled" % call_timeout)
+
+
+def call(server, tool, arguments=None, *, call_timeout=None):
     """Calls `tool` of MCP server `server` with `arguments` (a dict of JSON values). Returns the
     structured content (any JSON value) or the text of the answer (str); raises ToolCallError
-    (or a subclass) when there is none."""
+    (or a subclass) when there is none. call_timeout (seconds): past it ToolTimeout is raised
+    and the socket closed, which cancels the call at its server. Calls from several threads
+    run concurrently."""
     data = _request(server, tool, arguments)
+    limit = _deadline(server, tool, call_timeout)
+    until = None if limit is None else time.monotonic() + limit
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         try:
@@ -123,8 +145,11 @@ def call(server, tool, arguments=None):
             raise _unavailable(server, tool, e) from None
         buf = bytearray()
         try:
+            sock.settimeout(limit)
             sock.sendall(data)
             while True:
+                if until is not None:
+                    sock.settimeout(max(until - time.monotonic(), 0.001))
                 chunk = sock.recv(_CHUNK)
                 if not chunk:
                     line = bytes(buf)
@@ -134,6 +159,8 @@ def call(server, tool, arguments=None):
                 line = _take_line(buf, start, server, tool)
                 if line is not None:
                     break
+        except socket.timeout:
+            raise _timed_out(server, tool, limit) from None
         except OSError as e:
             raise _failed(server, tool, "the tool channel failed: %s" % (e.strerror or e)) from None
     finally:
@@ -141,33 +168,46 @@ def call(server, tool, arguments=None):
     return _result(server, tool, line)
 
 
-async def acall(server, tool, arguments=None):
-    """call() for asyncio (the kernel's loop: top-level await works in a cell)."""
+async def _aexchange(reader, writer, data, server, tool):
+    buf = bytearray()
+    writer.write(data)
+    await writer.drain()
+    while True:
+        chunk = await reader.read(_CHUNK)
+        if not chunk:
+            return bytes(buf)
+        start = len(buf)
+        buf += chunk
+        line = _take_line(buf, start, server, tool)
+        if line is not None:
+            return line
+
+
+async def acall(server, tool, arguments=None, *, call_timeout=None):
+    """call() for asyncio (the kernel's loop: top-level await works in a cell). Cancelling the
+    task, or call_timeout passing, closes the socket and so cancels the call at its server."""
     data = _request(server, tool, arguments)
+    limit = _deadline(server, tool, call_timeout)
     try:
         reader, writer = await asyncio.open_unix_connection(SOCKET_PATH)
     except OSError as e:
         raise _unavailable(server, tool, e) from None
     try:
-        buf = bytearray()
         try:
-            writer.write(data)
-            await writer.drain()
-            while True:
-                chunk = await reader.read(_CHUNK)
-                if not chunk:
-                    line = bytes(buf)
-                    break
-                start = len(buf)
-                buf += chunk
-                line = _take_line(buf, start, server, tool)
-                if line is not None:
-                    break
+            if limit is None:
+                line = await _aexchange(reader, writer, data, server, tool)
+            else:
+                line = await asyncio.wait_for(_aexchange(reader, writer, data, server, tool), limit)
+        except asyncio.TimeoutError:
+            raise _timed_out(server, tool, limit) from None
         except OSError as e:
             raise _failed(server, tool, "the tool channel failed: %s" % (e.strerror or e)) from None
     finally:
         writer.close()
     return _result(server, tool, line)
+
+
+# --- end of call(), acall() ---
 
 
 def make_params(cls, params, kwargs):

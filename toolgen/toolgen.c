@@ -91,6 +91,9 @@ static int run_doc(ipb_buf *d, tg_module *m, const char *server, json_t *name, b
     if (e == 0)
         e = tg_module_describe(m, "Params", d);
     if (e == 0)
+        e = append_str(d, "\n    call_timeout: seconds to wait for the answer at most (None: the supervisor's "
+                          "limit); then mcptools.ToolTimeout is raised and the call is cancelled at its server.");
+    if (e == 0)
         e = append_str(d, has_result ? "\n\nReturns:\n    A Result when the tool answers with structured content, "
                                        "else the text of its answer (str).\n"
                                      : "\n\nReturns:\n    The tool's structured content (as JSON values) when it "
@@ -107,13 +110,13 @@ static int run_def(ipb_buf *b, tg_module *m, const char *server, json_t *name, b
     ipb_buf d = {0};
     int e = run_doc(&d, m, server, name, has_result, async);
     if (e == 0)
-        e = append_str(b, async ? "async def run_async(params=None, /, **kwargs):\n    "
-                                : "def run(params=None, /, **kwargs):\n    ");
+        e = append_str(b, async ? "async def run_async(params=None, /, *, call_timeout=None, **kwargs):\n    "
+                                : "def run(params=None, /, *, call_timeout=None, **kwargs):\n    ");
     if (e == 0)
         e = ipb_py_str(b, d.data ? d.data : "", d.len);
     ipb_buf_free(&d);
     const char *call = async ? "await _rt.acall" : "_rt.call";
-    const char *args = "_rt.to_json(_rt.make_params(Params, params, kwargs))";
+    const char *args = "_rt.to_json(_rt.make_params(Params, params, kwargs)), call_timeout=call_timeout";
     if (e == 0 && has_result)
         e = ipb_buf_appendf(b,
                             "\n    value = %s(SERVER, TOOL, %s)\n"
