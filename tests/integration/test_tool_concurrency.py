@@ -193,7 +193,7 @@ class TestApprovals(ConcurrencyCase):
                                                                                            "timeout": 60}})
         asked = self.open_questions(c, rid, 2)
         self.assertNotEqual(asked[0]["id"], asked[1]["id"])
-        by_tag = {("first" if "first" in q["params"]["message"] else "second"): q for q in asked}
+        by_tag = {q["params"]["_meta"]["ipybox/toolCall"]["arguments"]["tag"]: q for q in asked}
         self.assertEqual(set(by_tag), {"first", "second"})
         c.send({"jsonrpc": "2.0", "id": by_tag["second"]["id"], "result": ACCEPT})
         c.send({"jsonrpc": "2.0", "id": by_tag["first"]["id"], "result": DECLINE})
