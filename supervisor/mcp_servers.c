@@ -446,7 +446,9 @@ static void job_run(void *p, int cancel_fd) {
     pthread_mutex_lock(&e->mu);
     if (c) {
         e->calls--;
-        if (j->err && j->err->errnum == ECANCELED)
+        /* Given up on (cancelled, or its own limit passed): the server was told, but may still
+         * be busy with it. */
+        if (j->err && (j->err->errnum == ECANCELED || j->err->errnum == ETIMEDOUT))
             e->abandoned = true;
     }
     e->active--;

@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import McpClient, require_sandbox, wait_for  # noqa: E402
+from ipybox_test import McpClient, descendants, require_sandbox, wait_for  # noqa: E402
 import mcp_servers  # noqa: E402
 
 ACCEPT = {"action": "accept", "content": {}}
@@ -52,6 +52,16 @@ class ConcurrencyCase(unittest.TestCase):
         """The ids of the calls of tool name the server saw."""
         return [e["id"] for e in mcp_servers.read_events(self.events[server])
                 if e["event"] == "call" and e.get("name") == name]
+
+    def server_pids(self, c, server):
+        """The processes of stdio server `server` (found by its events file on the command line)."""
+        def cmdline(pid):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    return f.read().decode(errors="replace")
+            except OSError:
+                return ""
+        return [p for p in descendants(c.proc.pid) if self.events[server] in cmdline(p)]
 
     def cancelled(self, server):
         return [e["requestId"] for e in mcp_servers.read_events(self.events[server]) if e["event"] == "cancelled"]
@@ -124,11 +134,14 @@ class TestIndependence(ConcurrencyCase):
 class TestCancellation(ConcurrencyCase):
     def test_a_cell_timeout_cancels_the_call_at_the_stdio_server(self):
         c = self.client("--approve-tools", "*")
+        self.assertTrue(wait_for(lambda: len(self.server_pids(c, "a")) == 1, 20))
+        pids = self.server_pids(c, "a")
         text, r = c.execute("from mcptools.a import sleep\nsleep.run(seconds=120, tag='slow')", timeout=3)
         self.assertIn("timed out", text.lower() + json.dumps(r).lower())
         self.assert_cancelled_at_server("a", "sleep")
         # The server was not restarted for it, and serves the next call.
         self.assertIn("slept 0 next", self.cell(c, "from mcptools.a import sleep\nprint(sleep.run(seconds=0, tag='next'))"))
+        self.assertEqual(self.server_pids(c, "a"), pids)
 
     def test_a_cell_timeout_cancels_the_call_at_an_http_server(self):
         ev = os.path.join(self.tmp.name, "http.events")
