@@ -111,8 +111,11 @@ int ipb_mcpc_exit_fd(const ipb_mcpc *c);
  * Streamable HTTP answer's stream is closed first), and the client stays alive (a late answer
  * is skipped). The caller makes fd unreadable again before the next call. */
 void ipb_mcpc_set_cancel_fd(ipb_mcpc *c, int fd);
-/* Requests cancelled so far. */
+/* Requests cancelled at the server so far (cancel fd or timeout). */
 size_t ipb_mcpc_cancelled(const ipb_mcpc *c);
+/* Answers skipped because no call waits for them: an id never sent, a second answer to one id,
+ * the late answer of a call given up on (each logged at info level with its id). */
+size_t ipb_mcpc_stray(const ipb_mcpc *c);
 
 /* --- Concurrent calls ---------------------------------------------------------------------
  * tools/call that any number of threads may make on one client at once, each request with its
