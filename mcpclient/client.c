@@ -106,8 +106,9 @@ static json_t *exchange(ipb_mcpc *c, const char *method, json_t *params, int can
             own->cancel_fd = cancel_fd;
             own->stop_fd = c->stop_fd;
             resp = mcpc_exchange_direct(c, own, id, msg, deadline, true, err);
-            /* This call's connection failing says the server is gone (or unreachable). */
-            if (!resp && *err && (own->broken || (*err)->errnum == ECONNRESET))
+            /* This call's connection failing says the server is gone (or unreachable); a message
+             * over the limit or a malformed storm ends only this call's own stream. */
+            if (!resp && *err && (own->broken || (*err)->errnum == ECONNRESET) && (*err)->errnum != EMSGSIZE)
                 mcpc_mark_dead(c, *err);
             own->ops->close(own, false);
         }
@@ -352,6 +353,7 @@ ipb_mcpc *ipb_mcpc_connect(const char *name, json_t *params, const ipb_mcp_limit
         client_free(c, false);
         return NULL;
     }
+    c->t->stop_fd = c->stop_fd; /* a later new session, and the reader, end at a shutdown */
     /* One connection for every call: from now on a reader thread takes what arrives. */
     if (!c->t->ops->clone && mcpc_mux_start(c, err) < 0) {
         ipb_error_wrap(err, "MCP server '%s'", c->name);
@@ -451,7 +453,12 @@ json_t *ipb_mcpc_call(ipb_mcpc *c, const char *tool, json_t *arguments, int canc
 }
 
 json_t *ipb_mcpc_call_tool(ipb_mcpc *c, const char *tool, json_t *arguments, ipb_error **err) {
-    return ipb_mcpc_call(c, tool, arguments, c->cancel_fd, 0, err);
+    json_t *r = ipb_mcpc_call(c, tool, arguments, c->cancel_fd, 0, err);
+    /* One call at a time: a server that serves calls one after another may still be busy with
+     * this one, so its callers connect again (as before calls ran concurrently). */
+    if (!r && *err && (*err)->errnum == ETIMEDOUT)
+        mcpc_mark_dead(c, *err);
+    return r;
 }
 
 bool ipb_mcpc_alive(ipb_mcpc *c) {

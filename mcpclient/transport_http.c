@@ -320,7 +320,7 @@ static mcpc_transport *http_new(const mcpc_transport *like, http_shared *s, bool
     t->base.ops = &http_ops;
     t->base.name = like->name;
     t->base.limits = like->limits;
-    t->base.protocol_version = like->protocol_version;
+    t->base.protocol_version = __atomic_load_n(&like->protocol_version, __ATOMIC_ACQUIRE);
     t->base.cancel_fd = t->base.stop_fd = -1;
     t->s = s;
     t->is_clone = is_clone;

@@ -141,8 +141,8 @@ static int sse_send(mcpc_transport *base, const char *msg, size_t len, enum mcpc
                       HTTPC_EXPECT_NONE, err) < 0 ||
         httpc_start(&t->post, err) < 0)
         return -1;
-    if (httpc_drive(t->post_multi, deadline, post_done, t, "the server did not accept a message before the deadline",
-                    err) < 0)
+    if (httpc_drive_cancellable(t->post_multi, deadline, -1, base->stop_fd, post_done, t,
+                                "the server did not accept a message before the deadline", err) < 0)
         return -1;
     httpc_stop(&t->post);
     bool broken = false;

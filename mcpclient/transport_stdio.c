@@ -447,13 +447,17 @@ static int stdio_send(mcpc_transport *base, const char *msg, size_t len, enum mc
          * thread owns its stdout, that thread does (and only it). */
         bool reading = !t->eof && t->in.len - t->start < base->limits.max_message + READ_CHUNK &&
                        (!base->has_reader || mcpc_in_reader);
-        struct pollfd pf[2] = {{t->to_fd, POLLOUT, 0}, {t->from_fd, reading ? POLLIN : 0, 0}};
+        struct pollfd pf[3] = {{t->to_fd, POLLOUT, 0},
+                               {t->from_fd, reading ? POLLIN : 0, 0},
+                               {base->stop_fd, base->stop_fd >= 0 ? POLLIN : 0, 0}};
         long left = mcpc_ms_left(deadline);
         if (left == 0)
             return mcpc_fail(err, ETIMEDOUT, "the server did not read its stdin before the deadline");
-        int r = poll(pf, 2, left > 1000000 ? 1000000 : (int)left);
+        int r = poll(pf, 3, left > 1000000 ? 1000000 : (int)left);
         if (r < 0 && errno != EINTR)
             return mcpc_fail(err, errno, "poll failed: %s", strerror(errno));
+        if (r > 0 && (pf[2].revents & POLLIN))
+            return mcpc_fail(err, ESHUTDOWN, "the client was shut down");
         if (r > 0 && (pf[1].revents & (POLLIN | POLLHUP))) {
             ssize_t got = read_some(t);
             if (got == 0)
