@@ -51,8 +51,9 @@ typedef struct mcpc_transport_ops {
     /* The next message from the server, as malloc'd text (NUL-terminated, *ret_len bytes).
      * Returns 1, or -1 with *err set. */
     int (*recv)(mcpc_transport *t, long deadline, char **ret_msg, size_t *ret_len, ipb_error **err);
-    /* Forgets the HTTP session (after ESTALE), so that the next message starts a new one. NULL for
-     * transports without sessions. */
+    /* Forgets the HTTP session (after ESTALE), so that the next message of this transport starts
+     * a new one, which then replaces the old one for its clones too. NULL for transports without
+     * sessions. */
     void (*reset_session)(mcpc_transport *t);
     /* Ends the transport and frees it. graceful: as ipb_mcpc_close() describes; else at once
      * (stdio: SIGKILL to the process group and reaped). */

@@ -28,6 +28,7 @@ typedef struct http_transport {
     mcpc_transport base;
     http_shared *s; /* owned by the transport mcpc_http_open() made, borrowed by its clones */
     bool is_clone;
+    bool fresh; /* after reset_session: the session in s is forgotten (under s->lock) */
     CURLM *multi;
     httpc_xfer req;   /* the last request and the answer we read from it */
     bool req_handled; /* its end was turned into messages or an error */
@@ -46,7 +47,7 @@ static struct curl_slist *post_headers(http_transport *t, bool *with_session) {
     char line[1200];
     line[0] = '\0';
     pthread_mutex_lock(&t->s->lock);
-    if (t->s->session_id)
+    if (t->s->session_id && !t->fresh)
         snprintf(line, sizeof(line), "Mcp-Session-Id: %s", t->s->session_id);
     pthread_mutex_unlock(&t->s->lock);
     *with_session = line[0] != '\0';
@@ -71,12 +72,18 @@ fail:
 
 static bool other_done(void *ctx) { return ((http_transport *)ctx)->other.done; }
 
-/* The session id from an answer, the first time there is one. */
+/* The session id from an answer, the first time there is one; after reset_session, the one of
+ * the new session's first answer (or none) replaces the forgotten one. */
 static int take_session(http_transport *t, httpc_xfer *x, ipb_error **err) {
     if (x->session_id_bad)
         return mcpc_fail(err, EPROTO, "the server sent an invalid Mcp-Session-Id (visible ASCII, at most 1024 bytes)");
     int r = 0;
     pthread_mutex_lock(&t->s->lock);
+    if (t->fresh) {
+        free(t->s->session_id);
+        t->s->session_id = NULL;
+        t->fresh = false;
+    }
     if (x->session_id && !t->s->session_id && !(t->s->session_id = strdup(x->session_id)))
         r = mcpc_fail(err, ENOMEM, "out of memory");
     pthread_mutex_unlock(&t->s->lock);
@@ -241,11 +248,13 @@ static int http_recv(mcpc_transport *base, long deadline, char **ret_msg, size_t
     }
 }
 
+/* The next request of this transport (initialize) goes without the session id, and its answer's
+ * session replaces the forgotten one; meanwhile the clones still send the old one (and get 404,
+ * and wait for the new session in the core) rather than none. */
 static void http_reset_session(mcpc_transport *base) {
     http_transport *t = (http_transport *)base;
     pthread_mutex_lock(&t->s->lock);
-    free(t->s->session_id);
-    t->s->session_id = NULL;
+    t->fresh = true;
     pthread_mutex_unlock(&t->s->lock);
 }
 

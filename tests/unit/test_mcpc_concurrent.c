@@ -511,6 +511,38 @@ START_TEST(shutdown_ends_all) {
 }
 END_TEST
 
+/* Streamable HTTP: the server forgets the session; ten calls at once all see 404 (or come after
+ * the new session), one new session is started for all of them, and every call is answered. */
+START_TEST(http_session_renewed_once) {
+    ipb_mcpc *c = connect_fake(1);
+    ipb_error *err = NULL;
+    json_t *r = ipb_mcpc_call(c, "expire", NULL, -1, 0, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    ck_assert_str_eq(text_of(r), "expired");
+    json_decref(r);
+    enum { N = 10 };
+    call k[N];
+    char tags[N][8];
+    for (int i = 0; i < N; i++) {
+        snprintf(tags[i], sizeof(tags[i]), "r%d", i);
+        call_start(&k[i], c, "sleep", sleep_args(0.3, tags[i]), -1, 0);
+    }
+    for (int i = 0; i < N; i++) {
+        call_join(&k[i]);
+        char want[24];
+        snprintf(want, sizeof(want), "slept 0.3 %.7s", tags[i]);
+        expect_text(&k[i], want);
+        call_free(&k[i]);
+    }
+    r = ipb_mcpc_call(c, "expire", NULL, -1, 0, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "initializes")), 2);
+    json_decref(r);
+    ck_assert(ipb_mcpc_alive(c));
+    ipb_mcpc_close(c);
+}
+END_TEST
+
 static Suite *mcpc_concurrent_suite(void) {
     Suite *s = suite_create("mcpc_concurrent");
     TCase *t = tcase_create("concurrent");
@@ -522,6 +554,7 @@ static Suite *mcpc_concurrent_suite(void) {
     tcase_add_loop_test(t, timeout_ends_one, 0, 3);
     tcase_add_loop_test(t, stray_and_late_answers, 0, 3);
     tcase_add_loop_test(t, shutdown_ends_all, 0, 3);
+    tcase_add_test(t, http_session_renewed_once);
     suite_add_tcase(s, t);
     return s;
 }
