@@ -261,7 +261,7 @@ def fake_http(transport="http", *options):
 #                         the answer's event stream)
 #   late                  waits until its request is cancelled, then answers anyway (HTTP: on the
 #                         stream the client closed, so it is never seen)
-#   expire                (HTTP) as above
+#   expire, garbage       (HTTP) as above
 # --events FILE records {"event": "call"|"answered"|"cancelled"|"gave_up", ...} lines.
 # tools/list: --tools normal (3 pages), crafted (odd names and descriptions), notarray, and the
 # kinds of fake_server_params(): errors, misbehave, hostile.
@@ -642,7 +642,7 @@ def run_http(fake, transport, port):
                             "content": [{"type": "text", "text": text}]}}))
                     fake.event("answered", id=mid, name=name)
                 return
-            if fake.opts.get("tools") == "concurrent" and name != "expire":
+            if fake.opts.get("tools") == "concurrent" and name not in ("expire", "garbage"):
                 fake.event("call", id=mid, name=name, arguments=args)
                 if name == "late" or name == "hang" or name == "sleep":
                     # an event stream, so that closing it is how the client gives up

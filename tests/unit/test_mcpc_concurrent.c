@@ -543,6 +543,28 @@ START_TEST(http_session_renewed_once) {
 }
 END_TEST
 
+/* Streamable HTTP: a storm of malformed messages on one call's stream ends that call (EPROTO);
+ * another call in flight is answered and the client stays alive. */
+START_TEST(http_malformed_storm_ends_one_call) {
+    ipb_mcpc *c = connect_fake(1);
+    call a, b;
+    call_start(&b, c, "sleep", sleep_args(1, "b"), -1, 0);
+    wait_until(seen_call, "b", 10000, "the server sees call b");
+    call_start(&a, c, "garbage", NULL, -1, 30000);
+    call_join(&a);
+    expect_errnum(&a, EPROTO);
+    ck_assert_msg(strstr(ipb_error_msg(a.err), "malformed"), "%s", ipb_error_msg(a.err));
+    ck_assert_msg(a.took_ms < 10000, "the storm took %ld ms to end the call", a.took_ms);
+    call_join(&b);
+    expect_text(&b, "slept 1 b");
+    ck_assert_uint_ge(ipb_mcpc_malformed(c), 100);
+    ck_assert(ipb_mcpc_alive(c));
+    call_free(&a);
+    call_free(&b);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
 static Suite *mcpc_concurrent_suite(void) {
     Suite *s = suite_create("mcpc_concurrent");
     TCase *t = tcase_create("concurrent");
@@ -555,6 +577,7 @@ static Suite *mcpc_concurrent_suite(void) {
     tcase_add_loop_test(t, stray_and_late_answers, 0, 3);
     tcase_add_loop_test(t, shutdown_ends_all, 0, 3);
     tcase_add_test(t, http_session_renewed_once);
+    tcase_add_test(t, http_malformed_storm_ends_one_call);
     suite_add_tcase(s, t);
     return s;
 }
