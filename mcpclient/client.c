@@ -87,6 +87,31 @@ static json_t *take_result(json_t *resp, ipb_error **err) {
 
 static int initialize(ipb_mcpc *c, long deadline, ipb_error **err);
 
+/* A Streamable HTTP clone for one call: an idle one (its connection open still) or a new one. */
+static mcpc_transport *clone_take(ipb_mcpc *c, ipb_error **err) {
+    mcpc_transport *t = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->nidle > 0)
+        t = c->idle[--c->nidle];
+    pthread_mutex_unlock(&c->lock);
+    return t ? t : c->t->ops->clone(c->t, err);
+}
+
+/* Back to the idle ones, unless its connection failed or enough are idle. */
+static void clone_put(ipb_mcpc *c, mcpc_transport *t) {
+    t->cancel_fd = -1;
+    if (!t->broken) {
+        pthread_mutex_lock(&c->lock);
+        bool kept = c->nidle < MCPC_IDLE_CLONES;
+        if (kept)
+            c->idle[c->nidle++] = t;
+        pthread_mutex_unlock(&c->lock);
+        if (kept)
+            return;
+    }
+    t->ops->close(t, false);
+}
+
 /* One request and its answer, by the way the transport and the client's state call for. */
 static json_t *exchange(ipb_mcpc *c, const char *method, json_t *params, int cancel_fd, long deadline, bool init,
                         ipb_error **err) {
@@ -101,7 +126,7 @@ static json_t *exchange(ipb_mcpc *c, const char *method, json_t *params, int can
     if (!init && c->mux) {
         resp = mcpc_exchange_mux(c, id, msg, cancel_fd, deadline, err);
     } else if (!init && c->t->ops->clone) {
-        mcpc_transport *own = c->t->ops->clone(c->t, err);
+        mcpc_transport *own = clone_take(c, err);
         if (own) {
             own->cancel_fd = cancel_fd;
             own->stop_fd = c->stop_fd;
@@ -110,7 +135,10 @@ static json_t *exchange(ipb_mcpc *c, const char *method, json_t *params, int can
              * over the limit or a malformed storm ends only this call's own stream. */
             if (!resp && *err && (own->broken || (*err)->errnum == ECONNRESET) && (*err)->errnum != EMSGSIZE)
                 mcpc_mark_dead(c, *err);
-            own->ops->close(own, false);
+            /* A call given up on closed its stream; the connection under it goes with it. */
+            if (!resp && *err)
+                own->broken = true;
+            clone_put(c, own);
         }
     } else {
         resp = mcpc_exchange_direct(c, c->t, id, msg, deadline, false, err);
@@ -136,6 +164,15 @@ static int renew_session(ipb_mcpc *c, unsigned gen, const ipb_error *why, ipb_er
         r = initialize(c, ipb_now_ms() + c->limits.connect_ms, err);
         if (r == 0)
             __atomic_add_fetch(&c->session_gen, 1, __ATOMIC_RELEASE);
+        /* Idle clones carry the old session's protocol version: new ones take the new one. */
+        mcpc_transport *old[MCPC_IDLE_CLONES];
+        pthread_mutex_lock(&c->lock);
+        int n = c->nidle;
+        memcpy(old, c->idle, sizeof(old[0]) * (size_t)n);
+        c->nidle = 0;
+        pthread_mutex_unlock(&c->lock);
+        for (int i = 0; i < n; i++)
+            old[i]->ops->close(old[i], false);
     }
     pthread_mutex_unlock(&c->init_lock);
     return r;
@@ -277,6 +314,8 @@ static void client_free(ipb_mcpc *c, bool graceful) {
         (void)w;
         mcpc_mux_join(c);
     }
+    for (int i = 0; i < c->nidle; i++)
+        c->idle[i]->ops->close(c->idle[i], false);
     if (c->t)
         c->t->ops->close(c->t, graceful);
     if (c->stop_fd >= 0)

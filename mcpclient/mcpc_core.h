@@ -23,6 +23,8 @@
 #define MCPC_MAX_MALFORMED 100
 /* Ids of calls given up on (cancelled, timed out) remembered, to name a late answer as one. */
 #define MCPC_GAVE_UP_RING 64
+/* Streamable HTTP clones kept for later calls (each keeps its connection open for reuse). */
+#define MCPC_IDLE_CLONES 8
 
 typedef struct mcpc_pending mcpc_pending;
 
@@ -46,6 +48,8 @@ struct ipb_mcpc {
     mcpc_pending *pending; /* calls waiting for their answer (mux) */
     json_int_t gave_up[MCPC_GAVE_UP_RING];
     unsigned gave_up_next;
+    mcpc_transport *idle[MCPC_IDLE_CLONES]; /* Streamable HTTP clones no call uses now */
+    int nidle;
 
     pthread_mutex_t write_lock;
     pthread_mutex_t init_lock;

@@ -801,8 +801,11 @@ def run_http(fake, transport, port):
                 return
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "Unknown tool: %s" % name}})
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 256  # many calls connect at once (the default 5 drops SYNs: 1 s retries)
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", port), Handler)
     fake.log("listening on 127.0.0.1:%d (%s)" % (port, transport))
     server.serve_forever()
 
