@@ -49,6 +49,11 @@ int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_ki
     if (!text)
         return mcpc_fail(err, ENOMEM, "out of memory");
     bool locked = c->mux && t == c->t;
+    if (locked && mcpc_in_reader && kind == MCPC_MSG_RESPONSE) {
+        int r = mcpc_mux_answer(c, text, strlen(text), deadline, err);
+        free(text);
+        return r;
+    }
     if (locked) {
         long when = deadline > 0 ? deadline : ipb_now_ms();
         struct timespec ts = {when / 1000, (when % 1000) * 1000000L};

@@ -27,6 +27,7 @@
 #define MCPC_IDLE_CLONES 8
 
 typedef struct mcpc_pending mcpc_pending;
+typedef struct mcpc_later mcpc_later;
 
 struct ipb_mcpc {
     char *name;
@@ -58,6 +59,11 @@ struct ipb_mcpc {
     bool mux; /* a reader thread routes the answers */
     pthread_t reader;
     size_t bad_in_a_row; /* malformed messages since the last good one (the reader's) */
+    /* The reader's answers to the server's requests that wait for the write lock, oldest first
+     * (the reader's own: it goes on reading meanwhile, so that a caller writing a long request
+     * to a server that is itself blocked writing to us is not stuck behind it). */
+    mcpc_later *later_head, *later_tail;
+    size_t nlater;
 };
 
 /* client.c */
@@ -91,6 +97,9 @@ json_t *mcpc_exchange_direct(ipb_mcpc *c, mcpc_transport *t, json_int_t id, json
                              bool cancel_at_server, ipb_error **err);
 
 /* mux.c */
+/* In the reader thread: sends text (an answer to a request of the server) now if the write lock
+ * is free, else queues it for mcpc_mux_flush (blocking only past a bound). */
+int mcpc_mux_answer(ipb_mcpc *c, const char *text, size_t len, long deadline, ipb_error **err);
 /* Starts the reader thread (after initialize). Signals are blocked in it. */
 int mcpc_mux_start(ipb_mcpc *c, ipb_error **err);
 /* Stops it (the stop fd must be readable already) and waits for it. */

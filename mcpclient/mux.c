@@ -21,6 +21,69 @@ __thread bool mcpc_in_reader;
 
 /* How long the reader waits in one recv() before it simply waits again. */
 #define READER_WAIT_MS 3600000L
+/* While answers wait for the write lock, how often the reader looks whether it is free. */
+#define LATER_RETRY_MS 20
+/* Answers that may wait for it; past that the reader waits for the lock. */
+#define MAX_LATER 256
+
+struct mcpc_later {
+    mcpc_later *next;
+    size_t len;
+    char text[];
+};
+
+/* Sends the queued answers, oldest first, if the write lock is free (or, with wait, once it is,
+ * until deadline). Returns 0 when none is left, 1 when they still wait, -1 on error. */
+static int flush_later(ipb_mcpc *c, bool wait, long deadline, ipb_error **err) {
+    if (!c->later_head)
+        return 0;
+    if (wait) {
+        struct timespec ts = {deadline / 1000, (deadline % 1000) * 1000000L};
+        if (pthread_mutex_clocklock(&c->write_lock, CLOCK_MONOTONIC, &ts) != 0)
+            return mcpc_fail(err, ETIMEDOUT, "answers to the server's requests could not be written in time");
+    } else if (pthread_mutex_trylock(&c->write_lock) != 0) {
+        return 1;
+    }
+    int r = 0;
+    while (c->later_head && r == 0) {
+        mcpc_later *l = c->later_head;
+        if (c->t->ops->send(c->t, l->text, l->len, MCPC_MSG_RESPONSE, deadline, err) < 0)
+            r = -1;
+        c->later_head = l->next;
+        c->nlater--;
+        free(l);
+    }
+    if (!c->later_head)
+        c->later_tail = NULL;
+    pthread_mutex_unlock(&c->write_lock);
+    return r;
+}
+
+int mcpc_mux_answer(ipb_mcpc *c, const char *text, size_t len, long deadline, ipb_error **err) {
+    mcpc_later *l = malloc(sizeof(*l) + len);
+    if (!l)
+        return mcpc_fail(err, ENOMEM, "out of memory");
+    l->next = NULL;
+    l->len = len;
+    memcpy(l->text, text, len);
+    if (c->later_tail)
+        c->later_tail->next = l;
+    else
+        c->later_head = l;
+    c->later_tail = l;
+    c->nlater++;
+    return flush_later(c, c->nlater > MAX_LATER, deadline, err) < 0 ? -1 : 0;
+}
+
+static void later_free(ipb_mcpc *c) {
+    while (c->later_head) {
+        mcpc_later *l = c->later_head;
+        c->later_head = l->next;
+        free(l);
+    }
+    c->later_tail = NULL;
+    c->nlater = 0;
+}
 
 struct mcpc_pending {
     mcpc_pending *next;
@@ -108,7 +171,17 @@ static void *reader_main(void *arg) {
         char *text = NULL;
         size_t len = 0;
         ipb_error *e = NULL;
-        if (t->ops->recv(t, ipb_now_ms() + READER_WAIT_MS, &text, &len, &e) < 0) {
+        int waiting = flush_later(c, false, ipb_now_ms() + c->limits.call_ms, &e);
+        if (waiting < 0) {
+            /* An answer could not be written: the connection is gone or wedged (a message may
+             * be half written). */
+            mcpc_mux_fail_all(c, e);
+            ipb_error_free(e);
+            if (t->ops->kill)
+                t->ops->kill(t);
+            break;
+        }
+        if (t->ops->recv(t, ipb_now_ms() + (waiting ? LATER_RETRY_MS : READER_WAIT_MS), &text, &len, &e) < 0) {
             int n = e ? e->errnum : EPIPE;
             if (n == ETIMEDOUT) {
                 ipb_error_free(e);
@@ -144,6 +217,7 @@ static void *reader_main(void *arg) {
             break;
         }
     }
+    later_free(c);
     return NULL;
 }
 

@@ -565,6 +565,66 @@ START_TEST(http_malformed_storm_ends_one_call) {
 }
 END_TEST
 
+/* A one-thread stdio server: "stall" stops reading its stdin for a second, then asks us (ping)
+ * and writes 4 MiB of notifications before it reads again; "echo" answers its arguments' size. */
+static const char STALL_SERVER[] =
+    "import json, sys, time\n"
+    "def send(m):\n"
+    "    sys.stdout.write(json.dumps(m) + '\\n'); sys.stdout.flush()\n"
+    "stall_id = None\n"
+    "for line in sys.stdin:\n"
+    "    m = json.loads(line)\n"
+    "    meth, mid, params = m.get('method'), m.get('id'), m.get('params') or {}\n"
+    "    if meth == 'initialize':\n"
+    "        send({'jsonrpc': '2.0', 'id': mid, 'result': {'protocolVersion': '2025-06-18', 'capabilities': {},\n"
+    "              'serverInfo': {'name': 'stall'}}})\n"
+    "    elif meth == 'tools/call' and params['name'] == 'stall':\n"
+    "        stall_id = mid\n"
+    "        time.sleep(1)\n"
+    "        send({'jsonrpc': '2.0', 'id': 'p', 'method': 'ping'})\n"
+    "        note = json.dumps({'jsonrpc': '2.0', 'method': 'notifications/message',\n"
+    "                           'params': {'level': 'info', 'data': 'x' * 65536}})\n"
+    "        for i in range(64): sys.stdout.write(note + '\\n')\n"
+    "        sys.stdout.flush()\n"
+    "    elif meth == 'tools/call':\n"
+    "        n = len(json.dumps(params.get('arguments')))\n"
+    "        send({'jsonrpc': '2.0', 'id': mid, 'result': {'content': [{'type': 'text', 'text': str(n)}]}})\n"
+    "    elif mid == 'p':\n"
+    "        send({'jsonrpc': '2.0', 'id': stall_id, 'result': {'content': [{'type': 'text', 'text': 'pinged'}]}})\n";
+
+/* stdio: a caller blocked writing a long request to a server that does not read (it is busy
+ * writing to us) does not stop the reader: the server's ping is answered once the request is
+ * written, its output is read meanwhile, and both calls end well before their limit. */
+START_TEST(stdio_long_request_while_the_server_writes) {
+    json_t *p = json_pack("{s:s, s:[s, s]}", "command", "/usr/bin/python3", "args", "-c", STALL_SERVER);
+    ipb_mcp_limits lim = {10000, 30000, 0};
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("stall", p, &lim, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    size_t big = 4 << 20;
+    char *blob = malloc(big + 1);
+    memset(blob, 'y', big);
+    blob[big] = '\0';
+    call a, b;
+    call_start(&a, c, "stall", NULL, -1, 0);
+    usleep(300000); /* the server sleeps, not reading its stdin */
+    call_start(&b, c, "echo", json_pack("{s:s}", "blob", blob), -1, 0);
+    free(blob);
+    call_join(&b);
+    call_join(&a);
+    expect_text(&a, "pinged");
+    char want[32];
+    snprintf(want, sizeof(want), "%zu", big + strlen("{\"blob\": \"\"}"));
+    expect_text(&b, want);
+    ck_assert_msg(a.took_ms < 20000 && b.took_ms < 20000, "the calls took %ld and %ld ms", a.took_ms, b.took_ms);
+    ck_assert(ipb_mcpc_alive(c));
+    call_free(&a);
+    call_free(&b);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
 static Suite *mcpc_concurrent_suite(void) {
     Suite *s = suite_create("mcpc_concurrent");
     TCase *t = tcase_create("concurrent");
@@ -578,6 +638,7 @@ static Suite *mcpc_concurrent_suite(void) {
     tcase_add_loop_test(t, shutdown_ends_all, 0, 3);
     tcase_add_test(t, http_session_renewed_once);
     tcase_add_test(t, http_malformed_storm_ends_one_call);
+    tcase_add_test(t, stdio_long_request_while_the_server_writes);
     suite_add_tcase(s, t);
     return s;
 }
