@@ -69,7 +69,7 @@ static void close_job(void *p) {
     else
         ipb_mcpc_close(e->client);
     e->client = NULL;
-    e->abandoned = false;
+    e->abandoned = e->stale = false;
 }
 
 static void close_client_job(void *p) { ipb_mcpc_close(p); }
@@ -207,6 +207,7 @@ json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *p
         s->v[s->n++] = e;
     }
     e->client = j.client;
+    e->abandoned = e->stale = false;
     e->params = json_deep_copy(params);
     e->tools = tools;
     e->modules = json_incref(pkg.modules);
@@ -302,7 +303,7 @@ void ipb_mcp_servers_reap(ipb_mcp_servers *s) {
         if (!e->calls && !e->connecting && ipb_mcpc_exit_fd(e->client) >= 0 && !ipb_mcpc_alive(e->client)) {
             gone = e->client;
             e->client = NULL;
-            e->abandoned = false;
+            e->abandoned = e->stale = false;
         }
         pthread_mutex_unlock(&e->mu);
         if (gone) {
@@ -397,12 +398,25 @@ static ipb_mcpc *client_for(ipb_tool_job *j, int cancel_fd) {
             ipb_error_set(&j->err, ECANCELED, "the call of '%s' was cancelled before it started", e->name);
             return NULL;
         }
-        if (e->client && ipb_mcpc_alive(e->client))
+        if (e->client && ipb_mcpc_alive(e->client) && e->stale && e->answered != e->stale_mark)
+            e->stale = false; /* it answered since: it serves */
+        if (e->client && ipb_mcpc_alive(e->client) && !(e->stale && !e->calls && !e->connecting))
             return e->client;
+        if (e->client && e->stale && !e->calls && !e->connecting) {
+            ipb_mcpc *busy = e->client;
+            e->client = NULL;
+            e->stale = e->abandoned = false;
+            pthread_mutex_unlock(&e->mu);
+            log_info("MCP server '%s': a call got no answer within its limit and nothing was answered since; "
+                     "starting it again", e->name);
+            ipb_mcpc_abort(busy);
+            pthread_mutex_lock(&e->mu);
+            continue;
+        }
         if (e->client && !e->calls && !e->connecting) {
             ipb_mcpc *dead = e->client;
             e->client = NULL;
-            e->abandoned = false;
+            e->abandoned = e->stale = false;
             pthread_mutex_unlock(&e->mu);
             log_info("MCP server '%s': its connection ended; reconnecting", e->name);
             ipb_mcpc_close(dead);
@@ -450,6 +464,12 @@ static void job_run(void *p, int cancel_fd) {
          * be busy with it. */
         if (j->err && (j->err->errnum == ECANCELED || j->err->errnum == ETIMEDOUT))
             e->abandoned = true;
+        if (j->result || (j->err && j->err->errnum == EREMOTEIO))
+            e->answered++;
+        else if (j->err && j->err->errnum == ETIMEDOUT && c == e->client) {
+            e->stale = true;
+            e->stale_mark = e->answered;
+        }
     }
     e->active--;
     pthread_cond_broadcast(&e->cv);

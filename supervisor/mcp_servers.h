@@ -10,7 +10,10 @@
  * client (ipb_mcpc_call), up to IPB_MCP_MAX_CALLS_PER_SERVER at once; a call that finds no
  * live client asks the keeper to connect and waits for it (one connect at a time per server).
  * A server that hangs, floods or dies holds only the calls to it. A cancelled call (its caller
- * went away) is cancelled at its server alone; the server keeps serving the others. */
+ * went away) is cancelled at its server alone; the server keeps serving the others. A call that
+ * passed --mcp-timeout is cancelled at the server too, and the server is started again before
+ * its next call if it answered nothing since and no other call runs (a server that serves one
+ * call at a time would still be busy with it). */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -39,6 +42,10 @@ typedef struct ipb_mcp_server_entry {
     bool connecting;      /* the keeper is busy for it */
     bool abandoned;       /* a call was cancelled unanswered: stopped at once (SIGKILL) on
                            * disconnect rather than given its grace */
+    unsigned long answered; /* calls the server answered (a result or an error answer) */
+    bool stale;           /* a call got no answer within --mcp-timeout ... */
+    unsigned long stale_mark; /* ... when answered was this: if it still is when the next call
+                           * comes and none runs, the server is started again first */
     bool synced;          /* mu, cv and keeper are set up */
     /* A server built into the supervisor (no client, no package, never connected, listed or
      * disconnected): a call is answered at once by local_call (the "ipybox" server of shell

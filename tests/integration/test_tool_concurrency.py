@@ -171,6 +171,31 @@ class TestCancellation(ConcurrencyCase):
         self.assertEqual(len(ids), 2)
         self.assertTrue(wait_for(lambda: set(ids) <= set(self.cancelled("a")), 30), self.cancelled("a"))
 
+    def test_past_mcp_timeout_an_idle_server_is_restarted_only_if_it_answered_nothing_since(self):
+        c = self.client("--approve-tools", "*", "--mcp-timeout", "4")
+        self.assertTrue(wait_for(lambda: len(self.server_pids(c, "a")) == 1, 20))
+        pids = self.server_pids(c, "a")
+        # `hang` passes its limit at 4 s; `sleep`, started at 2 s, answers at 5 s: the server
+        # answered since, so it serves on.
+        text = self.cell(c, (
+            "import threading, time, mcptools\nfrom mcptools.a import hang, sleep, ok\n"
+            "def h():\n"
+            "    try:\n        hang.run()\n"
+            "    except mcptools.ToolTimeout:\n        print('hang timed out')\n"
+            "th = threading.Thread(target=h); th.start(); time.sleep(2)\n"
+            "print(sleep.run(seconds=3, tag='meanwhile'))\nth.join()\nprint(ok.run())\n"))
+        self.assertIn("hang timed out", text)
+        self.assertIn("slept 3 meanwhile", text)
+        self.assertEqual(self.server_pids(c, "a"), pids)
+        # Alone, and nothing answered since: started again before the next call.
+        text = self.cell(c, (
+            "import mcptools\nfrom mcptools.a import hang, ok\n"
+            "try:\n    hang.run()\nexcept mcptools.ToolTimeout:\n    print('hang timed out')\n"
+            "print(ok.run())\n"))
+        self.assertIn("hang timed out\nok", text)
+        self.assertTrue(self.server_pids(c, "a"))
+        self.assertNotEqual(self.server_pids(c, "a"), pids)
+
     def test_bad_call_timeout_is_refused_before_anything_is_sent(self):
         c = self.client("--approve-tools", "*")
         text = self.cell(c, (
