@@ -5,9 +5,9 @@ cancelled at its server, which sees notifications/cancelled for it; one server t
 calls at once; several approval questions can be open at once, each answered and withdrawn
 alone. Against the fake server of tests/lib/mcp_servers.py (--tools concurrent, --events).
 
-Calls to *one* server overlap only with the concurrent MCP client (mcpclient, issue 19 H1):
-test_a_hung_call_does_not_delay_a_second_call_to_the_same_server and the 20-call test's
-same-server half need it."""
+Calls to *one* server overlap only with the concurrent MCP client (mcpclient, issue 19 H1,
+merged here from i19-mcpc): test_a_hung_call_does_not_delay_a_second_call_to_the_same_server
+fails with the client of main at 414b593, which serialises them."""
 import json
 import os
 import sys
