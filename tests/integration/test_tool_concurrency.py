@@ -98,6 +98,21 @@ class TestIndependence(ConcurrencyCase):
             "print(sleep.run(seconds=0.1, tag='same'))\n"))
         self.assertIn("slept 0.1 same", text)
 
+    def test_a_hung_call_does_not_delay_a_second_call_to_the_same_http_server(self):
+        ev = os.path.join(self.tmp.name, "http.events")
+        with mcp_servers.fake_http("http", "--tools", "concurrent", "--events", ev) as srv:
+            c = self.client("--approve-tools", "*")
+            r = c.call("register_mcp_server", {"server_name": "h", "server_params": {"url": srv.url}})
+            self.assertFalse(r.get("isError"), text_of(r))
+            text = self.cell(c, (
+                "import threading, time\n"
+                "from mcptools.h import hang, sleep\n"
+                "threading.Thread(target=hang.run, daemon=True).start()\n"
+                "time.sleep(1)\n"
+                "print(sleep.run(seconds=0.1, tag='same'))\n"))
+            self.assertIn("slept 0.1 same", text)
+            c.close()
+
     def test_twenty_concurrent_calls_from_kernel_threads_are_all_answered(self):
         c = self.client("--approve-tools", "*")
         text = self.cell(c, (
@@ -143,17 +158,20 @@ class TestCancellation(ConcurrencyCase):
         self.assertIn("slept 0 next", self.cell(c, "from mcptools.a import sleep\nprint(sleep.run(seconds=0, tag='next'))"))
         self.assertEqual(self.server_pids(c, "a"), pids)
 
-    def test_a_cell_timeout_cancels_the_call_at_an_http_server(self):
-        ev = os.path.join(self.tmp.name, "http.events")
-        with mcp_servers.fake_http("http", "--tools", "concurrent", "--events", ev) as srv:
-            c = self.client("--approve-tools", "*")
-            r = c.call("register_mcp_server", {"server_name": "h", "server_params": {"url": srv.url}})
-            self.assertFalse(r.get("isError"), text_of(r))
-            c.execute("from mcptools.h import sleep\nsleep.run(seconds=120, tag='slow')", timeout=3)
-            self.events["h"] = ev
-            self.assert_cancelled_at_server("h", "sleep")
-            self.assertIn("slept 0 next",
-                          self.cell(c, "from mcptools.h import sleep\nprint(sleep.run(seconds=0, tag='next'))"))
+    def test_a_cell_timeout_cancels_the_call_at_http_and_sse_servers(self):
+        for transport in ("http", "sse"):
+            with self.subTest(transport=transport):
+                ev = os.path.join(self.tmp.name, transport + ".events")
+                with mcp_servers.fake_http(transport, "--tools", "concurrent", "--events", ev) as srv:
+                    c = self.client("--approve-tools", "*")
+                    r = c.call("register_mcp_server", {"server_name": "h", "server_params": {"url": srv.url}})
+                    self.assertFalse(r.get("isError"), text_of(r))
+                    c.execute("from mcptools.h import sleep\nsleep.run(seconds=120, tag='slow')", timeout=3)
+                    self.events["h"] = ev
+                    self.assert_cancelled_at_server("h", "sleep")
+                    self.assertIn("slept 0 next",
+                                  self.cell(c, "from mcptools.h import sleep\nprint(sleep.run(seconds=0, tag='next'))"))
+                    c.close()
 
     def test_call_timeout_raises_tool_timeout_and_cancels_the_call(self):
         c = self.client("--approve-tools", "*")
