@@ -37,10 +37,31 @@ void mcpc_mark_dead(ipb_mcpc *c, const ipb_error *e) {
 /* Whether an error of a request on the client's own transport (initialize; stdio and legacy SSE
  * before the reader runs) leaves the connection unusable. */
 static bool fatal(const ipb_error *e, const mcpc_transport *t) {
-    if (!t || t->broken)
+    if (!t || mcpc_is_broken(t))
         return true;
     int n = e ? e->errnum : 0;
     return n == ETIMEDOUT || n == EMSGSIZE || n == EPIPE || n == ECONNRESET;
+}
+
+int mcpc_write_begin(ipb_mcpc *c, long deadline) {
+    struct timespec ts = {deadline / 1000, (deadline % 1000) * 1000000L};
+    int r = 0;
+    pthread_mutex_lock(&c->write_lock);
+    while (c->writing && r == 0)
+        r = deadline > 0 ? pthread_cond_timedwait(&c->write_free, &c->write_lock, &ts) : ETIMEDOUT;
+    if (!c->writing) {
+        c->writing = true;
+        r = 0;
+    }
+    pthread_mutex_unlock(&c->write_lock);
+    return r ? ETIMEDOUT : 0;
+}
+
+void mcpc_write_end(ipb_mcpc *c) {
+    pthread_mutex_lock(&c->write_lock);
+    c->writing = false;
+    pthread_cond_signal(&c->write_free);
+    pthread_mutex_unlock(&c->write_lock);
 }
 
 int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
@@ -54,20 +75,15 @@ int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_ki
         free(text);
         return r;
     }
-    if (locked) {
-        long when = deadline > 0 ? deadline : ipb_now_ms();
-        struct timespec ts = {when / 1000, (when % 1000) * 1000000L};
-        int r = pthread_mutex_clocklock(&c->write_lock, CLOCK_MONOTONIC, &ts);
-        if (r != 0) {
-            free(text);
-            mcpc_fail(err, r == ETIMEDOUT ? ETIMEDOUT : r, "the request could not be written before the deadline "
-                                                           "(other messages to the server were still being written)");
-            return -2; /* nothing was written */
-        }
+    if (locked && mcpc_write_begin(c, deadline > 0 ? deadline : 1) != 0) {
+        free(text);
+        mcpc_fail(err, ETIMEDOUT, "the request could not be written before the deadline (other messages to the "
+                                  "server were still being written)");
+        return -2; /* nothing was written */
     }
     int r = t->ops->send(t, text, strlen(text), kind, deadline, err);
     if (locked)
-        pthread_mutex_unlock(&c->write_lock);
+        mcpc_write_end(c);
     free(text);
     return r < 0 ? -1 : 0;
 }
@@ -105,7 +121,7 @@ static mcpc_transport *clone_take(ipb_mcpc *c, ipb_error **err) {
 /* Back to the idle ones, unless its connection failed or enough are idle. */
 static void clone_put(ipb_mcpc *c, mcpc_transport *t) {
     t->cancel_fd = -1;
-    if (!t->broken) {
+    if (!mcpc_is_broken(t)) {
         pthread_mutex_lock(&c->lock);
         bool kept = c->nidle < MCPC_IDLE_CLONES;
         if (kept)
@@ -138,11 +154,11 @@ static json_t *exchange(ipb_mcpc *c, const char *method, json_t *params, int can
             resp = mcpc_exchange_direct(c, own, id, msg, deadline, true, err);
             /* This call's connection failing says the server is gone (or unreachable); a message
              * over the limit or a malformed storm ends only this call's own stream. */
-            if (!resp && *err && (own->broken || (*err)->errnum == ECONNRESET) && (*err)->errnum != EMSGSIZE)
+            if (!resp && *err && (mcpc_is_broken(own) || (*err)->errnum == ECONNRESET) && (*err)->errnum != EMSGSIZE)
                 mcpc_mark_dead(c, *err);
             /* A call given up on closed its stream; the connection under it goes with it. */
             if (!resp && *err)
-                own->broken = true;
+                mcpc_set_broken(own);
             clone_put(c, own);
         }
     } else {
@@ -331,6 +347,7 @@ static void client_free(ipb_mcpc *c, bool graceful) {
     free(c->name);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->write_lock);
+    pthread_cond_destroy(&c->write_free);
     pthread_mutex_destroy(&c->init_lock);
     free(c);
 }
@@ -366,6 +383,11 @@ ipb_mcpc *ipb_mcpc_connect(const char *name, json_t *params, const ipb_mcp_limit
     }
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->write_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->write_free, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&c->init_lock, NULL);
     c->params = expanded;
     c->limits = lim;
