@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -127,7 +128,8 @@ static ipb_mcpc *connect_fake(int transport) {
         p = json_pack("{s:s, s:[s, s, s, s, s, s, s, s, s, s]}", "command", "/usr/bin/python3", "args", script, "fake",
                       "--transport", "stdio", "--tools", "concurrent", "--events", events, "--pid-file", pidfile);
     } else {
-        start_http(transport_names[transport]);
+        if (!http_pid)
+            start_http(transport_names[transport]);
         char url[64];
         snprintf(url, sizeof(url), "http://127.0.0.1:%d/%s", http_port, transport == 1 ? "mcp" : "sse");
         p = json_pack("{s:s}", "url", url);
@@ -283,6 +285,17 @@ static void fire(int fd) {
     ck_assert_int_eq(write(fd, &one, sizeof(one)), 8);
 }
 
+/* Open descriptors of this process. */
+static int count_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 /* ---- tests ---- */
 
 #define NCALLS 20
@@ -290,6 +303,9 @@ static void fire(int fd) {
 /* 20 calls of sleep(1) from 20 threads on one client: each gets its own answer, and together
  * they take far less than one after the other would (20 s). */
 START_TEST(twenty_at_once) {
+    if (_i > 0)
+        start_http(transport_names[_i]); /* its descriptors are not the client's */
+    int fds = count_fds();
     ipb_mcpc *c = connect_fake(_i);
     call k[NCALLS];
     char tags[NCALLS][8];
@@ -312,6 +328,7 @@ START_TEST(twenty_at_once) {
     ck_assert_uint_eq(ipb_mcpc_stray(c), 0);
     ck_assert(ipb_mcpc_alive(c));
     ipb_mcpc_close(c);
+    ck_assert_int_eq(count_fds(), fds); /* the calls' and the client's descriptors are closed */
 }
 END_TEST
 
