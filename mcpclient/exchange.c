@@ -42,8 +42,15 @@ void mcpc_stray(ipb_mcpc *c, json_t *id, const char *why) {
     char shown[72];
     mcpc_excerpt(text ? text : "?", text ? strlen(text) : 1, shown, 64);
     free(text);
-    log_info("MCP server '%s': skipped an answer to id %s (%s)", c->name, shown, why);
-    __atomic_add_fetch(&c->stray, 1, __ATOMIC_RELAXED);
+    /* A server that floods them does not flood the log: the first ones at info level. */
+    size_t n = __atomic_add_fetch(&c->stray, 1, __ATOMIC_RELAXED);
+    if (n < MCPC_STRAY_INFO)
+        log_info("MCP server '%s': skipped an answer to id %s (%s)", c->name, shown, why);
+    else if (n == MCPC_STRAY_INFO)
+        log_info("MCP server '%s': skipped an answer to id %s (%s); more such answers are logged at debug level",
+                 c->name, shown, why);
+    else
+        log_debug("MCP server '%s': skipped an answer to id %s (%s)", c->name, shown, why);
 }
 
 void mcpc_gave_up(ipb_mcpc *c, json_int_t id) {

@@ -116,7 +116,8 @@ void ipb_mcpc_set_cancel_fd(ipb_mcpc *c, int fd);
 /* Requests cancelled at the server so far (cancel fd or timeout). */
 size_t ipb_mcpc_cancelled(const ipb_mcpc *c);
 /* Answers skipped because no call waits for them: an id never sent, a second answer to one id,
- * the late answer of a call given up on (each logged at info level with its id). */
+ * the late answer of a call given up on (each logged with its id: the first 20 of a client at
+ * info level, later ones at debug level). */
 size_t ipb_mcpc_stray(const ipb_mcpc *c);
 
 /* --- Concurrent calls ---------------------------------------------------------------------
@@ -142,7 +143,7 @@ size_t ipb_mcpc_stray(const ipb_mcpc *c);
  * waits at most until the deadline for the messages of other callers (stdio: and for the server
  * to read its stdin: a request half written when the deadline passes ends the connection).
  * A late answer of a call given up on, an answer with an id never sent, or a second answer to
- * one id is skipped, logged at info level with its id, and counted (ipb_mcpc_stray). A
+ * one id is skipped, logged with its id, and counted (ipb_mcpc_stray). A
  * Streamable HTTP server that forgot the session (404) gets one new session, started once
  * however many calls saw the 404, and each such request again, once. ipb_mcpc_alive,
  * ipb_mcpc_cancelled, ipb_mcpc_stray, ipb_mcpc_in_flight, list_tools and ipb_mcpc_shutdown may be

@@ -24,6 +24,8 @@
 #define MCPC_MAX_MALFORMED 100
 /* Ids of calls given up on (cancelled, timed out) remembered, to name a late answer as one. */
 #define MCPC_GAVE_UP_RING 64
+/* Answers nobody waits for logged at info level per client (then at debug level). */
+#define MCPC_STRAY_INFO 20
 /* Streamable HTTP clones kept for later calls (each keeps its connection open for reuse). */
 #define MCPC_IDLE_CLONES 8
 
