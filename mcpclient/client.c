@@ -81,7 +81,12 @@ int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_ki
                                   "server were still being written)");
         return -2; /* nothing was written */
     }
-    int r = t->ops->send(t, text, strlen(text), kind, deadline, err);
+    /* Over a pipe, a message begun is written whole: one cut off would corrupt the stream for
+     * every call, so a caller's short limit does not cut it (the client's call limit does). */
+    long send_deadline = deadline;
+    if (locked && c->transport_kind == IPB_MCP_STDIO && send_deadline < ipb_now_ms() + c->limits.call_ms)
+        send_deadline = ipb_now_ms() + c->limits.call_ms;
+    int r = t->ops->send(t, text, strlen(text), kind, send_deadline, err);
     if (locked)
         mcpc_write_end(c);
     free(text);

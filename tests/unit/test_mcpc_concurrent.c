@@ -642,6 +642,42 @@ START_TEST(stdio_long_request_while_the_server_writes) {
 }
 END_TEST
 
+/* stdio: a call whose own limit passes while its long request is half written still writes it
+ * whole (the stream stays sound for the others), then ends with ETIMEDOUT; its late answer is
+ * skipped and the client goes on. */
+START_TEST(stdio_short_limit_long_request) {
+    json_t *p = json_pack("{s:s, s:[s, s]}", "command", "/usr/bin/python3", "args", "-c", STALL_SERVER);
+    ipb_mcp_limits lim = {10000, 30000, 0};
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("stall", p, &lim, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    size_t big = 4 << 20;
+    char *blob = malloc(big + 1);
+    memset(blob, 'y', big);
+    blob[big] = '\0';
+    call a, b;
+    call_start(&a, c, "stall", NULL, -1, 0);
+    usleep(300000); /* the server sleeps, not reading its stdin */
+    call_start(&b, c, "echo", json_pack("{s:s}", "blob", blob), -1, 300);
+    free(blob);
+    call_join(&b);
+    expect_errnum(&b, ETIMEDOUT);
+    call_join(&a);
+    expect_text(&a, "pinged");
+    ck_assert(ipb_mcpc_alive(c));
+    void *want[2] = {c, (void *)(uintptr_t)1};
+    wait_until(stray_at_least, want, 10000, "the late answer to the long request is skipped");
+    json_t *r = ipb_mcpc_call(c, "echo", NULL, -1, 0, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    ck_assert_str_eq(text_of(r), "2"); /* {} */
+    json_decref(r);
+    call_free(&a);
+    call_free(&b);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
 static Suite *mcpc_concurrent_suite(void) {
     Suite *s = suite_create("mcpc_concurrent");
     TCase *t = tcase_create("concurrent");
@@ -656,6 +692,7 @@ static Suite *mcpc_concurrent_suite(void) {
     tcase_add_test(t, http_session_renewed_once);
     tcase_add_test(t, http_malformed_storm_ends_one_call);
     tcase_add_test(t, stdio_long_request_while_the_server_writes);
+    tcase_add_test(t, stdio_short_limit_long_request);
     suite_add_tcase(s, t);
     return s;
 }
