@@ -163,6 +163,18 @@ void mcpc_mux_fail_all(ipb_mcpc *c, const ipb_error *e) {
     pthread_mutex_unlock(&c->lock);
 }
 
+/* Writing failed over the one connection (a message may be half written): every call ends with
+ * EPIPE and this reason, whatever the writer's own error was (its ETIMEDOUT is not theirs), and
+ * the transport is stopped. */
+static void fail_all_written(ipb_mcpc *c, const ipb_error *e, const char *what) {
+    ipb_error *all = NULL;
+    mcpc_fail(&all, EPIPE, "%s failed (%s); the connection is closed", what, ipb_error_msg(e));
+    mcpc_mux_fail_all(c, all);
+    ipb_error_free(all);
+    if (c->t->ops->kill)
+        c->t->ops->kill(c->t);
+}
+
 static void *reader_main(void *arg) {
     ipb_mcpc *c = arg;
     mcpc_transport *t = c->t;
@@ -173,12 +185,8 @@ static void *reader_main(void *arg) {
         ipb_error *e = NULL;
         int waiting = flush_later(c, false, ipb_now_ms() + c->limits.call_ms, &e);
         if (waiting < 0) {
-            /* An answer could not be written: the connection is gone or wedged (a message may
-             * be half written). */
-            mcpc_mux_fail_all(c, e);
+            fail_all_written(c, e, "writing an answer to the server's request");
             ipb_error_free(e);
-            if (t->ops->kill)
-                t->ops->kill(t);
             break;
         }
         if (t->ops->recv(t, ipb_now_ms() + (waiting ? LATER_RETRY_MS : READER_WAIT_MS), &text, &len, &e) < 0) {
@@ -197,12 +205,8 @@ static void *reader_main(void *arg) {
                                  ipb_now_ms() + c->limits.call_ms, &e);
         free(text);
         if (r < 0) {
-            /* An answer to the server's request could not be written: the connection is gone
-             * or wedged (a message may be half written). */
-            mcpc_mux_fail_all(c, e);
+            fail_all_written(c, e, "writing an answer to the server's request");
             ipb_error_free(e);
-            if (t->ops->kill)
-                t->ops->kill(t);
             break;
         }
         if (c->bad_in_a_row == before) {
@@ -295,11 +299,8 @@ json_t *mcpc_exchange_mux(ipb_mcpc *c, json_int_t id, json_t *msg, int cancel_fd
         pthread_mutex_lock(&c->lock);
         unlink_pending(c, p);
         pthread_mutex_unlock(&c->lock);
-        if (r == -1 && send_failure_fatal(c, e)) {
-            mcpc_mux_fail_all(c, e);
-            if (c->t->ops->kill)
-                c->t->ops->kill(c->t);
-        }
+        if (r == -1 && send_failure_fatal(c, e))
+            fail_all_written(c, e, "writing a request");
         *err = e;
         goto out;
     }
