@@ -18,6 +18,8 @@
 #include "mcpc_core.h"
 
 #define MAX_PAGES 100
+/* While a call waits for its turn to write, how often it looks at its cancel fd and the stop fd. */
+#define WRITE_TURN_SLICE_MS 50
 #define MAX_TOOLS 10000
 
 static const char *const known_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", NULL};
@@ -43,18 +45,30 @@ static bool fatal(const ipb_error *e, const mcpc_transport *t) {
     return n == ETIMEDOUT || n == EMSGSIZE || n == EPIPE || n == ECONNRESET;
 }
 
-int mcpc_write_begin(ipb_mcpc *c, long deadline) {
-    struct timespec ts = {deadline / 1000, (deadline % 1000) * 1000000L};
+int mcpc_write_begin(ipb_mcpc *c, long deadline, int cancel_fd) {
     int r = 0;
     pthread_mutex_lock(&c->write_lock);
-    while (c->writing && r == 0)
-        r = deadline > 0 ? pthread_cond_timedwait(&c->write_free, &c->write_lock, &ts) : ETIMEDOUT;
+    while (c->writing && r == 0) {
+        long now = ipb_now_ms();
+        if (deadline <= now) {
+            r = ETIMEDOUT;
+            break;
+        }
+        /* The fds are looked at every WRITE_TURN_SLICE_MS meanwhile. */
+        long until = deadline < now + WRITE_TURN_SLICE_MS ? deadline : now + WRITE_TURN_SLICE_MS;
+        struct timespec ts = {until / 1000, (until % 1000) * 1000000L};
+        pthread_cond_timedwait(&c->write_free, &c->write_lock, &ts);
+        if (c->writing && mcpc_cancelled(c->stop_fd))
+            r = ESHUTDOWN;
+        else if (c->writing && mcpc_cancelled(cancel_fd))
+            r = ECANCELED;
+    }
     if (!c->writing) {
         c->writing = true;
         r = 0;
     }
     pthread_mutex_unlock(&c->write_lock);
-    return r ? ETIMEDOUT : 0;
+    return r;
 }
 
 void mcpc_write_end(ipb_mcpc *c) {
@@ -66,6 +80,11 @@ void mcpc_write_end(ipb_mcpc *c) {
 
 int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
                    ipb_error **err) {
+    return mcpc_send_json_or_cancel(c, t, msg, kind, deadline, -1, err);
+}
+
+int mcpc_send_json_or_cancel(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
+                             int cancel_fd, ipb_error **err) {
     char *text = json_dumps(msg, JSON_COMPACT | JSON_ENSURE_ASCII);
     if (!text)
         return mcpc_fail(err, ENOMEM, "out of memory");
@@ -75,10 +94,16 @@ int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_ki
         free(text);
         return r;
     }
-    if (locked && mcpc_write_begin(c, deadline > 0 ? deadline : 1) != 0) {
+    int turn = locked ? mcpc_write_begin(c, deadline, cancel_fd) : 0;
+    if (turn != 0) {
         free(text);
-        mcpc_fail(err, ETIMEDOUT, "the request could not be written before the deadline (other messages to the "
-                                  "server were still being written)");
+        if (turn == ECANCELED)
+            mcpc_fail(err, ECANCELED, "the call was cancelled");
+        else if (turn == ESHUTDOWN)
+            mcpc_fail(err, ESHUTDOWN, "the client was shut down");
+        else
+            mcpc_fail(err, ETIMEDOUT, "the request could not be written before the deadline (other messages to "
+                                      "the server were still being written)");
         return -2; /* nothing was written */
     }
     /* Over a pipe, a message begun is written whole: one cut off would corrupt the stream for

@@ -75,13 +75,18 @@ struct ipb_mcpc {
 /* Makes the client not alive, remembering why (the first reason wins). Takes c->lock. */
 void mcpc_mark_dead(ipb_mcpc *c, const ipb_error *e);
 /* The turn to write to the one connection: waits for it until deadline (a monotonic time in ms;
- * 0: does not wait). Returns 0, or ETIMEDOUT. */
-int mcpc_write_begin(ipb_mcpc *c, long deadline);
+ * 0: does not wait), cancel_fd (-1: none) or the client's stop fd being readable. Returns 0,
+ * ETIMEDOUT, ECANCELED or ESHUTDOWN. */
+int mcpc_write_begin(ipb_mcpc *c, long deadline, int cancel_fd);
 void mcpc_write_end(ipb_mcpc *c);
 /* Serialises msg and sends it on t (in the write turn with mux, waiting for it at most until
  * deadline). */
 int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
                    ipb_error **err);
+/* The same, also given up (-2, ECANCELED) when cancel_fd becomes readable while waiting for the
+ * write turn. Returns 0; -2 when nothing was written (ETIMEDOUT, ECANCELED, ESHUTDOWN); -1. */
+int mcpc_send_json_or_cancel(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
+                             int cancel_fd, ipb_error **err);
 
 /* exchange.c */
 /* What to do with a response found among the server's messages (msg: a reference it takes over;

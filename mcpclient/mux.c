@@ -37,7 +37,7 @@ struct mcpc_later {
 static int flush_later(ipb_mcpc *c, bool wait, long deadline, ipb_error **err) {
     if (!c->later_head)
         return 0;
-    if (mcpc_write_begin(c, wait ? deadline : 0) != 0) {
+    if (mcpc_write_begin(c, wait ? deadline : 0, -1) != 0) {
         if (wait)
             return mcpc_fail(err, ETIMEDOUT, "answers to the server's requests could not be written in time");
         return 1;
@@ -294,7 +294,7 @@ json_t *mcpc_exchange_mux(ipb_mcpc *c, json_int_t id, json_t *msg, int cancel_fd
     pthread_mutex_unlock(&c->lock);
 
     ipb_error *e = NULL;
-    int r = mcpc_send_json(c, c->t, msg, MCPC_MSG_REQUEST, deadline, &e);
+    int r = mcpc_send_json_or_cancel(c, c->t, msg, MCPC_MSG_REQUEST, deadline, cancel_fd, &e);
     if (r < 0) {
         pthread_mutex_lock(&c->lock);
         unlink_pending(c, p);

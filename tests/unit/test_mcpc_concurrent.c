@@ -582,7 +582,7 @@ START_TEST(http_malformed_storm_ends_one_call) {
 }
 END_TEST
 
-/* A one-thread stdio server: "stall" stops reading its stdin for a second, then asks us (ping)
+/* A one-thread stdio server: "stall" stops reading its stdin for 2 s, then asks us (ping)
  * and writes 4 MiB of notifications before it reads again; "echo" answers its arguments' size. */
 static const char STALL_SERVER[] =
     "import json, sys, time\n"
@@ -597,7 +597,7 @@ static const char STALL_SERVER[] =
     "              'serverInfo': {'name': 'stall'}}})\n"
     "    elif meth == 'tools/call' and params['name'] == 'stall':\n"
     "        stall_id = mid\n"
-    "        time.sleep(1)\n"
+    "        time.sleep(2)\n"
     "        send({'jsonrpc': '2.0', 'id': 'p', 'method': 'ping'})\n"
     "        note = json.dumps({'jsonrpc': '2.0', 'method': 'notifications/message',\n"
     "                           'params': {'level': 'info', 'data': 'x' * 65536}})\n"
@@ -678,6 +678,45 @@ START_TEST(stdio_short_limit_long_request) {
 }
 END_TEST
 
+/* stdio: a call waiting for its turn to write (behind a long request the server does not read
+ * yet) ends at once when cancelled; nothing of it was sent. */
+START_TEST(stdio_cancel_while_waiting_to_write) {
+    json_t *p = json_pack("{s:s, s:[s, s]}", "command", "/usr/bin/python3", "args", "-c", STALL_SERVER);
+    ipb_mcp_limits lim = {10000, 30000, 0};
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("stall", p, &lim, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    size_t big = 4 << 20;
+    char *blob = malloc(big + 1);
+    memset(blob, 'y', big);
+    blob[big] = '\0';
+    int cfd = new_cancel_fd();
+    call a, b, w;
+    call_start(&a, c, "stall", NULL, -1, 0);
+    usleep(300000); /* the server sleeps, not reading its stdin */
+    call_start(&b, c, "echo", json_pack("{s:s}", "blob", blob), -1, 0);
+    free(blob);
+    usleep(200000); /* b is writing; w waits for its turn */
+    call_start(&w, c, "echo", json_pack("{s:s}", "tag", "w"), cfd, 0);
+    usleep(100000);
+    fire(cfd);
+    call_join(&w);
+    expect_errnum(&w, ECANCELED);
+    ck_assert_msg(!call_done(&b), "the long request was written before the server read again");
+    call_join(&b);
+    call_join(&a);
+    expect_text(&a, "pinged");
+    ck_assert_uint_eq(ipb_mcpc_cancelled(c), 0); /* nothing of w reached the server */
+    ck_assert(ipb_mcpc_alive(c));
+    call_free(&a);
+    call_free(&b);
+    call_free(&w);
+    close(cfd);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
 static Suite *mcpc_concurrent_suite(void) {
     Suite *s = suite_create("mcpc_concurrent");
     TCase *t = tcase_create("concurrent");
@@ -693,6 +732,7 @@ static Suite *mcpc_concurrent_suite(void) {
     tcase_add_test(t, http_malformed_storm_ends_one_call);
     tcase_add_test(t, stdio_long_request_while_the_server_writes);
     tcase_add_test(t, stdio_short_limit_long_request);
+    tcase_add_test(t, stdio_cancel_while_waiting_to_write);
     suite_add_tcase(s, t);
     return s;
 }
