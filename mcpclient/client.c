@@ -18,6 +18,8 @@
 #include "mcpc_core.h"
 
 #define MAX_PAGES 100
+/* While a call waits for its turn to write, how often it looks at its cancel fd and the stop fd. */
+#define WRITE_TURN_SLICE_MS 50
 #define MAX_TOOLS 10000
 
 static const char *const known_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", NULL};
@@ -37,14 +39,52 @@ void mcpc_mark_dead(ipb_mcpc *c, const ipb_error *e) {
 /* Whether an error of a request on the client's own transport (initialize; stdio and legacy SSE
  * before the reader runs) leaves the connection unusable. */
 static bool fatal(const ipb_error *e, const mcpc_transport *t) {
-    if (!t || t->broken)
+    if (!t || mcpc_is_broken(t))
         return true;
     int n = e ? e->errnum : 0;
     return n == ETIMEDOUT || n == EMSGSIZE || n == EPIPE || n == ECONNRESET;
 }
 
+int mcpc_write_begin(ipb_mcpc *c, long deadline, int cancel_fd) {
+    int r = 0;
+    pthread_mutex_lock(&c->write_lock);
+    while (c->writing && r == 0) {
+        long now = ipb_now_ms();
+        if (deadline <= now) {
+            r = ETIMEDOUT;
+            break;
+        }
+        /* The fds are looked at every WRITE_TURN_SLICE_MS meanwhile. */
+        long until = deadline < now + WRITE_TURN_SLICE_MS ? deadline : now + WRITE_TURN_SLICE_MS;
+        struct timespec ts = {until / 1000, (until % 1000) * 1000000L};
+        pthread_cond_timedwait(&c->write_free, &c->write_lock, &ts);
+        if (c->writing && mcpc_cancelled(c->stop_fd))
+            r = ESHUTDOWN;
+        else if (c->writing && mcpc_cancelled(cancel_fd))
+            r = ECANCELED;
+    }
+    if (!c->writing) {
+        c->writing = true;
+        r = 0;
+    }
+    pthread_mutex_unlock(&c->write_lock);
+    return r;
+}
+
+void mcpc_write_end(ipb_mcpc *c) {
+    pthread_mutex_lock(&c->write_lock);
+    c->writing = false;
+    pthread_cond_signal(&c->write_free);
+    pthread_mutex_unlock(&c->write_lock);
+}
+
 int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
                    ipb_error **err) {
+    return mcpc_send_json_or_cancel(c, t, msg, kind, deadline, -1, err);
+}
+
+int mcpc_send_json_or_cancel(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
+                             int cancel_fd, ipb_error **err) {
     char *text = json_dumps(msg, JSON_COMPACT | JSON_ENSURE_ASCII);
     if (!text)
         return mcpc_fail(err, ENOMEM, "out of memory");
@@ -54,20 +94,26 @@ int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_ki
         free(text);
         return r;
     }
-    if (locked) {
-        long when = deadline > 0 ? deadline : ipb_now_ms();
-        struct timespec ts = {when / 1000, (when % 1000) * 1000000L};
-        int r = pthread_mutex_clocklock(&c->write_lock, CLOCK_MONOTONIC, &ts);
-        if (r != 0) {
-            free(text);
-            mcpc_fail(err, r == ETIMEDOUT ? ETIMEDOUT : r, "the request could not be written before the deadline "
-                                                           "(other messages to the server were still being written)");
-            return -2; /* nothing was written */
-        }
+    int turn = locked ? mcpc_write_begin(c, deadline, cancel_fd) : 0;
+    if (turn != 0) {
+        free(text);
+        if (turn == ECANCELED)
+            mcpc_fail(err, ECANCELED, "the call was cancelled");
+        else if (turn == ESHUTDOWN)
+            mcpc_fail(err, ESHUTDOWN, "the client was shut down");
+        else
+            mcpc_fail(err, ETIMEDOUT, "the request could not be written before the deadline (other messages to "
+                                      "the server were still being written)");
+        return -2; /* nothing was written */
     }
-    int r = t->ops->send(t, text, strlen(text), kind, deadline, err);
+    /* Over a pipe, a message begun is written whole: one cut off would corrupt the stream for
+     * every call, so a caller's short limit does not cut it (the client's call limit does). */
+    long send_deadline = deadline;
+    if (locked && c->transport_kind == IPB_MCP_STDIO && send_deadline < ipb_now_ms() + c->limits.call_ms)
+        send_deadline = ipb_now_ms() + c->limits.call_ms;
+    int r = t->ops->send(t, text, strlen(text), kind, send_deadline, err);
     if (locked)
-        pthread_mutex_unlock(&c->write_lock);
+        mcpc_write_end(c);
     free(text);
     return r < 0 ? -1 : 0;
 }
@@ -105,7 +151,7 @@ static mcpc_transport *clone_take(ipb_mcpc *c, ipb_error **err) {
 /* Back to the idle ones, unless its connection failed or enough are idle. */
 static void clone_put(ipb_mcpc *c, mcpc_transport *t) {
     t->cancel_fd = -1;
-    if (!t->broken) {
+    if (!mcpc_is_broken(t)) {
         pthread_mutex_lock(&c->lock);
         bool kept = c->nidle < MCPC_IDLE_CLONES;
         if (kept)
@@ -138,11 +184,11 @@ static json_t *exchange(ipb_mcpc *c, const char *method, json_t *params, int can
             resp = mcpc_exchange_direct(c, own, id, msg, deadline, true, err);
             /* This call's connection failing says the server is gone (or unreachable); a message
              * over the limit or a malformed storm ends only this call's own stream. */
-            if (!resp && *err && (own->broken || (*err)->errnum == ECONNRESET) && (*err)->errnum != EMSGSIZE)
+            if (!resp && *err && (mcpc_is_broken(own) || (*err)->errnum == ECONNRESET) && (*err)->errnum != EMSGSIZE)
                 mcpc_mark_dead(c, *err);
             /* A call given up on closed its stream; the connection under it goes with it. */
             if (!resp && *err)
-                own->broken = true;
+                mcpc_set_broken(own);
             clone_put(c, own);
         }
     } else {
@@ -331,6 +377,7 @@ static void client_free(ipb_mcpc *c, bool graceful) {
     free(c->name);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->write_lock);
+    pthread_cond_destroy(&c->write_free);
     pthread_mutex_destroy(&c->init_lock);
     free(c);
 }
@@ -366,6 +413,11 @@ ipb_mcpc *ipb_mcpc_connect(const char *name, json_t *params, const ipb_mcp_limit
     }
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->write_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->write_free, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&c->init_lock, NULL);
     c->params = expanded;
     c->limits = lim;

@@ -42,8 +42,15 @@ void mcpc_stray(ipb_mcpc *c, json_t *id, const char *why) {
     char shown[72];
     mcpc_excerpt(text ? text : "?", text ? strlen(text) : 1, shown, 64);
     free(text);
-    log_info("MCP server '%s': skipped an answer to id %s (%s)", c->name, shown, why);
-    __atomic_add_fetch(&c->stray, 1, __ATOMIC_RELAXED);
+    /* A server that floods them does not flood the log: the first ones at info level. */
+    size_t n = __atomic_add_fetch(&c->stray, 1, __ATOMIC_RELAXED);
+    if (n < MCPC_STRAY_INFO)
+        log_info("MCP server '%s': skipped an answer to id %s (%s)", c->name, shown, why);
+    else if (n == MCPC_STRAY_INFO)
+        log_info("MCP server '%s': skipped an answer to id %s (%s); more such answers are logged at debug level",
+                 c->name, shown, why);
+    else
+        log_debug("MCP server '%s': skipped an answer to id %s (%s)", c->name, shown, why);
 }
 
 void mcpc_gave_up(ipb_mcpc *c, json_int_t id) {
@@ -52,10 +59,8 @@ void mcpc_gave_up(ipb_mcpc *c, json_int_t id) {
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Looks at one message. Returns what on_response returned for a response, 0 for anything else,
- * -1 on error. */
-static int handle_one(ipb_mcpc *c, mcpc_transport *t, json_t *m, mcpc_on_response on_response, void *ctx,
-                      size_t *bad, long deadline, ipb_error **err) {
+/* Looks at one message. Returns 2 for a response, 0 for anything else, -1 on error. */
+static int handle_one(ipb_mcpc *c, mcpc_transport *t, json_t *m, size_t *bad, long deadline, ipb_error **err) {
     if (!json_is_object(m)) {
         malformed(c, bad, "not an object", "", 0);
         return 0;
@@ -84,7 +89,7 @@ static int handle_one(ipb_mcpc *c, mcpc_transport *t, json_t *m, mcpc_on_respons
         malformed(c, bad, "neither a request, a notification nor a response", "", 0);
         return 0;
     }
-    return on_response(c, ctx, id, m);
+    return 2;
 }
 
 int mcpc_handle_text(ipb_mcpc *c, mcpc_transport *t, const char *text, size_t len, mcpc_on_response on_response,
@@ -95,25 +100,38 @@ int mcpc_handle_text(ipb_mcpc *c, mcpc_transport *t, const char *text, size_t le
         malformed(c, bad, jerr.text, text, len);
         return 0;
     }
+    /* The responses are handed on only once this thread no longer holds the message they came
+     * in (each then has one reference, the receiver's), so that no reference count is shared
+     * with the thread that takes one. */
+    bool batch = json_is_array(root);
+    size_t n = batch ? json_array_size(root) : 1;
+    json_t **resp = calloc(n ? n : 1, sizeof(*resp));
+    size_t nresp = 0;
     int r = 0;
-    if (json_is_array(root)) {
-        if (json_array_size(root) == 0)
-            malformed(c, bad, "an empty batch", text, len);
-        size_t i;
-        json_t *m;
-        json_array_foreach(root, i, m) {
-            int x = handle_one(c, t, m, on_response, ctx, bad, deadline, err);
-            if (x < 0) {
-                r = -1;
-                break;
-            }
-            if (x == 1)
-                r = 1;
+    if (!resp) {
+        json_decref(root);
+        return mcpc_fail(err, ENOMEM, "out of memory");
+    }
+    if (batch && n == 0)
+        malformed(c, bad, "an empty batch", text, len);
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = batch ? json_array_get(root, i) : root;
+        int x = handle_one(c, t, m, bad, deadline, err);
+        if (x < 0) {
+            r = -1;
+            break;
         }
-    } else {
-        r = handle_one(c, t, root, on_response, ctx, bad, deadline, err);
+        if (x == 2)
+            resp[nresp++] = json_incref(m);
     }
     json_decref(root);
+    for (size_t i = 0; i < nresp; i++) {
+        if (r < 0)
+            json_decref(resp[i]);
+        else if (on_response(c, ctx, json_object_get(resp[i], "id"), resp[i]) == 1)
+            r = 1;
+    }
+    free(resp);
     return r;
 }
 
@@ -137,13 +155,15 @@ static int direct_response(ipb_mcpc *c, void *ctx, json_t *id, json_t *msg) {
     struct direct_wait *w = ctx;
     if (!json_is_integer(id) || json_integer_value(id) != w->want) {
         mcpc_stray(c, id, "not the id of the request waiting on this stream");
+        json_decref(msg);
         return 0;
     }
     if (w->got) {
         mcpc_stray(c, id, "a second answer to it");
+        json_decref(msg);
         return 0;
     }
-    w->got = json_incref(msg);
+    w->got = msg;
     return 1;
 }
 
@@ -176,7 +196,7 @@ json_t *mcpc_exchange_direct(ipb_mcpc *c, mcpc_transport *t, json_int_t id, json
             /* The connection's framing cannot be trusted any more; a Streamable HTTP call's own
              * stream is only this call's. */
             if (t == c->t)
-                t->broken = true;
+                mcpc_set_broken(t);
             mcpc_fail(err, EPROTO, "the server sent %zu malformed messages and no response", bad);
             return NULL;
         }

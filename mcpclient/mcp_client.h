@@ -13,7 +13,7 @@
  *   ECONNRESET, ECONNREFUSED, EHOSTUNREACH  the HTTP connection failed or the SSE stream ended
  *   EREMOTEIO  the server answered with a JSON-RPC error (code and message in the sentence)
  *   EPROTO     the server broke the protocol (a result of the wrong shape, an HTTP error status,
- *              100 malformed messages while waiting for one answer, ...); EACCES for HTTP 401/403
+ *              100 malformed messages in a row, ...); EACCES for HTTP 401/403
  *   EPROTONOSUPPORT  a protocol version this client does not know
  *   ECANCELED  the call's cancel fd became readable while waiting for the answer
  *   EPIPE      also: the client was shut down (ipb_mcpc_shutdown) or had died before the call
@@ -116,7 +116,8 @@ void ipb_mcpc_set_cancel_fd(ipb_mcpc *c, int fd);
 /* Requests cancelled at the server so far (cancel fd or timeout). */
 size_t ipb_mcpc_cancelled(const ipb_mcpc *c);
 /* Answers skipped because no call waits for them: an id never sent, a second answer to one id,
- * the late answer of a call given up on (each logged at info level with its id). */
+ * the late answer of a call given up on (each logged with its id: the first 20 of a client at
+ * info level, later ones at debug level). */
 size_t ipb_mcpc_stray(const ipb_mcpc *c);
 
 /* --- Concurrent calls ---------------------------------------------------------------------
@@ -138,11 +139,13 @@ size_t ipb_mcpc_stray(const ipb_mcpc *c);
  *     client is no longer alive. Over Streamable HTTP an oversized or malformed answer ends only
  *     its call; a failed connection ends its call and makes the client not alive;
  *   - ipb_mcpc_shutdown: EPIPE.
- * The cancel fd and the limit are watched from the moment the request is written; writing it
- * waits at most until the deadline for the messages of other callers (stdio: and for the server
- * to read its stdin: a request half written when the deadline passes ends the connection).
+ * The cancel fd and the limit are watched from the moment the request is written; before, the
+ * call waits at most until its deadline for the messages of other callers to be written. Over
+ * stdio a request begun is written whole (a cut one would corrupt the stream for every call):
+ * for up to limits.call_ms, even past the call's own limit; a server that has not read it by
+ * then loses the connection.
  * A late answer of a call given up on, an answer with an id never sent, or a second answer to
- * one id is skipped, logged at info level with its id, and counted (ipb_mcpc_stray). A
+ * one id is skipped, logged with its id, and counted (ipb_mcpc_stray). A
  * Streamable HTTP server that forgot the session (404) gets one new session, started once
  * however many calls saw the 404, and each such request again, once. ipb_mcpc_alive,
  * ipb_mcpc_cancelled, ipb_mcpc_stray, ipb_mcpc_in_flight, list_tools and ipb_mcpc_shutdown may be

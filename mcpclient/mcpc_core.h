@@ -6,7 +6,8 @@
  *
  * Threads: any number of callers, plus (stdio, legacy SSE, once initialized) one reader thread.
  * c->lock guards what the reader and callers share (alive, why dead, the waiting calls, the ring
- * of given-up ids); c->write_lock makes each message over one connection whole; c->init_lock
+ * of given-up ids); the write turn (mcpc_write_begin/end) makes each message over one connection
+ * whole; c->init_lock
  * lets one caller at a time start a new Streamable HTTP session. Counters are atomics. */
 #pragma once
 #include <jansson.h>
@@ -23,6 +24,8 @@
 #define MCPC_MAX_MALFORMED 100
 /* Ids of calls given up on (cancelled, timed out) remembered, to name a late answer as one. */
 #define MCPC_GAVE_UP_RING 64
+/* Answers nobody waits for logged at info level per client (then at debug level). */
+#define MCPC_STRAY_INFO 20
 /* Streamable HTTP clones kept for later calls (each keeps its connection open for reuse). */
 #define MCPC_IDLE_CLONES 8
 
@@ -52,7 +55,9 @@ struct ipb_mcpc {
     mcpc_transport *idle[MCPC_IDLE_CLONES]; /* Streamable HTTP clones no call uses now */
     int nidle;
 
-    pthread_mutex_t write_lock;
+    pthread_mutex_t write_lock; /* guards `writing` (a waited-for turn, so that waiting has a deadline) */
+    pthread_cond_t write_free;  /* CLOCK_MONOTONIC */
+    bool writing;
     pthread_mutex_t init_lock;
     unsigned session_gen; /* new sessions started (atomic; written under init_lock) */
 
@@ -69,14 +74,23 @@ struct ipb_mcpc {
 /* client.c */
 /* Makes the client not alive, remembering why (the first reason wins). Takes c->lock. */
 void mcpc_mark_dead(ipb_mcpc *c, const ipb_error *e);
-/* Serialises msg and sends it on t (under c->write_lock with mux, waiting for it at most until
+/* The turn to write to the one connection: waits for it until deadline (a monotonic time in ms;
+ * 0: does not wait), cancel_fd (-1: none) or the client's stop fd being readable. Returns 0,
+ * ETIMEDOUT, ECANCELED or ESHUTDOWN. */
+int mcpc_write_begin(ipb_mcpc *c, long deadline, int cancel_fd);
+void mcpc_write_end(ipb_mcpc *c);
+/* Serialises msg and sends it on t (in the write turn with mux, waiting for it at most until
  * deadline). */
 int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
                    ipb_error **err);
+/* The same, also given up (-2, ECANCELED) when cancel_fd becomes readable while waiting for the
+ * write turn. Returns 0; -2 when nothing was written (ETIMEDOUT, ECANCELED, ESHUTDOWN); -1. */
+int mcpc_send_json_or_cancel(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
+                             int cancel_fd, ipb_error **err);
 
 /* exchange.c */
-/* What to do with a response found among the server's messages: returns 1 when it is the one the
- * caller waits for (taken: *ret set to a new reference), 0 when it was skipped. */
+/* What to do with a response found among the server's messages (msg: a reference it takes over;
+ * id: msg's id): returns 1 when it is the one the caller waits for, 0 when it was skipped. */
 typedef int (*mcpc_on_response)(ipb_mcpc *c, void *ctx, json_t *id, json_t *msg);
 /* Handles one message text (a message or a batch): requests of the server answered on t,
  * notifications ignored, responses given to on_response, malformed messages skipped, logged and

@@ -89,6 +89,10 @@ struct mcpc_transport {
     bool broken;
 };
 
+/* t->broken is written by the reader thread and read by callers: atomically. */
+static inline void mcpc_set_broken(mcpc_transport *t) { __atomic_store_n(&t->broken, true, __ATOMIC_RELAXED); }
+static inline bool mcpc_is_broken(const mcpc_transport *t) { return __atomic_load_n(&t->broken, __ATOMIC_RELAXED); }
+
 /* True in the client's reader threads (each only ever uses its own client's transport). */
 extern __thread bool mcpc_in_reader;
 

@@ -37,11 +37,9 @@ struct mcpc_later {
 static int flush_later(ipb_mcpc *c, bool wait, long deadline, ipb_error **err) {
     if (!c->later_head)
         return 0;
-    if (wait) {
-        struct timespec ts = {deadline / 1000, (deadline % 1000) * 1000000L};
-        if (pthread_mutex_clocklock(&c->write_lock, CLOCK_MONOTONIC, &ts) != 0)
+    if (mcpc_write_begin(c, wait ? deadline : 0, -1) != 0) {
+        if (wait)
             return mcpc_fail(err, ETIMEDOUT, "answers to the server's requests could not be written in time");
-    } else if (pthread_mutex_trylock(&c->write_lock) != 0) {
         return 1;
     }
     int r = 0;
@@ -55,7 +53,7 @@ static int flush_later(ipb_mcpc *c, bool wait, long deadline, ipb_error **err) {
     }
     if (!c->later_head)
         c->later_tail = NULL;
-    pthread_mutex_unlock(&c->write_lock);
+    mcpc_write_end(c);
     return r;
 }
 
@@ -124,6 +122,7 @@ static int mux_response(ipb_mcpc *c, void *ctx, json_t *id, json_t *msg) {
     (void)ctx;
     if (!json_is_integer(id)) {
         mcpc_stray(c, id, "no request with this id was sent");
+        json_decref(msg);
         return 0;
     }
     json_int_t n = json_integer_value(id);
@@ -133,7 +132,7 @@ static int mux_response(ipb_mcpc *c, void *ctx, json_t *id, json_t *msg) {
     while (p && p->id != n)
         p = p->next;
     if (p && !p->done) {
-        p->resp = json_incref(msg);
+        p->resp = msg;
         p->done = true;
         wake(p);
         pthread_mutex_unlock(&c->lock);
@@ -142,6 +141,7 @@ static int mux_response(ipb_mcpc *c, void *ctx, json_t *id, json_t *msg) {
     why = p ? "a second answer to it" : why_unwanted(c, n);
     pthread_mutex_unlock(&c->lock);
     mcpc_stray(c, id, why);
+    json_decref(msg);
     return 0;
 }
 
@@ -163,6 +163,18 @@ void mcpc_mux_fail_all(ipb_mcpc *c, const ipb_error *e) {
     pthread_mutex_unlock(&c->lock);
 }
 
+/* Writing failed over the one connection (a message may be half written): every call ends with
+ * EPIPE and this reason, whatever the writer's own error was (its ETIMEDOUT is not theirs), and
+ * the transport is stopped. */
+static void fail_all_written(ipb_mcpc *c, const ipb_error *e, const char *what) {
+    ipb_error *all = NULL;
+    mcpc_fail(&all, EPIPE, "%s failed (%s); the connection is closed", what, ipb_error_msg(e));
+    mcpc_mux_fail_all(c, all);
+    ipb_error_free(all);
+    if (c->t->ops->kill)
+        c->t->ops->kill(c->t);
+}
+
 static void *reader_main(void *arg) {
     ipb_mcpc *c = arg;
     mcpc_transport *t = c->t;
@@ -173,12 +185,8 @@ static void *reader_main(void *arg) {
         ipb_error *e = NULL;
         int waiting = flush_later(c, false, ipb_now_ms() + c->limits.call_ms, &e);
         if (waiting < 0) {
-            /* An answer could not be written: the connection is gone or wedged (a message may
-             * be half written). */
-            mcpc_mux_fail_all(c, e);
+            fail_all_written(c, e, "writing an answer to the server's request");
             ipb_error_free(e);
-            if (t->ops->kill)
-                t->ops->kill(t);
             break;
         }
         if (t->ops->recv(t, ipb_now_ms() + (waiting ? LATER_RETRY_MS : READER_WAIT_MS), &text, &len, &e) < 0) {
@@ -197,18 +205,14 @@ static void *reader_main(void *arg) {
                                  ipb_now_ms() + c->limits.call_ms, &e);
         free(text);
         if (r < 0) {
-            /* An answer to the server's request could not be written: the connection is gone
-             * or wedged (a message may be half written). */
-            mcpc_mux_fail_all(c, e);
+            fail_all_written(c, e, "writing an answer to the server's request");
             ipb_error_free(e);
-            if (t->ops->kill)
-                t->ops->kill(t);
             break;
         }
         if (c->bad_in_a_row == before) {
             c->bad_in_a_row = 0;
         } else if (c->bad_in_a_row >= MCPC_MAX_MALFORMED) {
-            t->broken = true;
+            mcpc_set_broken(t);
             mcpc_fail(&e, EPROTO,
                       "the server sent %zu malformed messages and no response (in a row); the connection is closed",
                       c->bad_in_a_row);
@@ -258,7 +262,7 @@ static void unlink_pending(ipb_mcpc *c, mcpc_pending *p) {
 /* Whether a failed send leaves the connection unusable: over stdio a message may be half written;
  * over legacy SSE each message is a POST of its own, and only a failed connection counts. */
 static bool send_failure_fatal(ipb_mcpc *c, const ipb_error *e) {
-    if (c->transport_kind == IPB_MCP_STDIO || c->t->broken)
+    if (c->transport_kind == IPB_MCP_STDIO || mcpc_is_broken(c->t))
         return true;
     int n = e ? e->errnum : 0;
     return n == EPIPE || n == ECONNRESET || n == ECONNREFUSED;
@@ -290,16 +294,13 @@ json_t *mcpc_exchange_mux(ipb_mcpc *c, json_int_t id, json_t *msg, int cancel_fd
     pthread_mutex_unlock(&c->lock);
 
     ipb_error *e = NULL;
-    int r = mcpc_send_json(c, c->t, msg, MCPC_MSG_REQUEST, deadline, &e);
+    int r = mcpc_send_json_or_cancel(c, c->t, msg, MCPC_MSG_REQUEST, deadline, cancel_fd, &e);
     if (r < 0) {
         pthread_mutex_lock(&c->lock);
         unlink_pending(c, p);
         pthread_mutex_unlock(&c->lock);
-        if (r == -1 && send_failure_fatal(c, e)) {
-            mcpc_mux_fail_all(c, e);
-            if (c->t->ops->kill)
-                c->t->ops->kill(c->t);
-        }
+        if (r == -1 && send_failure_fatal(c, e))
+            fail_all_written(c, e, "writing a request");
         *err = e;
         goto out;
     }

@@ -180,7 +180,8 @@ static int http_send(mcpc_transport *base, const char *msg, size_t len, enum mcp
             mcpc_reword(err, "the server ended the session (HTTP 404 to a message with its Mcp-Session-Id)");
             (*err)->errnum = ESTALE;
         }
-        base->broken |= broken;
+        if (broken)
+            mcpc_set_broken(base);
         return -1;
     }
     return take_session(t, x, err) < 0 ? -1 : 1;
@@ -199,7 +200,8 @@ static int finish_request(http_transport *t, ipb_error **err) {
     bool broken = false, gone = session_gone(x);
     httpc_stop(x);
     if (httpc_outcome(x, NULL, &broken, err) < 0) {
-        t->base.broken |= broken || (*err)->errnum == EMSGSIZE;
+        if (broken || (*err)->errnum == EMSGSIZE)
+            mcpc_set_broken(&t->base);
         if (gone) {
             mcpc_reword(err, "the server ended the session (HTTP 404 to a request with its Mcp-Session-Id)");
             (*err)->errnum = ESTALE;

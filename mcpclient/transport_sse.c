@@ -121,7 +121,7 @@ static bool message_or_end(void *ctx) {
 
 /* The stream is over: why, as an error. */
 static int stream_ended(sse_transport *t, ipb_error **err) {
-    t->base.broken = true;
+    mcpc_set_broken(&t->base);
     bool broken;
     if (httpc_outcome(&t->stream, "the SSE stream", &broken, err) < 0)
         return -1;
@@ -147,7 +147,8 @@ static int sse_send(mcpc_transport *base, const char *msg, size_t len, enum mcpc
     httpc_stop(&t->post);
     bool broken = false;
     if (httpc_outcome(&t->post, "posting a message", &broken, err) < 0) {
-        base->broken |= broken;
+        if (broken)
+            mcpc_set_broken(base);
         return -1;
     }
     return 1;
@@ -163,7 +164,7 @@ static int sse_recv(mcpc_transport *base, long deadline, char **ret_msg, size_t 
         if (t->stream.done) {
             int r = stream_ended(t, err);
             if ((*err)->errnum == EMSGSIZE)
-                base->broken = true;
+                mcpc_set_broken(base);
             return r;
         }
         if (httpc_drive_cancellable(t->multi, deadline, base->cancel_fd, base->stop_fd, message_or_end, t,

@@ -301,7 +301,7 @@ static void kill_group(stdio_transport *t, int sig) {
 
 /* The server's end, as a sentence ending. Waits a little for the exit status after EOF. */
 static int fail_gone(stdio_transport *t, const char *what, ipb_error **err) {
-    t->base.broken = true;
+    mcpc_set_broken(&t->base);
     if (reap(t, 500)) {
         char how[96];
         describe_status(t->status, how, sizeof(how));
@@ -416,7 +416,7 @@ static int stdio_send(mcpc_transport *base, const char *msg, size_t len, enum mc
                       ipb_error **err) {
     stdio_transport *t = (stdio_transport *)base;
     (void)kind;
-    if (t->to_fd < 0 || base->broken)
+    if (t->to_fd < 0 || mcpc_is_broken(base))
         return mcpc_fail(err, EPIPE, "the server process (%s) is no longer running", t->command);
     static char newline[] = "\n";
     struct iovec parts[2] = {{(void *)msg, len}, {newline, 1}};
@@ -445,8 +445,8 @@ static int stdio_send(mcpc_transport *base, const char *msg, size_t len, enum mc
         /* The pipe is full. Keep reading its stdout meanwhile (up to a bound), so that a server
          * blocked writing a long message to us does not leave both sides waiting; once a reader
          * thread owns its stdout, that thread does (and only it). */
-        bool reading = !t->eof && t->in.len - t->start < base->limits.max_message + READ_CHUNK &&
-                       (!base->has_reader || mcpc_in_reader);
+        bool reading = (!base->has_reader || mcpc_in_reader) && !t->eof &&
+                       t->in.len - t->start < base->limits.max_message + READ_CHUNK;
         struct pollfd pf[3] = {{t->to_fd, POLLOUT, 0},
                                {t->from_fd, reading ? POLLIN : 0, 0},
                                {base->stop_fd, base->stop_fd >= 0 ? POLLIN : 0, 0}};
@@ -540,7 +540,7 @@ static int stdio_recv(mcpc_transport *base, long deadline, char **ret_msg, size_
         }
     }
 too_big:
-    base->broken = true;
+    mcpc_set_broken(base);
     log_debug("MCP server '%s': a line of its stdout is longer than %zu bytes; killing it", base->name, max);
     kill_group(t, SIGKILL);
     reap(t, 2000);

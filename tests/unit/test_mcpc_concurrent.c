@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -127,7 +128,8 @@ static ipb_mcpc *connect_fake(int transport) {
         p = json_pack("{s:s, s:[s, s, s, s, s, s, s, s, s, s]}", "command", "/usr/bin/python3", "args", script, "fake",
                       "--transport", "stdio", "--tools", "concurrent", "--events", events, "--pid-file", pidfile);
     } else {
-        start_http(transport_names[transport]);
+        if (!http_pid)
+            start_http(transport_names[transport]);
         char url[64];
         snprintf(url, sizeof(url), "http://127.0.0.1:%d/%s", http_port, transport == 1 ? "mcp" : "sse");
         p = json_pack("{s:s}", "url", url);
@@ -283,6 +285,17 @@ static void fire(int fd) {
     ck_assert_int_eq(write(fd, &one, sizeof(one)), 8);
 }
 
+/* Open descriptors of this process. */
+static int count_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 /* ---- tests ---- */
 
 #define NCALLS 20
@@ -290,6 +303,9 @@ static void fire(int fd) {
 /* 20 calls of sleep(1) from 20 threads on one client: each gets its own answer, and together
  * they take far less than one after the other would (20 s). */
 START_TEST(twenty_at_once) {
+    if (_i > 0)
+        start_http(transport_names[_i]); /* its descriptors are not the client's */
+    int fds = count_fds();
     ipb_mcpc *c = connect_fake(_i);
     call k[NCALLS];
     char tags[NCALLS][8];
@@ -312,6 +328,7 @@ START_TEST(twenty_at_once) {
     ck_assert_uint_eq(ipb_mcpc_stray(c), 0);
     ck_assert(ipb_mcpc_alive(c));
     ipb_mcpc_close(c);
+    ck_assert_int_eq(count_fds(), fds); /* the calls' and the client's descriptors are closed */
 }
 END_TEST
 
@@ -565,7 +582,7 @@ START_TEST(http_malformed_storm_ends_one_call) {
 }
 END_TEST
 
-/* A one-thread stdio server: "stall" stops reading its stdin for a second, then asks us (ping)
+/* A one-thread stdio server: "stall" stops reading its stdin for 2 s, then asks us (ping)
  * and writes 4 MiB of notifications before it reads again; "echo" answers its arguments' size. */
 static const char STALL_SERVER[] =
     "import json, sys, time\n"
@@ -580,7 +597,7 @@ static const char STALL_SERVER[] =
     "              'serverInfo': {'name': 'stall'}}})\n"
     "    elif meth == 'tools/call' and params['name'] == 'stall':\n"
     "        stall_id = mid\n"
-    "        time.sleep(1)\n"
+    "        time.sleep(2)\n"
     "        send({'jsonrpc': '2.0', 'id': 'p', 'method': 'ping'})\n"
     "        note = json.dumps({'jsonrpc': '2.0', 'method': 'notifications/message',\n"
     "                           'params': {'level': 'info', 'data': 'x' * 65536}})\n"
@@ -625,6 +642,81 @@ START_TEST(stdio_long_request_while_the_server_writes) {
 }
 END_TEST
 
+/* stdio: a call whose own limit passes while its long request is half written still writes it
+ * whole (the stream stays sound for the others), then ends with ETIMEDOUT; its late answer is
+ * skipped and the client goes on. */
+START_TEST(stdio_short_limit_long_request) {
+    json_t *p = json_pack("{s:s, s:[s, s]}", "command", "/usr/bin/python3", "args", "-c", STALL_SERVER);
+    ipb_mcp_limits lim = {10000, 30000, 0};
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("stall", p, &lim, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    size_t big = 4 << 20;
+    char *blob = malloc(big + 1);
+    memset(blob, 'y', big);
+    blob[big] = '\0';
+    call a, b;
+    call_start(&a, c, "stall", NULL, -1, 0);
+    usleep(300000); /* the server sleeps, not reading its stdin */
+    call_start(&b, c, "echo", json_pack("{s:s}", "blob", blob), -1, 300);
+    free(blob);
+    call_join(&b);
+    expect_errnum(&b, ETIMEDOUT);
+    call_join(&a);
+    expect_text(&a, "pinged");
+    ck_assert(ipb_mcpc_alive(c));
+    void *want[2] = {c, (void *)(uintptr_t)1};
+    wait_until(stray_at_least, want, 10000, "the late answer to the long request is skipped");
+    json_t *r = ipb_mcpc_call(c, "echo", NULL, -1, 0, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    ck_assert_str_eq(text_of(r), "2"); /* {} */
+    json_decref(r);
+    call_free(&a);
+    call_free(&b);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
+/* stdio: a call waiting for its turn to write (behind a long request the server does not read
+ * yet) ends at once when cancelled; nothing of it was sent. */
+START_TEST(stdio_cancel_while_waiting_to_write) {
+    json_t *p = json_pack("{s:s, s:[s, s]}", "command", "/usr/bin/python3", "args", "-c", STALL_SERVER);
+    ipb_mcp_limits lim = {10000, 30000, 0};
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("stall", p, &lim, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    size_t big = 4 << 20;
+    char *blob = malloc(big + 1);
+    memset(blob, 'y', big);
+    blob[big] = '\0';
+    int cfd = new_cancel_fd();
+    call a, b, w;
+    call_start(&a, c, "stall", NULL, -1, 0);
+    usleep(300000); /* the server sleeps, not reading its stdin */
+    call_start(&b, c, "echo", json_pack("{s:s}", "blob", blob), -1, 0);
+    free(blob);
+    usleep(200000); /* b is writing; w waits for its turn */
+    call_start(&w, c, "echo", json_pack("{s:s}", "tag", "w"), cfd, 0);
+    usleep(100000);
+    fire(cfd);
+    call_join(&w);
+    expect_errnum(&w, ECANCELED);
+    ck_assert_msg(!call_done(&b), "the long request was written before the server read again");
+    call_join(&b);
+    call_join(&a);
+    expect_text(&a, "pinged");
+    ck_assert_uint_eq(ipb_mcpc_cancelled(c), 0); /* nothing of w reached the server */
+    ck_assert(ipb_mcpc_alive(c));
+    call_free(&a);
+    call_free(&b);
+    call_free(&w);
+    close(cfd);
+    ipb_mcpc_close(c);
+}
+END_TEST
+
 static Suite *mcpc_concurrent_suite(void) {
     Suite *s = suite_create("mcpc_concurrent");
     TCase *t = tcase_create("concurrent");
@@ -639,6 +731,8 @@ static Suite *mcpc_concurrent_suite(void) {
     tcase_add_test(t, http_session_renewed_once);
     tcase_add_test(t, http_malformed_storm_ends_one_call);
     tcase_add_test(t, stdio_long_request_while_the_server_writes);
+    tcase_add_test(t, stdio_short_limit_long_request);
+    tcase_add_test(t, stdio_cancel_while_waiting_to_write);
     suite_add_tcase(s, t);
     return s;
 }
