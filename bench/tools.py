@@ -6,8 +6,10 @@ by the MCP TypeScript SDK's client over stdio, in one run, against
 
   through ipybox   one cell times N calls with time.perf_counter() around each
   direct           a node script (bench/tools_direct.mjs) times N calls with the SDK's Client
-  async, 8 at once one cell runs N calls as 8 concurrent run_async() tasks (calls are taken one at
-                   a time): N over the elapsed time
+  async, 8 at once one cell runs N calls as 8 concurrent run_async() tasks: N over the elapsed time
+  20 at once       the fake server's `sleep` (tests/lib/mcp_servers.py --tools concurrent, SLEEP_S):
+                   the wall time of one call, of 20 calls from 20 kernel threads to one server,
+                   and of 20 calls to 20 servers, one each (the median of 3 rounds each)
   server start     register_mcp_server plus the first call from a cell (wall time at the MCP
                    client), a small Python stdio server (python3 -c) unsandboxed against the same
                    server with "sandbox": {} (`ipybox run` with a private home), alternating,
@@ -60,6 +62,39 @@ def through_ipybox(params, n, tmp):
         text, r = c.execute(code, timeout=600)
         if r.get("isError"):
             raise SystemExit("the benchmark cell failed:\n" + text)
+        return json.loads(text.strip().splitlines()[-1])
+    finally:
+        c.close()
+
+
+SLEEP_S = 0.5
+ROUNDS = 3
+
+
+def concurrent_calls(tmp):
+    """Wall times (s) of one sleep call, 20 at once to one server, 20 at once to 20 servers."""
+    cfg = os.path.join(tmp, "mcp-concurrent.json")
+    with open(cfg, "w") as f:
+        json.dump({"mcpServers": {"s%d" % i: mcp_servers.fake_stdio_params("--tools", "concurrent")
+                                  for i in range(20)}}, f)
+    c = McpClient("--mcp-config", cfg, "--approve-tools", "*")
+    try:
+        code = (
+            "import time, json, statistics, importlib\n"
+            "from concurrent.futures import ThreadPoolExecutor\n"
+            "mods = [importlib.import_module('mcptools.s%%d.sleep' %% i) for i in range(20)]\n"
+            "for m in mods: m.run(seconds=0)\n"
+            "def wall(fns):\n"
+            "    t0 = time.perf_counter()\n"
+            "    with ThreadPoolExecutor(len(fns)) as ex:\n"
+            "        for f in [ex.submit(fn, seconds=%g, tag='b') for fn in fns]: f.result()\n"
+            "    return time.perf_counter() - t0\n"
+            "r = {k: statistics.median(wall(fns) for _ in range(%d)) for k, fns in (\n"
+            "     ('one', [mods[0].run]), ('one_server', [mods[0].run] * 20), ('servers', [m.run for m in mods]))}\n"
+            "print(json.dumps(r))\n" % (SLEEP_S, ROUNDS))
+        text, r = c.execute(code, timeout=600)
+        if r.get("isError"):
+            raise SystemExit("the concurrency cell failed:\n" + text)
         return json.loads(text.strip().splitlines()[-1])
     finally:
         c.close()
@@ -141,6 +176,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ipybox-bench-tools-") as tmp:
         d = direct(params, a.calls)
         t = through_ipybox(params, a.calls, tmp)
+        conc = concurrent_calls(tmp)
     ms = t["ms"]
     rows = [
         ("direct, SDK client over stdio", statistics.median(d), pct(d, 90), min(d)),
@@ -154,8 +190,14 @@ def main():
     for name, med, p90, mn in rows:
         out.append("| %s | %.2f ms | %.2f ms | %.2f ms |" % (name, med, p90, mn))
     out += ["", "Added by ipybox per call (median difference): **%.2f ms**." % (rows[1][1] - rows[0][1]),
-            "8 concurrent `run_async()` tasks in one cell: %.0f calls/s (calls are run one at a time)."
-            % (a.calls / t["async_s"]), ""]
+            "8 concurrent `run_async()` tasks in one cell: %.0f calls/s." % (a.calls / t["async_s"]), "",
+            "Concurrent calls of the fake server's `sleep` (%g s each, from kernel threads; median of %d rounds):"
+            % (SLEEP_S, ROUNDS), "",
+            "| calls | wall time | vs one call |", "|---|---|---|"]
+    for name, key in (("one call", "one"), ("20 at once to one server", "one_server"),
+                      ("20 at once to 20 servers, one each", "servers")):
+        out.append("| %s | %.2f s | %.1fx |" % (name, conc[key], conc[key] / conc["one"]))
+    out += [""]
     out += start_rows(start_cost(a.start_rounds), a.start_rounds)
     text = "\n".join(out)
     print(text)

@@ -76,6 +76,14 @@ struct ipbd_pending {
     struct ipbd_pending *next;
 };
 
+/* One approval question of a worker: the worker's id for it, ours towards the client, and
+ * which client. */
+struct ipbd_ask {
+    json_t *wid, *cid;
+    uint64_t client;
+    struct ipbd_ask *next;
+};
+
 struct ipbd_session {
     char name[IPBD_NAME_MAX + 1];
     bool anonymous;      /* made for one client's first call; ends with that client */
@@ -100,10 +108,9 @@ struct ipbd_session {
                                * name, never idle; taken by the next session made with the
                                * daemon's options alone */
     bool closing;             /* asked to stop; gone once reaped and its link is closed */
-    /* The worker's approval question (elicitation/create) being put to a client: the worker's
-     * id for it, ours towards the client, and which client. */
-    json_t *ask_wid, *ask_cid;
-    uint64_t ask_client;
+    /* The worker's approval questions (elicitation/create) put to clients and not answered
+     * yet: several may be open at once (concurrent tool calls), each its own. */
+    struct ipbd_ask *asks;
     long created_ms, idle_since_ms;
     struct ipbd_session *next;
 };

@@ -22,7 +22,10 @@ bool ipbd_flow_blocked(struct ipbd *d, const struct ipbd_session *s) {
     for (const struct ipbd_pending *p = s->pending; p; p = p->next)
         if (over(d, p->client_id, mark))
             return true;
-    return s->ask_wid && over(d, s->ask_client, mark);
+    for (const struct ipbd_ask *a = s->asks; a; a = a->next)
+        if (over(d, a->client, mark))
+            return true;
+    return false;
 }
 
 void ipbd_flow_pause(struct ipbd *d, struct ipbd_session *s) {

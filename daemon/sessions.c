@@ -38,11 +38,26 @@ static void send_worker(struct ipbd *d, struct ipbd_session *s, json_t *msg, boo
     free(line);
 }
 
-static void ask_clear(struct ipbd_session *s) {
-    json_decref(s->ask_wid);
-    json_decref(s->ask_cid);
-    s->ask_wid = s->ask_cid = NULL;
-    s->ask_client = 0;
+/* Unlinks and frees the question at *pp. */
+static void ask_drop(struct ipbd_ask **pp) {
+    struct ipbd_ask *a = *pp;
+    *pp = a->next;
+    json_decref(a->wid);
+    json_decref(a->cid);
+    free(a);
+}
+
+static void ask_clear_all(struct ipbd_session *s) {
+    while (s->asks)
+        ask_drop(&s->asks);
+}
+
+/* The question whose id is `id` on the worker's side (wid) or towards the client (cid). */
+static struct ipbd_ask **ask_find(struct ipbd_session *s, json_t *id, bool cid) {
+    for (struct ipbd_ask **pp = &s->asks; *pp; pp = &(*pp)->next)
+        if (id && json_equal(id, cid ? (*pp)->cid : (*pp)->wid))
+            return pp;
+    return NULL;
 }
 
 /* Answers the worker's question ourselves: the client cannot be asked (the worker then applies
@@ -184,9 +199,13 @@ void ipbd_session_detach(struct ipbd *d, struct ipbd_session *s, struct ipbd_cli
         *pp = p->next;
         cancel_pending(d, s, p, c->dead ? NULL : "Cancelled: the client left this session");
     }
-    if (s->ask_wid && s->ask_client == c->id) {
-        ask_refuse(d, s, s->ask_wid, -32000, "the client that was asked left the session");
-        ask_clear(s);
+    for (struct ipbd_ask **pp = &s->asks; *pp;) {
+        if ((*pp)->client != c->id) {
+            pp = &(*pp)->next;
+            continue;
+        }
+        ask_refuse(d, s, (*pp)->wid, -32000, "the client that was asked left the session");
+        ask_drop(pp);
     }
     if (c->session == s) {
         c->session = NULL;
@@ -531,23 +550,34 @@ static void ask_client(struct ipbd *d, struct ipbd_session *s, json_t *m) {
                    c ? "the client did not declare the elicitation capability" : "no client is waiting on this call");
         return;
     }
-    if (s->ask_wid) /* the worker asks one question at a time; an older one is over */
-        ask_clear(s);
+    /* Several questions may be open at once (calls run concurrently); each is answered or
+     * withdrawn alone. A repeated worker id replaces the older question. */
+    struct ipbd_ask **old = ask_find(s, wid, false);
+    if (old)
+        ask_drop(old);
+    struct ipbd_ask *a = calloc(1, sizeof(*a));
+    if (!a) {
+        ask_refuse(d, s, wid, -32000, "out of memory");
+        return;
+    }
     json_object_del(meta, IPB_META_CALL_ID);
-    s->ask_wid = json_incref(wid);
-    s->ask_cid = json_sprintf("ipyboxd-ask-%llu", (unsigned long long)++d->next_ask);
-    s->ask_client = c->id;
-    json_object_set(m, "id", s->ask_cid);
+    a->wid = json_incref(wid);
+    a->cid = json_sprintf("ipyboxd-ask-%llu", (unsigned long long)++d->next_ask);
+    a->client = c->id;
+    a->next = s->asks;
+    s->asks = a;
+    json_object_set(m, "id", a->cid);
     ipbd_client_send(d, c, json_incref(m));
 }
 
 void ipbd_session_answer(struct ipbd *d, struct ipbd_client *c, json_t *msg) {
     struct ipbd_session *s = c->session;
     json_t *id = json_object_get(msg, "id");
-    if (!s || !s->ask_cid || s->ask_client != c->id || !json_equal(id, s->ask_cid))
+    struct ipbd_ask **pp = s ? ask_find(s, id, true) : NULL;
+    if (!pp || (*pp)->client != c->id)
         return; /* not ours, or too late */
-    json_object_set(msg, "id", s->ask_wid);
-    ask_clear(s);
+    json_object_set(msg, "id", (*pp)->wid);
+    ask_drop(pp);
     bool ok;
     send_worker(d, s, json_incref(msg), &ok);
 }
@@ -584,14 +614,14 @@ static void worker_line(struct ipbd *d, struct ipbd_session *s, const char *line
     } else if (method && !id && !strcmp(method, "notifications/cancelled")) {
         /* The worker withdrew its question (the cell ended or was interrupted). */
         json_t *params = json_object_get(m, "params");
-        bool match = s->ask_wid && json_equal(json_object_get(params, "requestId"), s->ask_wid);
-        struct ipbd_client *c = match ? ipbd_client_find(d, s->ask_client) : NULL;
+        struct ipbd_ask **pp = ask_find(s, json_object_get(params, "requestId"), false);
+        struct ipbd_client *c = pp ? ipbd_client_find(d, (*pp)->client) : NULL;
         if (c) {
-            json_object_set(params, "requestId", s->ask_cid);
+            json_object_set(params, "requestId", (*pp)->cid);
             ipbd_client_send(d, c, json_incref(m));
         }
-        if (match)
-            ask_clear(s);
+        if (pp)
+            ask_drop(pp);
     } else if (method && id) {
         ask_refuse(d, s, id, JRPC_METHOD_NOT_FOUND, "the daemon passes on no such request");
     } else if (method && !strcmp(method, "notifications/progress")) {
@@ -765,7 +795,7 @@ static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
     jrpc_reader_free(&s->rd);
     ipb_buf_free(&s->out.buf);
     ipb_buf_free(&s->errbuf);
-    ask_clear(s);
+    ask_clear_all(s);
     log_info("session %s: ended", s->name);
     d->nsessions--;
     free(s);

@@ -1,220 +1,121 @@
-/* The JSON-RPC side of the MCP client: requests with ids, their responses found among what the
- * server sends (its own requests answered, notifications ignored, malformed messages skipped
- * and counted), the initialize handshake, tools/list pages and tools/call. */
+/* The JSON-RPC side of the MCP client: connect and the initialize handshake, requests with ids
+ * and their errors (a deadline's sentence, the client's death when its connection failed, one new
+ * Streamable HTTP session when the server forgot ours), tools/list pages and tools/call, and the
+ * calls any thread may make at once. How a request reaches its answer: exchange.c (initialize,
+ * and each Streamable HTTP call on its own clone of the transport) and mux.c (stdio and legacy
+ * SSE after initialize: a reader thread routes answers by id). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
-#include "mcpc_internal.h"
+#include "mcpc_core.h"
 
 #define MAX_PAGES 100
+/* While a call waits for its turn to write, how often it looks at its cancel fd and the stop fd. */
+#define WRITE_TURN_SLICE_MS 50
 #define MAX_TOOLS 10000
-/* Malformed messages tolerated while waiting for one response. */
-#define MAX_MALFORMED 100
 
 static const char *const known_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", NULL};
 #define ASKED_VERSION "2025-06-18"
 
-struct ipb_mcpc {
-    char *name;
-    int transport_kind;
-    json_t *params; /* expanded */
-    ipb_mcp_limits limits;
-    mcpc_transport *t; /* NULL once closed after an oversized message */
-    json_int_t next_id;
-    bool alive;
-    bool initializing;
-    char *server_name;
-    char *version;
-    size_t malformed;  /* in the life of the client */
-    int cancel_fd;     /* see ipb_mcpc_set_cancel_fd; -1: none */
-    size_t cancelled;  /* requests cancelled so far */
-    char *dead_reason; /* why it is no longer alive */
-    int dead_errnum;
-    pthread_mutex_t call_lock; /* serialises ipb_mcpc_call (until calls run concurrently) */
-    size_t in_flight;
-};
-
-static void mark_dead(ipb_mcpc *c, const ipb_error *e) {
-    if (!c->alive)
-        return;
-    c->alive = false;
-    free(c->dead_reason);
-    c->dead_reason = strdup(ipb_error_msg(e));
-    c->dead_errnum = e ? e->errnum : EPIPE;
+void mcpc_mark_dead(ipb_mcpc *c, const ipb_error *e) {
+    pthread_mutex_lock(&c->lock);
+    if (c->alive) {
+        c->alive = false;
+        free(c->dead_reason);
+        c->dead_reason = strdup(ipb_error_msg(e));
+        c->dead_errnum = e ? e->errnum : EPIPE;
+    }
+    pthread_mutex_unlock(&c->lock);
 }
 
+/* Whether an error of a request on the client's own transport (initialize; stdio and legacy SSE
+ * before the reader runs) leaves the connection unusable. */
 static bool fatal(const ipb_error *e, const mcpc_transport *t) {
-    if (!t || t->broken)
+    if (!t || mcpc_is_broken(t))
         return true;
     int n = e ? e->errnum : 0;
     return n == ETIMEDOUT || n == EMSGSIZE || n == EPIPE || n == ECONNRESET;
 }
 
-static int send_json(ipb_mcpc *c, json_t *msg, enum mcpc_msg_kind kind, long deadline, ipb_error **err) {
+int mcpc_write_begin(ipb_mcpc *c, long deadline, int cancel_fd) {
+    int r = 0;
+    pthread_mutex_lock(&c->write_lock);
+    while (c->writing && r == 0) {
+        long now = ipb_now_ms();
+        if (deadline <= now) {
+            r = ETIMEDOUT;
+            break;
+        }
+        /* The fds are looked at every WRITE_TURN_SLICE_MS meanwhile. */
+        long until = deadline < now + WRITE_TURN_SLICE_MS ? deadline : now + WRITE_TURN_SLICE_MS;
+        struct timespec ts = {until / 1000, (until % 1000) * 1000000L};
+        pthread_cond_timedwait(&c->write_free, &c->write_lock, &ts);
+        if (c->writing && mcpc_cancelled(c->stop_fd))
+            r = ESHUTDOWN;
+        else if (c->writing && mcpc_cancelled(cancel_fd))
+            r = ECANCELED;
+    }
+    if (!c->writing) {
+        c->writing = true;
+        r = 0;
+    }
+    pthread_mutex_unlock(&c->write_lock);
+    return r;
+}
+
+void mcpc_write_end(ipb_mcpc *c) {
+    pthread_mutex_lock(&c->write_lock);
+    c->writing = false;
+    pthread_cond_signal(&c->write_free);
+    pthread_mutex_unlock(&c->write_lock);
+}
+
+int mcpc_send_json(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
+                   ipb_error **err) {
+    return mcpc_send_json_or_cancel(c, t, msg, kind, deadline, -1, err);
+}
+
+int mcpc_send_json_or_cancel(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum mcpc_msg_kind kind, long deadline,
+                             int cancel_fd, ipb_error **err) {
     char *text = json_dumps(msg, JSON_COMPACT | JSON_ENSURE_ASCII);
     if (!text)
         return mcpc_fail(err, ENOMEM, "out of memory");
-    int r = c->t->ops->send(c->t, text, strlen(text), kind, deadline, err);
+    bool locked = c->mux && t == c->t;
+    if (locked && mcpc_in_reader && kind == MCPC_MSG_RESPONSE) {
+        int r = mcpc_mux_answer(c, text, strlen(text), deadline, err);
+        free(text);
+        return r;
+    }
+    int turn = locked ? mcpc_write_begin(c, deadline, cancel_fd) : 0;
+    if (turn != 0) {
+        free(text);
+        if (turn == ECANCELED)
+            mcpc_fail(err, ECANCELED, "the call was cancelled");
+        else if (turn == ESHUTDOWN)
+            mcpc_fail(err, ESHUTDOWN, "the client was shut down");
+        else
+            mcpc_fail(err, ETIMEDOUT, "the request could not be written before the deadline (other messages to "
+                                      "the server were still being written)");
+        return -2; /* nothing was written */
+    }
+    /* Over a pipe, a message begun is written whole: one cut off would corrupt the stream for
+     * every call, so a caller's short limit does not cut it (the client's call limit does). */
+    long send_deadline = deadline;
+    if (locked && c->transport_kind == IPB_MCP_STDIO && send_deadline < ipb_now_ms() + c->limits.call_ms)
+        send_deadline = ipb_now_ms() + c->limits.call_ms;
+    int r = t->ops->send(t, text, strlen(text), kind, send_deadline, err);
+    if (locked)
+        mcpc_write_end(c);
     free(text);
     return r < 0 ? -1 : 0;
-}
-
-/* Answers a request of the server: ping, and nothing else (this client offers no capabilities). */
-static int answer_server(ipb_mcpc *c, json_t *id, const char *method, long deadline, ipb_error **err) {
-    json_t *reply;
-    if (strcmp(method, "ping") == 0) {
-        reply = json_pack("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result");
-    } else {
-        log_debug("MCP server '%s': asked for %s, which this client does not offer", c->name, method);
-        reply = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error", "code", -32601, "message",
-                          "Method not found");
-    }
-    if (!reply)
-        return mcpc_fail(err, ENOMEM, "out of memory");
-    int r = send_json(c, reply, MCPC_MSG_RESPONSE, deadline, err);
-    json_decref(reply);
-    return r;
-}
-
-static void malformed(ipb_mcpc *c, size_t *count, const char *why, const char *text, size_t len) {
-    char shown[96];
-    mcpc_excerpt(text, len, shown, 80);
-    log_debug("MCP server '%s': skipped a malformed message (%s): %s", c->name, why, shown);
-    c->malformed++;
-    (*count)++;
-}
-
-/* Looks at one message. Returns 1 with *ret the response to want_id, 0 when it was something
- * else, -1 on error. */
-static int handle_one(ipb_mcpc *c, json_t *m, json_int_t want_id, size_t *bad, long deadline, json_t **ret,
-                      ipb_error **err) {
-    if (!json_is_object(m)) {
-        malformed(c, bad, "not an object", "", 0);
-        return 0;
-    }
-    json_t *jv = json_object_get(m, "jsonrpc");
-    if (jv && !(json_is_string(jv) && strcmp(json_string_value(jv), "2.0") == 0)) {
-        malformed(c, bad, "jsonrpc is not \"2.0\"", "", 0);
-        return 0;
-    }
-    json_t *id = json_object_get(m, "id");
-    json_t *method = json_object_get(m, "method");
-    if (method) {
-        if (!json_is_string(method)) {
-            malformed(c, bad, "method is not a string", "", 0);
-            return 0;
-        }
-        if (!id) /* a notification: progress, logging, list changes; nothing to do */
-            return 0;
-        if (!json_is_string(id) && !json_is_integer(id)) {
-            malformed(c, bad, "a request id that is not a string or an integer", "", 0);
-            return 0;
-        }
-        return answer_server(c, id, json_string_value(method), deadline, err) < 0 ? -1 : 0;
-    }
-    if (!id || (!json_object_get(m, "result") && !json_object_get(m, "error"))) {
-        malformed(c, bad, "neither a request, a notification nor a response", "", 0);
-        return 0;
-    }
-    if (!json_is_integer(id) || json_integer_value(id) != want_id) {
-        log_debug("MCP server '%s': a response to an id we are not waiting for, ignored", c->name);
-        return 0;
-    }
-    *ret = json_incref(m);
-    return 1;
-}
-
-/* Handles one message text (a message or a batch of them). */
-static int handle_text(ipb_mcpc *c, const char *text, size_t len, json_int_t want_id, size_t *bad, long deadline,
-                       json_t **ret, ipb_error **err) {
-    json_error_t jerr;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-    if (!root) {
-        malformed(c, bad, jerr.text, text, len);
-        return 0;
-    }
-    int r = 0;
-    if (json_is_array(root)) {
-        if (json_array_size(root) == 0)
-            malformed(c, bad, "an empty batch", text, len);
-        size_t i;
-        json_t *m;
-        json_array_foreach(root, i, m) {
-            json_t *got = NULL;
-            int x = handle_one(c, m, want_id, bad, deadline, &got, err);
-            if (x < 0) {
-                json_decref(*ret);
-                *ret = NULL;
-                r = -1;
-                break;
-            }
-            if (x == 1 && !*ret) {
-                *ret = got;
-                r = 1;
-            } else {
-                json_decref(got);
-            }
-        }
-    } else {
-        r = handle_one(c, root, want_id, bad, deadline, ret, err);
-    }
-    json_decref(root);
-    return r;
-}
-
-/* Tells the server that we no longer wait for request id (notifications/cancelled, best
- * effort, within a second). A late answer to it is skipped as one to an id nobody waits for. */
-static void send_cancelled(ipb_mcpc *c, json_int_t id) {
-    json_t *note = json_pack("{s:s, s:s, s:{s:I, s:s}}", "jsonrpc", "2.0", "method", "notifications/cancelled",
-                             "params", "requestId", (json_int_t)id, "reason", "the caller is gone");
-    ipb_error *e = NULL;
-    if (note && send_json(c, note, MCPC_MSG_NOTIFICATION, ipb_now_ms() + 1000, &e) < 0)
-        log_debug("MCP server '%s': notifications/cancelled: %s", c->name, ipb_error_msg(e));
-    ipb_error_free(e);
-    json_decref(note);
-    c->cancelled++;
-}
-
-/* One request: sent, and its response waited for. Returns the response message (result or
- * error) or NULL. */
-static json_t *exchange(ipb_mcpc *c, const char *method, json_t *params, long deadline, ipb_error **err) {
-    json_int_t id = c->next_id++;
-    json_t *msg =
-        json_pack("{s:s, s:I, s:s, s:O}", "jsonrpc", "2.0", "id", (json_int_t)id, "method", method, "params", params);
-    if (!msg) {
-        mcpc_fail(err, ENOMEM, "out of memory");
-        return NULL;
-    }
-    int r = send_json(c, msg, MCPC_MSG_REQUEST, deadline, err);
-    json_decref(msg);
-    if (r < 0)
-        return NULL;
-    size_t bad = 0;
-    for (;;) {
-        char *text = NULL;
-        size_t len = 0;
-        if (c->t->ops->recv(c->t, deadline, &text, &len, err) < 0) {
-            if (*err && (*err)->errnum == ECANCELED)
-                send_cancelled(c, id);
-            return NULL;
-        }
-        json_t *resp = NULL;
-        r = handle_text(c, text, len, id, &bad, deadline, &resp, err);
-        free(text);
-        if (r < 0)
-            return NULL;
-        if (r == 1)
-            return resp;
-        if (bad >= MAX_MALFORMED) {
-            c->t->broken = true;
-            mcpc_fail(err, EPROTO, "the server sent %zu malformed messages and no response", bad);
-            return NULL;
-        }
-    }
 }
 
 /* The result of a response, or an error sentence for a JSON-RPC error. */
@@ -237,19 +138,119 @@ static json_t *take_result(json_t *resp, ipb_error **err) {
 
 static int initialize(ipb_mcpc *c, long deadline, ipb_error **err);
 
-/* A request with everything around it: the deadline's sentence, the client's death on fatal
- * errors, one new session when a Streamable HTTP server forgot ours. Returns the result. */
-static json_t *request(ipb_mcpc *c, const char *what, const char *method, json_t *params, long deadline, long limit_ms,
-                       ipb_error **err) {
-    if (!c->alive) {
-        mcpc_fail(err, c->dead_errnum ? c->dead_errnum : EPIPE, "MCP server '%s': the connection is closed (%s)",
-                  c->name, c->dead_reason ? c->dead_reason : "unknown reason");
+/* A Streamable HTTP clone for one call: an idle one (its connection open still) or a new one. */
+static mcpc_transport *clone_take(ipb_mcpc *c, ipb_error **err) {
+    mcpc_transport *t = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->nidle > 0)
+        t = c->idle[--c->nidle];
+    pthread_mutex_unlock(&c->lock);
+    return t ? t : c->t->ops->clone(c->t, err);
+}
+
+/* Back to the idle ones, unless its connection failed or enough are idle. */
+static void clone_put(ipb_mcpc *c, mcpc_transport *t) {
+    t->cancel_fd = -1;
+    if (!mcpc_is_broken(t)) {
+        pthread_mutex_lock(&c->lock);
+        bool kept = c->nidle < MCPC_IDLE_CLONES;
+        if (kept)
+            c->idle[c->nidle++] = t;
+        pthread_mutex_unlock(&c->lock);
+        if (kept)
+            return;
+    }
+    t->ops->close(t, false);
+}
+
+/* One request and its answer, by the way the transport and the client's state call for. */
+static json_t *exchange(ipb_mcpc *c, const char *method, json_t *params, int cancel_fd, long deadline, bool init,
+                        ipb_error **err) {
+    json_int_t id = __atomic_fetch_add(&c->next_id, 1, __ATOMIC_RELAXED);
+    json_t *msg =
+        json_pack("{s:s, s:I, s:s, s:O}", "jsonrpc", "2.0", "id", (json_int_t)id, "method", method, "params", params);
+    if (!msg) {
+        mcpc_fail(err, ENOMEM, "out of memory");
         return NULL;
     }
+    json_t *resp = NULL;
+    if (!init && c->mux) {
+        resp = mcpc_exchange_mux(c, id, msg, cancel_fd, deadline, err);
+    } else if (!init && c->t->ops->clone) {
+        mcpc_transport *own = clone_take(c, err);
+        if (own) {
+            own->cancel_fd = cancel_fd;
+            own->stop_fd = c->stop_fd;
+            resp = mcpc_exchange_direct(c, own, id, msg, deadline, true, err);
+            /* This call's connection failing says the server is gone (or unreachable); a message
+             * over the limit or a malformed storm ends only this call's own stream. */
+            if (!resp && *err && (mcpc_is_broken(own) || (*err)->errnum == ECONNRESET) && (*err)->errnum != EMSGSIZE)
+                mcpc_mark_dead(c, *err);
+            /* A call given up on closed its stream; the connection under it goes with it. */
+            if (!resp && *err)
+                mcpc_set_broken(own);
+            clone_put(c, own);
+        }
+    } else {
+        resp = mcpc_exchange_direct(c, c->t, id, msg, deadline, false, err);
+        if (!resp && *err && fatal(*err, c->t))
+            mcpc_mark_dead(c, *err);
+    }
+    json_decref(msg);
+    if (!resp && *err && (*err)->errnum == ESHUTDOWN) {
+        (*err)->errnum = EPIPE;
+        mcpc_reword(err, "the client was shut down");
+    }
+    return resp;
+}
+
+/* A new Streamable HTTP session after the server forgot ours (gen: the sessions started when the
+ * failed request began): started by the first caller to ask; the others find it done. */
+static int renew_session(ipb_mcpc *c, unsigned gen, const ipb_error *why, ipb_error **err) {
+    pthread_mutex_lock(&c->init_lock);
+    int r = 0;
+    if (__atomic_load_n(&c->session_gen, __ATOMIC_ACQUIRE) == gen) {
+        log_info("MCP server '%s': %s; starting a new session", c->name, ipb_error_msg(why));
+        c->t->ops->reset_session(c->t);
+        r = initialize(c, ipb_now_ms() + c->limits.connect_ms, err);
+        if (r == 0)
+            __atomic_add_fetch(&c->session_gen, 1, __ATOMIC_RELEASE);
+        /* Idle clones carry the old session's protocol version: new ones take the new one. */
+        mcpc_transport *old[MCPC_IDLE_CLONES];
+        pthread_mutex_lock(&c->lock);
+        int n = c->nidle;
+        memcpy(old, c->idle, sizeof(old[0]) * (size_t)n);
+        c->nidle = 0;
+        pthread_mutex_unlock(&c->lock);
+        for (int i = 0; i < n; i++)
+            old[i]->ops->close(old[i], false);
+    }
+    pthread_mutex_unlock(&c->init_lock);
+    return r;
+}
+
+static bool is_alive(ipb_mcpc *c, ipb_error **err) {
+    pthread_mutex_lock(&c->lock);
+    bool alive = c->alive;
+    if (!alive)
+        mcpc_fail(err, c->dead_errnum ? c->dead_errnum : EPIPE, "MCP server '%s': the connection is closed (%s)",
+                  c->name, c->dead_reason ? c->dead_reason : "unknown reason");
+    pthread_mutex_unlock(&c->lock);
+    return alive;
+}
+
+/* A request with everything around it: the deadline's sentence, one new session when a
+ * Streamable HTTP server forgot ours. init: initialize itself, on the client's own transport.
+ * Returns the result. */
+static json_t *request(ipb_mcpc *c, const char *what, const char *method, json_t *params, int cancel_fd,
+                       long deadline, long limit_ms, bool init, ipb_error **err) {
+    if (!is_alive(c, err))
+        return NULL;
     bool renewed = false;
     for (;;) {
+        unsigned gen = __atomic_load_n(&c->session_gen, __ATOMIC_ACQUIRE);
         ipb_error *e = NULL;
-        json_t *resp = exchange(c, method, params, deadline, &e);
+        json_t *resp = exchange(c, method, params, cancel_fd, deadline, init, &e);
         if (resp) {
             json_t *result = take_result(resp, err);
             json_decref(resp);
@@ -257,17 +258,17 @@ static json_t *request(ipb_mcpc *c, const char *what, const char *method, json_t
                 ipb_error_wrap(err, "MCP server '%s': %s", c->name, what);
             return result;
         }
-        if (e && e->errnum == ESTALE && !renewed && !c->initializing && c->t->ops->reset_session) {
+        if (e && e->errnum == ESTALE && !renewed && !init && c->t->ops->reset_session) {
             /* The server forgot the session (restarted, or expired it): a new one, once. */
-            log_info("MCP server '%s': %s; starting a new session", c->name, ipb_error_msg(e));
-            ipb_error_free(e);
-            e = NULL;
             renewed = true;
-            c->t->ops->reset_session(c->t);
-            if (initialize(c, ipb_now_ms() + c->limits.connect_ms, &e) == 0) {
+            ipb_error *ie = NULL;
+            if (renew_session(c, gen, e, &ie) == 0) {
+                ipb_error_free(e);
                 deadline = ipb_now_ms() + limit_ms;
                 continue;
             }
+            ipb_error_free(e);
+            e = ie;
             /* initialize's sentence names the server already */
             char prefix[300];
             snprintf(prefix, sizeof(prefix), "MCP server '%s': ", c->name);
@@ -275,32 +276,25 @@ static json_t *request(ipb_mcpc *c, const char *what, const char *method, json_t
             if (strncmp(inner, prefix, strlen(prefix)) == 0)
                 inner += strlen(prefix);
             mcpc_reword(&e, "the server ended the session and a new one failed: %s", inner);
-            mark_dead(c, e);
+            mcpc_mark_dead(c, e);
             ipb_error_wrap(&e, "MCP server '%s': %s", c->name, what);
             *err = e;
             return NULL;
         }
         if (e && e->errnum == ETIMEDOUT)
             mcpc_reword(&e, "no answer within %ld ms", limit_ms);
-        if (e && fatal(e, c->t)) {
-            mark_dead(c, e);
-            if (e->errnum == EMSGSIZE && c->t) {
-                /* Nothing more is read from a server that sent too much (stdio: it was killed). */
-                c->t->ops->close(c->t, false);
-                c->t = NULL;
-            }
-        }
         ipb_error_wrap(&e, "MCP server '%s': %s", c->name, what);
         *err = e;
         return NULL;
     }
 }
 
-static bool known_version(const char *v) {
+/* The known version v is (static, so that it is never freed under a reader), or NULL. */
+static const char *known_version(const char *v) {
     for (const char *const *k = known_versions; *k; k++)
         if (strcmp(v, *k) == 0)
-            return true;
-    return false;
+            return *k;
+    return NULL;
 }
 
 static int initialize(ipb_mcpc *c, long deadline, ipb_error **err) {
@@ -308,10 +302,8 @@ static int initialize(ipb_mcpc *c, long deadline, ipb_error **err) {
                                "clientInfo", "name", "ipybox", "version", IPYBOX_VERSION);
     if (!params)
         return mcpc_fail(err, ENOMEM, "out of memory");
-    c->initializing = true;
-    json_t *result = request(c, "initialize", "initialize", params, deadline, c->limits.connect_ms, err);
+    json_t *result = request(c, "initialize", "initialize", params, -1, deadline, c->limits.connect_ms, true, err);
     json_decref(params);
-    c->initializing = false;
     if (!result)
         return -1;
     const char *version = json_string_value(json_object_get(result, "protocolVersion"));
@@ -331,13 +323,11 @@ static int initialize(ipb_mcpc *c, long deadline, ipb_error **err) {
                       c->name, shown);
     }
     if (r == 0) {
-        free(c->version);
-        free(c->server_name);
-        c->version = strdup(version);
-        c->server_name = strdup(sname ? sname : "");
-        if (!c->version || !c->server_name)
+        /* A new session keeps the first name (others may read it meanwhile). */
+        if (!c->server_name && !(c->server_name = strdup(sname ? sname : "")))
             r = mcpc_fail(err, ENOMEM, "out of memory");
-        c->t->protocol_version = c->version;
+        c->version = known_version(version);
+        __atomic_store_n(&c->t->protocol_version, c->version, __ATOMIC_RELEASE);
     }
     json_decref(result);
     if (r < 0)
@@ -346,13 +336,13 @@ static int initialize(ipb_mcpc *c, long deadline, ipb_error **err) {
     if (!note)
         return mcpc_fail(err, ENOMEM, "out of memory");
     ipb_error *e = NULL;
-    r = send_json(c, note, MCPC_MSG_NOTIFICATION, deadline, &e);
+    r = mcpc_send_json(c, c->t, note, MCPC_MSG_NOTIFICATION, deadline, &e);
     json_decref(note);
     if (r < 0) {
         if (e->errnum == ETIMEDOUT)
             mcpc_reword(&e, "no answer within %d ms", c->limits.connect_ms);
         if (fatal(e, c->t))
-            mark_dead(c, e);
+            mcpc_mark_dead(c, e);
         ipb_error_wrap(&e, "MCP server '%s': notifications/initialized", c->name);
         *err = e;
         return -1;
@@ -369,14 +359,26 @@ static void limits_or_defaults(const ipb_mcp_limits *in, ipb_mcp_limits *out) {
 static void client_free(ipb_mcpc *c, bool graceful) {
     if (!c)
         return;
+    if (c->mux) {
+        uint64_t one = 1;
+        ssize_t w = write(c->stop_fd, &one, sizeof(one));
+        (void)w;
+        mcpc_mux_join(c);
+    }
+    for (int i = 0; i < c->nidle; i++)
+        c->idle[i]->ops->close(c->idle[i], false);
     if (c->t)
         c->t->ops->close(c->t, graceful);
+    if (c->stop_fd >= 0)
+        close(c->stop_fd);
     json_decref(c->params);
     free(c->server_name);
-    free(c->version);
     free(c->dead_reason);
     free(c->name);
-    pthread_mutex_destroy(&c->call_lock);
+    pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->write_lock);
+    pthread_cond_destroy(&c->write_free);
+    pthread_mutex_destroy(&c->init_lock);
     free(c);
 }
 
@@ -409,12 +411,27 @@ ipb_mcpc *ipb_mcpc_connect(const char *name, json_t *params, const ipb_mcp_limit
         mcpc_fail(err, ENOMEM, "out of memory");
         return NULL;
     }
-    pthread_mutex_init(&c->call_lock, NULL);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->write_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->write_free, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&c->init_lock, NULL);
     c->params = expanded;
     c->limits = lim;
     c->transport_kind = kind;
     c->next_id = 1;
     c->alive = true;
+    c->cancel_fd = -1;
+    c->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (c->stop_fd < 0) {
+        ipb_error_set(err, errno, "MCP server '%s': cannot make an eventfd", c->name);
+        client_free(c, false);
+        return NULL;
+    }
+    /* The process starts here, in the caller's thread (PR_SET_PDEATHSIG follows that thread). */
     if (kind == IPB_MCP_STDIO)
         c->t = mcpc_stdio_open(c->name, expanded, &lim, deadline, err);
     else if (kind == IPB_MCP_HTTP)
@@ -426,8 +443,16 @@ ipb_mcpc *ipb_mcpc_connect(const char *name, json_t *params, const ipb_mcp_limit
         client_free(c, false);
         return NULL;
     }
-    c->cancel_fd = c->t->cancel_fd = -1;
+    c->t->cancel_fd = -1;
+    c->t->stop_fd = -1;
     if (initialize(c, deadline, err) < 0) {
+        client_free(c, false);
+        return NULL;
+    }
+    c->t->stop_fd = c->stop_fd; /* a later new session, and the reader, end at a shutdown */
+    /* One connection for every call: from now on a reader thread takes what arrives. */
+    if (!c->t->ops->clone && mcpc_mux_start(c, err) < 0) {
+        ipb_error_wrap(err, "MCP server '%s'", c->name);
         client_free(c, false);
         return NULL;
     }
@@ -449,8 +474,8 @@ json_t *ipb_mcpc_list_tools(ipb_mcpc *c, ipb_error **err) {
             goto fail;
         }
         json_t *params = cursor ? json_pack("{s:s}", "cursor", cursor) : json_object();
-        json_t *result = params ? request(c, "tools/list", "tools/list", params, ipb_now_ms() + c->limits.call_ms,
-                                          c->limits.call_ms, err)
+        json_t *result = params ? request(c, "tools/list", "tools/list", params, -1, ipb_now_ms() + c->limits.call_ms,
+                                          c->limits.call_ms, false, err)
                                 : NULL;
         json_decref(params);
         if (!params)
@@ -490,7 +515,8 @@ fail:
     return NULL;
 }
 
-json_t *ipb_mcpc_call_tool(ipb_mcpc *c, const char *tool, json_t *arguments, ipb_error **err) {
+json_t *ipb_mcpc_call(ipb_mcpc *c, const char *tool, json_t *arguments, int cancel_fd, int timeout_ms,
+                      ipb_error **err) {
     if (!tool || !*tool) {
         mcpc_fail(err, EINVAL, "MCP server '%s': tools/call needs a tool name", c->name);
         return NULL;
@@ -509,7 +535,10 @@ json_t *ipb_mcpc_call_tool(ipb_mcpc *c, const char *tool, json_t *arguments, ipb
     char shown[100];
     mcpc_excerpt(tool, strlen(tool), shown, 96);
     snprintf(what, sizeof(what), "tools/call %s", shown);
-    json_t *result = request(c, what, "tools/call", params, ipb_now_ms() + c->limits.call_ms, c->limits.call_ms, err);
+    long limit = timeout_ms > 0 ? timeout_ms : c->limits.call_ms;
+    __atomic_add_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
+    json_t *result = request(c, what, "tools/call", params, cancel_fd, ipb_now_ms() + limit, limit, false, err);
+    __atomic_sub_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
     json_decref(params);
     if (result && !json_is_object(result)) {
         json_decref(result);
@@ -519,19 +548,37 @@ json_t *ipb_mcpc_call_tool(ipb_mcpc *c, const char *tool, json_t *arguments, ipb
     return result;
 }
 
+json_t *ipb_mcpc_call_tool(ipb_mcpc *c, const char *tool, json_t *arguments, ipb_error **err) {
+    json_t *r = ipb_mcpc_call(c, tool, arguments, c->cancel_fd, 0, err);
+    /* One call at a time: a server that serves calls one after another may still be busy with
+     * this one, so its callers connect again (as before calls ran concurrently). */
+    if (!r && *err && (*err)->errnum == ETIMEDOUT)
+        mcpc_mark_dead(c, *err);
+    return r;
+}
+
 bool ipb_mcpc_alive(ipb_mcpc *c) {
+    if (!c)
+        return false;
     /* A stdio server that exited since the last call is found here, so that the next call goes
      * to a new one instead of failing on the dead one. */
-    if (c && c->alive && c->t && c->t->ops->gone && c->t->ops->gone(c->t))
+    pthread_mutex_lock(&c->lock);
+    if (c->alive && c->t && c->t->ops->gone && c->t->ops->gone(c->t)) {
         c->alive = false;
-    return c && c->alive;
+        free(c->dead_reason);
+        c->dead_reason = strdup("the server process exited");
+        c->dead_errnum = EPIPE;
+    }
+    bool alive = c->alive;
+    pthread_mutex_unlock(&c->lock);
+    return alive;
 }
 
 const char *ipb_mcpc_server_name(const ipb_mcpc *c) { return c ? c->server_name : NULL; }
 
 const char *ipb_mcpc_protocol_version(const ipb_mcpc *c) { return c ? c->version : NULL; }
 
-size_t ipb_mcpc_malformed(const ipb_mcpc *c) { return c ? c->malformed : 0; }
+size_t ipb_mcpc_malformed(const ipb_mcpc *c) { return c ? __atomic_load_n(&c->malformed, __ATOMIC_RELAXED) : 0; }
 
 void ipb_mcpc_close(ipb_mcpc *c) { client_free(c, true); }
 
@@ -542,31 +589,29 @@ int ipb_mcpc_exit_fd(const ipb_mcpc *c) {
 }
 
 void ipb_mcpc_set_cancel_fd(ipb_mcpc *c, int fd) {
-    if (!c)
-        return;
-    c->cancel_fd = fd;
-    if (c->t)
-        c->t->cancel_fd = fd;
+    if (c)
+        c->cancel_fd = fd;
 }
 
-size_t ipb_mcpc_cancelled(const ipb_mcpc *c) { return c ? c->cancelled : 0; }
+size_t ipb_mcpc_cancelled(const ipb_mcpc *c) { return c ? __atomic_load_n(&c->cancelled, __ATOMIC_RELAXED) : 0; }
 
-json_t *ipb_mcpc_call(ipb_mcpc *c, const char *tool, json_t *arguments, int cancel_fd, int timeout_ms,
-                      ipb_error **err) {
-    pthread_mutex_lock(&c->call_lock);
-    c->in_flight++;
-    int saved = c->limits.call_ms;
-    if (timeout_ms > 0)
-        c->limits.call_ms = timeout_ms;
-    ipb_mcpc_set_cancel_fd(c, cancel_fd);
-    json_t *r = ipb_mcpc_call_tool(c, tool, arguments, err);
-    ipb_mcpc_set_cancel_fd(c, -1);
-    c->limits.call_ms = saved;
-    c->in_flight--;
-    pthread_mutex_unlock(&c->call_lock);
-    return r;
-}
+size_t ipb_mcpc_stray(const ipb_mcpc *c) { return c ? __atomic_load_n(&c->stray, __ATOMIC_RELAXED) : 0; }
 
 size_t ipb_mcpc_in_flight(ipb_mcpc *c) { return c ? __atomic_load_n(&c->in_flight, __ATOMIC_RELAXED) : 0; }
 
-void ipb_mcpc_shutdown(ipb_mcpc *c) { (void)c; /* stub: the concurrent client makes this real */ }
+void ipb_mcpc_shutdown(ipb_mcpc *c) {
+    if (!c)
+        return;
+    ipb_error e = {EPIPE, (char *)"the client was shut down"};
+    if (c->mux)
+        mcpc_mux_fail_all(c, &e); /* the calls waiting on the reader end now */
+    else
+        mcpc_mark_dead(c, &e);
+    /* Streamable HTTP calls and the reader thread see this at once; a call still waiting to write
+     * its request sees the client dead once it may (stdio: at once, the server being killed). */
+    uint64_t one = 1;
+    ssize_t w = write(c->stop_fd, &one, sizeof(one));
+    (void)w;
+    if (c->t && c->t->ops->kill)
+        c->t->ops->kill(c->t);
+}

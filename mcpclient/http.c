@@ -334,10 +334,10 @@ void httpc_resume(httpc_xfer *x) {
 }
 
 int httpc_drive(CURLM *m, long deadline, bool (*stop)(void *ctx), void *ctx, const char *waiting_for, ipb_error **err) {
-    return httpc_drive_cancellable(m, deadline, -1, stop, ctx, waiting_for, err);
+    return httpc_drive_cancellable(m, deadline, -1, -1, stop, ctx, waiting_for, err);
 }
 
-int httpc_drive_cancellable(CURLM *m, long deadline, int cancel_fd, bool (*stop)(void *ctx), void *ctx,
+int httpc_drive_cancellable(CURLM *m, long deadline, int cancel_fd, int stop_fd, bool (*stop)(void *ctx), void *ctx,
                             const char *waiting_for, ipb_error **err) {
     for (;;) {
         int running = 0;
@@ -361,11 +361,17 @@ int httpc_drive_cancellable(CURLM *m, long deadline, int cancel_fd, bool (*stop)
         long left = mcpc_ms_left(deadline);
         if (left == 0)
             return mcpc_fail(err, ETIMEDOUT, "%s", waiting_for);
+        if (mcpc_cancelled(stop_fd))
+            return mcpc_fail(err, ESHUTDOWN, "the client was shut down");
         if (mcpc_cancelled(cancel_fd))
             return mcpc_fail(err, ECANCELED, "the call was cancelled");
-        struct curl_waitfd extra = {.fd = cancel_fd, .events = CURL_WAIT_POLLIN};
-        mc = curl_multi_poll(m, cancel_fd >= 0 ? &extra : NULL, cancel_fd >= 0 ? 1 : 0, left > 1000 ? 1000 : (int)left,
-                             NULL);
+        struct curl_waitfd extra[2];
+        unsigned n = 0;
+        if (cancel_fd >= 0)
+            extra[n++] = (struct curl_waitfd){.fd = cancel_fd, .events = CURL_WAIT_POLLIN};
+        if (stop_fd >= 0)
+            extra[n++] = (struct curl_waitfd){.fd = stop_fd, .events = CURL_WAIT_POLLIN};
+        mc = curl_multi_poll(m, n ? extra : NULL, n, left > 1000 ? 1000 : (int)left, NULL);
         if (mc != CURLM_OK)
             return mcpc_fail(err, EIO, "libcurl failed: %s", curl_multi_strerror(mc));
     }

@@ -50,6 +50,7 @@ struct httpc_xfer {
     CURLM *multi;               /* the multi handle it runs on */
     struct curl_slist *headers; /* owned */
     char *post;                 /* the request body, owned */
+    bool with_session;          /* the request carried an Mcp-Session-Id (set by its transport) */
     bool in_multi, done, paused;
     CURLcode result;
     char errbuf[CURL_ERROR_SIZE];
@@ -93,8 +94,9 @@ void httpc_resume(httpc_xfer *x);
 /* Drives the transfers of m until stop(ctx) is true (0) or the deadline passes (-1, ETIMEDOUT
  * with the sentence `waiting_for`). */
 int httpc_drive(CURLM *m, long deadline, bool (*stop)(void *ctx), void *ctx, const char *waiting_for, ipb_error **err);
-/* The same, ended with ECANCELED as soon as cancel_fd (-1: none) is readable. */
-int httpc_drive_cancellable(CURLM *m, long deadline, int cancel_fd, bool (*stop)(void *ctx), void *ctx,
+/* The same, ended with ECANCELED as soon as cancel_fd (-1: none) is readable, and with ESHUTDOWN
+ * as soon as stop_fd (-1: none) is. */
+int httpc_drive_cancellable(CURLM *m, long deadline, int cancel_fd, int stop_fd, bool (*stop)(void *ctx), void *ctx,
                             const char *waiting_for, ipb_error **err);
 
 /* The outcome of a finished transfer as 0 or an error sentence starting with what (NULL: nothing):

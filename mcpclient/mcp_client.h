@@ -1,7 +1,11 @@
 /* A client of one MCP server, run on the host by the supervisor: stdio (a process it starts),
  * Streamable HTTP or legacy SSE (libcurl). initialize, tools/list, tools/call; blocking calls
- * with deadlines, one request at a time. A client is used by one thread at a time; clients in
- * different threads are independent (no global state but libcurl's, set up once).
+ * with deadlines. Once connected, any number of threads may make calls on one client at once
+ * (see "Concurrent calls" below): stdio and legacy SSE carry them over the one connection with
+ * their own JSON-RPC ids, and a reader thread of the client (started by ipb_mcpc_connect, signals
+ * blocked, never starting processes) hands each answer to its caller and answers the server's
+ * own requests; over Streamable HTTP each call is its own HTTP request sharing the session.
+ * Clients are independent (no global state but libcurl's, set up once).
  *
  * Errors are sentences naming the server ("MCP server 'x': tools/call echo: ..."); their errnum:
  *   ETIMEDOUT  no answer within the limit          EMSGSIZE  a message over limits.max_message
@@ -9,11 +13,14 @@
  *   ECONNRESET, ECONNREFUSED, EHOSTUNREACH  the HTTP connection failed or the SSE stream ended
  *   EREMOTEIO  the server answered with a JSON-RPC error (code and message in the sentence)
  *   EPROTO     the server broke the protocol (a result of the wrong shape, an HTTP error status,
- *              100 malformed messages while waiting for one answer, ...); EACCES for HTTP 401/403
+ *              100 malformed messages in a row, ...); EACCES for HTTP 401/403
  *   EPROTONOSUPPORT  a protocol version this client does not know
- *   ECANCELED  the cancel fd became readable while waiting for the answer (ipb_mcpc_set_cancel_fd)
+ *   ECANCELED  the call's cancel fd became readable while waiting for the answer
+ *   EPIPE      also: the client was shut down (ipb_mcpc_shutdown) or had died before the call
  *   EINVAL, ENOENT   bad params, an unset ${VAR}, a command not found
- * Malformed messages (not JSON, not JSON-RPC) are skipped, logged at debug level and counted. */
+ * Malformed messages (not JSON, not JSON-RPC) are skipped, logged at debug level and counted;
+ * 100 in a row end the connection (stdio, legacy SSE) or the call whose stream they came on
+ * (Streamable HTTP). Answers nobody waits for are skipped, logged and counted (ipb_mcpc_stray). */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -66,34 +73,31 @@ typedef struct ipb_mcpc ipb_mcpc;
  * failure (nothing left running). limits NULL, or a field 0: defaults. */
 ipb_mcpc *ipb_mcpc_connect(const char *name, json_t *params, const ipb_mcp_limits *limits, ipb_error **err);
 
-/* tools/list, following nextCursor through every page (at most 100 pages, 10000 tools).
- * Returns a new reference to the array of tools (as the server sent them: the elements are not
- * checked), or NULL. */
+/* tools/list, following nextCursor through every page (at most 100 pages, 10000 tools); may run
+ * while calls do. Returns a new reference to the array of tools (as the server sent them: the
+ * elements are not checked), or NULL. */
 json_t *ipb_mcpc_list_tools(ipb_mcpc *c, ipb_error **err);
 
-/* tools/call; arguments NULL means {}. Returns a new reference to the CallToolResult
- * (isError results are results, not errors). A JSON-RPC error answer (EREMOTEIO), a result
- * that is not an object (EPROTO), a timeout (ETIMEDOUT), a message over the limit (EMSGSIZE)
- * or a dead connection (EPIPE / ECONNRESET) set *err and return NULL. After a timeout, an
- * oversized message (stdio: the server is killed at once), 100 malformed messages in one
- * exchange or a broken connection the client is no longer alive. A Streamable HTTP server
- * that forgot the session (404) gets one new session and the request again, once. */
+/* ipb_mcpc_call(c, tool, arguments, the fd of ipb_mcpc_set_cancel_fd, limits.call_ms), for
+ * callers that make one call at a time, with their semantics: after a timeout the client is no
+ * longer alive (a server that serves one call at a time may still be busy with it: connect
+ * again); ipb_mcpc_call keeps it alive. */
 json_t *ipb_mcpc_call_tool(ipb_mcpc *c, const char *tool, json_t *arguments, ipb_error **err);
 
 /* Malformed messages from the server skipped so far (not JSON, not JSON-RPC). */
 size_t ipb_mcpc_malformed(const ipb_mcpc *c);
 
-/* False once the process has exited (looked at now, without waiting) or the connection failed:
- * close it and connect again. */
+/* False once the process has exited (looked at now, without waiting), the connection failed or
+ * the client was shut down: close it and connect again. Any thread. */
 bool ipb_mcpc_alive(ipb_mcpc *c);
 
 /* The server's serverInfo.name and the negotiated protocol version (owned by c). */
 const char *ipb_mcpc_server_name(const ipb_mcpc *c);
 const char *ipb_mcpc_protocol_version(const ipb_mcpc *c);
 
-/* Ends the connection. stdio: stdin closed, SIGTERM to its process group after 2 s, SIGKILL
- * after 2 s more, reaped. HTTP: DELETE of the session when there is one (best effort, 2 s).
- * NULL is fine. */
+/* Ends the connection (the reader thread first). stdio: stdin closed, SIGTERM to its process
+ * group after 2 s, SIGKILL after 2 s more, reaped. HTTP: DELETE of the session when there is one
+ * (best effort, 2 s). Only once no call runs (ipb_mcpc_shutdown ends them). NULL is fine. */
 void ipb_mcpc_close(ipb_mcpc *c);
 
 /* Ends the connection at once: stdio: SIGKILL to its process group, reaped; HTTP: no DELETE.
@@ -106,29 +110,51 @@ void ipb_mcpc_abort(ipb_mcpc *c);
  * ipb_mcpc_alive() reaps the process and says false. */
 int ipb_mcpc_exit_fd(const ipb_mcpc *c);
 
-/* While fd (an eventfd or pipe, -1: none) is readable, a request waiting for its answer ends at
- * once with ECANCELED: the server is sent notifications/cancelled with the request's id (the
- * Streamable HTTP answer's stream is closed first), and the client stays alive (a late answer
- * is skipped). The caller makes fd unreadable again before the next call. */
+/* The cancel fd ipb_mcpc_call_tool passes to ipb_mcpc_call (-1: none). The caller makes fd
+ * unreadable again before the next call. */
 void ipb_mcpc_set_cancel_fd(ipb_mcpc *c, int fd);
-/* Requests cancelled so far. */
+/* Requests cancelled at the server so far (cancel fd or timeout). */
 size_t ipb_mcpc_cancelled(const ipb_mcpc *c);
+/* Answers skipped because no call waits for them: an id never sent, a second answer to one id,
+ * the late answer of a call given up on (each logged with its id: the first 20 of a client at
+ * info level, later ones at debug level). */
+size_t ipb_mcpc_stray(const ipb_mcpc *c);
 
 /* --- Concurrent calls ---------------------------------------------------------------------
- * tools/call that any number of threads may make on one client at once, each request with its
- * own JSON-RPC id over the one connection (stdio, legacy SSE) or its own HTTP request (Streamable
- * HTTP), each with its own cancel fd (-1: none; readable: this call ends at once with ECANCELED
- * and the server is sent notifications/cancelled for this id only) and its own limit
- * (timeout_ms; 0: limits.call_ms). Answers are routed by id; an answer with an id never sent, a
- * second answer to one id, or a cancelled call's late answer is skipped and logged. A call that
- * fails does not end the others unless the connection itself failed. ipb_mcpc_alive,
- * ipb_mcpc_cancelled and ipb_mcpc_in_flight may be called from any thread meanwhile;
- * list_tools, close and abort only when no call runs.
- * (Until the concurrent client lands, calls are serialised by a lock: same results, no overlap.) */
+ * tools/call that any number of threads may make on one client at once; arguments NULL means
+ * {}. Each request has its own JSON-RPC id over the one connection (stdio, legacy SSE; whole
+ * messages written under a lock, answers routed by id by the reader thread) or its own HTTP
+ * request (Streamable HTTP: its own libcurl handles; the session id shared). Each call ends on
+ * its own:
+ *   - its answer: a new reference to the CallToolResult (isError results are results); a
+ *     JSON-RPC error answer is EREMOTEIO, a result that is not an object EPROTO;
+ *   - its cancel fd (-1: none) becoming readable: ECANCELED at once; the server is sent
+ *     notifications/cancelled for this id only (Streamable HTTP: the answer's stream is closed
+ *     first);
+ *   - its limit (timeout_ms; 0: limits.call_ms): ETIMEDOUT "no answer within N ms", cancelled at
+ *     the server the same way; the client stays alive;
+ *   - the connection failing (the process exited: EPIPE; the SSE stream ended: ECONNRESET; a
+ *     message over limits.max_message: EMSGSIZE, stdio: the server killed at once; 100
+ *     malformed messages in a row: EPROTO): every call over that connection at once, and the
+ *     client is no longer alive. Over Streamable HTTP an oversized or malformed answer ends only
+ *     its call; a failed connection ends its call and makes the client not alive;
+ *   - ipb_mcpc_shutdown: EPIPE.
+ * The cancel fd and the limit are watched from the moment the request is written; before, the
+ * call waits at most until its deadline for the messages of other callers to be written. Over
+ * stdio a request begun is written whole (a cut one would corrupt the stream for every call):
+ * for up to limits.call_ms, even past the call's own limit; a server that has not read it by
+ * then loses the connection.
+ * A late answer of a call given up on, an answer with an id never sent, or a second answer to
+ * one id is skipped, logged with its id, and counted (ipb_mcpc_stray). A
+ * Streamable HTTP server that forgot the session (404) gets one new session, started once
+ * however many calls saw the 404, and each such request again, once. ipb_mcpc_alive,
+ * ipb_mcpc_cancelled, ipb_mcpc_stray, ipb_mcpc_in_flight, list_tools and ipb_mcpc_shutdown may be
+ * called from any thread meanwhile; close and abort only when no call runs. */
 json_t *ipb_mcpc_call(ipb_mcpc *c, const char *tool, json_t *arguments, int cancel_fd, int timeout_ms,
                       ipb_error **err);
 /* Calls in flight now (any thread). */
 size_t ipb_mcpc_in_flight(ipb_mcpc *c);
-/* From any thread: every call in flight ends at once (EPIPE) and the client is no longer alive
- * (stdio: the server's process group is killed). Then close or abort it once they returned. */
+/* From any thread: every call in flight ends at once (EPIPE, "the client was shut down"), later
+ * ones fail at once, and the client is no longer alive (stdio: the server's process group is
+ * killed). Then close or abort it once the calls returned. */
 void ipb_mcpc_shutdown(ipb_mcpc *c);

@@ -2,6 +2,7 @@
  * transports' constructors, and small helpers they share. Not for use outside mcpclient/. */
 #pragma once
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -29,8 +30,15 @@ enum mcpc_msg_kind {
 
 typedef struct mcpc_transport mcpc_transport;
 
+/* Threads. stdio and legacy SSE carry every request over one connection: after initialize, one
+ * reader thread of the client calls recv() (and send() for its answers to the server's
+ * requests) while callers call send() under the client's write lock; kill() may come from any
+ * thread. Streamable HTTP: each call gets its own clone() (its own transfers) and uses only
+ * that, from one thread; the clones share the session. */
+
 /* Errors from send() and recv() carry an errnum the core acts on:
  *   ETIMEDOUT  the deadline passed (the core rewrites the sentence with the limit's name)
+ *   ECANCELED  t->cancel_fd became readable;  ESHUTDOWN  t->stop_fd became readable
  *   EMSGSIZE   the server sent a message over limits.max_message
  *   EPIPE, ECONNRESET, ECONNREFUSED, ...  the connection or process is gone
  *   ESTALE     Streamable HTTP: the server no longer knows our session (HTTP 404)
@@ -43,8 +51,9 @@ typedef struct mcpc_transport_ops {
     /* The next message from the server, as malloc'd text (NUL-terminated, *ret_len bytes).
      * Returns 1, or -1 with *err set. */
     int (*recv)(mcpc_transport *t, long deadline, char **ret_msg, size_t *ret_len, ipb_error **err);
-    /* Forgets the HTTP session (after ESTALE), so that the next message starts a new one. NULL for
-     * transports without sessions. */
+    /* Forgets the HTTP session (after ESTALE), so that the next message of this transport starts
+     * a new one, which then replaces the old one for its clones too. NULL for transports without
+     * sessions. */
     void (*reset_session)(mcpc_transport *t);
     /* Ends the transport and frees it. graceful: as ipb_mcpc_close() describes; else at once
      * (stdio: SIGKILL to the process group and reaped). */
@@ -55,6 +64,13 @@ typedef struct mcpc_transport_ops {
     /* An fd that becomes readable (POLLIN) once the server is gone (stdio: its pidfd), or -1.
      * NULL: none. */
     int (*exit_fd)(mcpc_transport *t);
+    /* A transport for one exchange on its own (its own HTTP transfers), sharing the session and
+     * settings of t, which must outlive it; closed with close(). NULL: the transport has one
+     * connection (stdio, legacy SSE). */
+    mcpc_transport *(*clone)(mcpc_transport *t, ipb_error **err);
+    /* From any thread, while others use t: ends the connection at once (stdio: SIGKILL to the
+     * process group; its reaping is left to recv() and close()). NULL: nothing to do. */
+    void (*kill)(mcpc_transport *t);
 } mcpc_transport_ops;
 
 struct mcpc_transport {
@@ -64,8 +80,21 @@ struct mcpc_transport {
     const char *protocol_version; /* set by the core after initialize; NULL before (owned by the client) */
     /* While readable, recv() ends at once with ECANCELED (-1: none; set by the core). */
     int cancel_fd;
+    /* While readable, recv() ends at once with ESHUTDOWN (-1: none; the client's stop eventfd). */
+    int stop_fd;
+    /* Set once a reader thread owns what arrives: stdio: only it reads the server's output
+     * (send() in other threads waits for room in the pipe without reading meanwhile); legacy
+     * SSE: only it looks at the stream. */
+    bool has_reader;
     bool broken;
 };
+
+/* t->broken is written by the reader thread and read by callers: atomically. */
+static inline void mcpc_set_broken(mcpc_transport *t) { __atomic_store_n(&t->broken, true, __ATOMIC_RELAXED); }
+static inline bool mcpc_is_broken(const mcpc_transport *t) { return __atomic_load_n(&t->broken, __ATOMIC_RELAXED); }
+
+/* True in the client's reader threads (each only ever uses its own client's transport). */
+extern __thread bool mcpc_in_reader;
 
 /* Constructors: params as checked and expanded (every placeholder filled). The deadline covers
  * starting the process or opening the stream. */

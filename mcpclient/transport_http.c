@@ -1,8 +1,10 @@
 /* The Streamable HTTP transport (MCP 2025-03-26 and later): each message is a POST to one URL.
  * A request's answer is JSON or an event stream carrying the response (and, before it, requests
  * and notifications of the server); notifications and our responses get 202. The session id
- * the server gives with the initialize answer goes with every later POST. */
+ * the server gives with the initialize answer goes with every later POST. Concurrent calls each
+ * use a clone: its own multi handle and transfers, the session shared under a lock. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,12 +16,20 @@
 
 #define MAX_REPLIES 8
 
-typedef struct http_transport {
-    mcpc_transport base;
-    CURLM *multi;
+/* What the transport and its clones share. */
+typedef struct http_shared {
+    pthread_mutex_t lock; /* session_id */
     char *url;
     struct curl_slist *user_headers;
     char *session_id;
+} http_shared;
+
+typedef struct http_transport {
+    mcpc_transport base;
+    http_shared *s; /* owned by the transport mcpc_http_open() made, borrowed by its clones */
+    bool is_clone;
+    bool fresh; /* after reset_session: the session in s is forgotten (under s->lock) */
+    CURLM *multi;
     httpc_xfer req;   /* the last request and the answer we read from it */
     bool req_handled; /* its end was turned into messages or an error */
     httpc_xfer other; /* notifications, one at a time */
@@ -30,12 +40,18 @@ typedef struct http_transport {
     mcpc_msgq queue;
 } http_transport;
 
-static struct curl_slist *post_headers(http_transport *t) {
-    struct curl_slist *h = httpc_headers_with(t->user_headers, "Content-Type: application/json",
+/* The headers of a POST; *with_session: they carry the session id. */
+static struct curl_slist *post_headers(http_transport *t, bool *with_session) {
+    struct curl_slist *h = httpc_headers_with(t->s->user_headers, "Content-Type: application/json",
                                               "Accept: application/json, text/event-stream", (const char *)NULL);
     char line[1200];
-    if (h && t->session_id) {
-        snprintf(line, sizeof(line), "Mcp-Session-Id: %s", t->session_id);
+    line[0] = '\0';
+    pthread_mutex_lock(&t->s->lock);
+    if (t->s->session_id && !t->fresh)
+        snprintf(line, sizeof(line), "Mcp-Session-Id: %s", t->s->session_id);
+    pthread_mutex_unlock(&t->s->lock);
+    *with_session = line[0] != '\0';
+    if (h && line[0]) {
         struct curl_slist *n = curl_slist_append(h, line);
         if (!n)
             goto fail;
@@ -56,20 +72,26 @@ fail:
 
 static bool other_done(void *ctx) { return ((http_transport *)ctx)->other.done; }
 
-/* The session id from an answer, the first time there is one. */
+/* The session id from an answer, the first time there is one; after reset_session, the one of
+ * the new session's first answer (or none) replaces the forgotten one. */
 static int take_session(http_transport *t, httpc_xfer *x, ipb_error **err) {
     if (x->session_id_bad)
         return mcpc_fail(err, EPROTO, "the server sent an invalid Mcp-Session-Id (visible ASCII, at most 1024 bytes)");
-    if (x->session_id && !t->session_id) {
-        t->session_id = strdup(x->session_id);
-        if (!t->session_id)
-            return mcpc_fail(err, ENOMEM, "out of memory");
+    int r = 0;
+    pthread_mutex_lock(&t->s->lock);
+    if (t->fresh) {
+        free(t->s->session_id);
+        t->s->session_id = NULL;
+        t->fresh = false;
     }
-    return 0;
+    if (x->session_id && !t->s->session_id && !(t->s->session_id = strdup(x->session_id)))
+        r = mcpc_fail(err, ENOMEM, "out of memory");
+    pthread_mutex_unlock(&t->s->lock);
+    return r;
 }
 
 /* A 404 to a POST that carried our session id: the server ended the session. */
-static bool session_gone(http_transport *t, httpc_xfer *x) { return t->session_id && x->status == 404; }
+static bool session_gone(httpc_xfer *x) { return x->with_session && x->status == 404; }
 
 /* Takes the replies that are done off the list; how they went is only logged (the answer to
  * our request tells whether the server got what it needed). */
@@ -103,14 +125,15 @@ static int send_reply(http_transport *t, const char *msg, size_t len, long deadl
                                            "the server did not accept our responses before the deadline", err) < 0)
         return -1;
     httpc_xfer *x = calloc(1, sizeof(*x));
-    struct curl_slist *h = x ? post_headers(t) : NULL;
+    bool with = false;
+    struct curl_slist *h = x ? post_headers(t, &with) : NULL;
     if (!h) {
         free(x);
         return mcpc_fail(err, ENOMEM, "out of memory");
     }
     x->multi = t->multi;
     x->owner = t;
-    if (httpc_prepare(x, "POST", t->url, msg, len, h, &t->base.limits, mcpc_ms_left(deadline) + 1000, HTTPC_EXPECT_NONE,
+    if (httpc_prepare(x, "POST", t->s->url, msg, len, h, &t->base.limits, mcpc_ms_left(deadline) + 1000, HTTPC_EXPECT_NONE,
                       err) < 0 ||
         httpc_start(x, err) < 0) {
         httpc_free(x);
@@ -128,7 +151,8 @@ static int http_send(mcpc_transport *base, const char *msg, size_t len, enum mcp
         return send_reply(t, msg, len, deadline, err);
     bool request = kind == MCPC_MSG_REQUEST;
     httpc_xfer *x = request ? &t->req : &t->other;
-    struct curl_slist *h = post_headers(t);
+    bool with = false;
+    struct curl_slist *h = post_headers(t, &with);
     if (!h)
         return mcpc_fail(err, ENOMEM, "out of memory");
     if (request) {
@@ -137,9 +161,11 @@ static int http_send(mcpc_transport *base, const char *msg, size_t len, enum mcp
         t->req_handled = false;
     }
     long timeout = mcpc_ms_left(deadline) + 1000;
-    if (httpc_prepare(x, "POST", t->url, msg, len, h, &base->limits, timeout,
-                      request ? HTTPC_EXPECT_ANSWER : HTTPC_EXPECT_NONE, err) < 0 ||
-        httpc_start(x, err) < 0)
+    if (httpc_prepare(x, "POST", t->s->url, msg, len, h, &base->limits, timeout,
+                      request ? HTTPC_EXPECT_ANSWER : HTTPC_EXPECT_NONE, err) < 0)
+        return -1;
+    x->with_session = with;
+    if (httpc_start(x, err) < 0)
         return -1;
     if (request)
         return 1; /* the answer is read by recv() */
@@ -147,14 +173,15 @@ static int http_send(mcpc_transport *base, const char *msg, size_t len, enum mcp
         0)
         return -1;
     bool broken = false;
-    bool gone = session_gone(t, x);
+    bool gone = session_gone(x);
     httpc_stop(x);
     if (httpc_outcome(x, "sending a notification", &broken, err) < 0) {
         if (gone) {
             mcpc_reword(err, "the server ended the session (HTTP 404 to a message with its Mcp-Session-Id)");
             (*err)->errnum = ESTALE;
         }
-        base->broken |= broken;
+        if (broken)
+            mcpc_set_broken(base);
         return -1;
     }
     return take_session(t, x, err) < 0 ? -1 : 1;
@@ -170,10 +197,11 @@ static bool have_message_or_end(void *ctx) {
 static int finish_request(http_transport *t, ipb_error **err) {
     httpc_xfer *x = &t->req;
     t->req_handled = true;
-    bool broken = false, gone = session_gone(t, x);
+    bool broken = false, gone = session_gone(x);
     httpc_stop(x);
     if (httpc_outcome(x, NULL, &broken, err) < 0) {
-        t->base.broken |= broken || (*err)->errnum == EMSGSIZE;
+        if (broken || (*err)->errnum == EMSGSIZE)
+            mcpc_set_broken(&t->base);
         if (gone) {
             mcpc_reword(err, "the server ended the session (HTTP 404 to a request with its Mcp-Session-Id)");
             (*err)->errnum = ESTALE;
@@ -212,19 +240,34 @@ static int http_recv(mcpc_transport *base, long deadline, char **ret_msg, size_t
                 return -1;
             continue;
         }
-        if (httpc_drive_cancellable(t->multi, deadline, base->cancel_fd, have_message_or_end, t,
+        if (httpc_drive_cancellable(t->multi, deadline, base->cancel_fd, base->stop_fd, have_message_or_end, t,
                                     "no answer before the deadline", err) < 0) {
-            if (*err && (*err)->errnum == ECANCELED)
+            int e = *err ? (*err)->errnum : 0;
+            if (e == ECANCELED || e == ESHUTDOWN || e == ETIMEDOUT)
                 httpc_stop(&t->req); /* the answer's stream is closed */
             return -1;
         }
     }
 }
 
+/* The next request of this transport (initialize) goes without the session id, and its answer's
+ * session replaces the forgotten one; meanwhile the clones still send the old one (and get 404,
+ * and wait for the new session in the core) rather than none. */
 static void http_reset_session(mcpc_transport *base) {
     http_transport *t = (http_transport *)base;
-    free(t->session_id);
-    t->session_id = NULL;
+    pthread_mutex_lock(&t->s->lock);
+    t->fresh = true;
+    pthread_mutex_unlock(&t->s->lock);
+}
+
+static void shared_free(http_shared *s) {
+    if (!s)
+        return;
+    curl_slist_free_all(s->user_headers);
+    free(s->session_id);
+    free(s->url);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
 }
 
 static void http_close(mcpc_transport *base, bool graceful) {
@@ -235,14 +278,15 @@ static void http_close(mcpc_transport *base, bool graceful) {
         free(t->replies[i]);
     }
     t->nreplies = 0;
-    if (graceful && t->session_id && t->multi) {
+    if (graceful && !t->is_clone && t->s && t->s->session_id && t->multi) {
         /* Ends the session on the server; a server that does not support it answers 405. */
         long deadline = ipb_now_ms() + MCPC_DELETE_MS;
-        struct curl_slist *h = post_headers(t);
+        bool with = false;
+        struct curl_slist *h = post_headers(t, &with);
         ipb_error *e = NULL;
         if (h &&
-            httpc_prepare(&t->other, "DELETE", t->url, NULL, 0, h, &base->limits, MCPC_DELETE_MS, HTTPC_EXPECT_NONE,
-                          &e) == 0 &&
+            httpc_prepare(&t->other, "DELETE", t->s->url, NULL, 0, h, &base->limits, MCPC_DELETE_MS,
+                          HTTPC_EXPECT_NONE, &e) == 0 &&
             httpc_start(&t->other, &e) == 0)
             httpc_drive(t->multi, deadline, other_done, t, "no answer to DELETE", &e);
         if (e)
@@ -253,11 +297,17 @@ static void http_close(mcpc_transport *base, bool graceful) {
     httpc_free(&t->other);
     if (t->multi)
         curl_multi_cleanup(t->multi);
-    curl_slist_free_all(t->user_headers);
     mcpc_msgq_clear(&t->queue);
-    free(t->session_id);
-    free(t->url);
+    if (!t->is_clone)
+        shared_free(t->s);
     free(t);
+}
+
+static mcpc_transport *http_new(const mcpc_transport *like, http_shared *s, bool is_clone, ipb_error **err);
+
+static mcpc_transport *http_clone(mcpc_transport *base, ipb_error **err) {
+    http_transport *t = (http_transport *)base;
+    return http_new(base, t->s, true, err);
 }
 
 static const mcpc_transport_ops http_ops = {
@@ -265,25 +315,28 @@ static const mcpc_transport_ops http_ops = {
     .recv = http_recv,
     .reset_session = http_reset_session,
     .close = http_close,
+    .clone = http_clone,
+    .kill = NULL, /* each call's transfers see the client's stop fd */
 };
 
-mcpc_transport *mcpc_http_open(const char *name, json_t *params, const ipb_mcp_limits *limits, long deadline,
-                               ipb_error **err) {
-    (void)deadline; /* nothing to open: the first POST connects */
-    if (httpc_global_init(err) < 0)
-        return NULL;
+/* A transport on s: the first one (like: its name, limits and protocol version) or a clone. */
+static mcpc_transport *http_new(const mcpc_transport *like, http_shared *s, bool is_clone, ipb_error **err) {
     http_transport *t = calloc(1, sizeof(*t));
     if (!t) {
+        if (!is_clone)
+            shared_free(s);
         mcpc_fail(err, ENOMEM, "out of memory");
         return NULL;
     }
     t->base.ops = &http_ops;
-    t->base.name = name;
-    t->base.limits = *limits;
-    t->url = strdup(json_string_value(json_object_get(params, "url")));
-    t->user_headers = httpc_user_headers(json_object_get(params, "headers"));
+    t->base.name = like->name;
+    t->base.limits = like->limits;
+    t->base.protocol_version = __atomic_load_n(&like->protocol_version, __ATOMIC_ACQUIRE);
+    t->base.cancel_fd = t->base.stop_fd = -1;
+    t->s = s;
+    t->is_clone = is_clone;
     t->multi = curl_multi_init();
-    if (!t->url || !t->user_headers || !t->multi) {
+    if (!t->multi) {
         mcpc_fail(err, ENOMEM, "out of memory");
         http_close(&t->base, false);
         return NULL;
@@ -292,4 +345,26 @@ mcpc_transport *mcpc_http_open(const char *name, json_t *params, const ipb_mcp_l
     t->req.queue = t->other.queue = &t->queue;
     t->req.owner = t->other.owner = t;
     return &t->base;
+}
+
+mcpc_transport *mcpc_http_open(const char *name, json_t *params, const ipb_mcp_limits *limits, long deadline,
+                               ipb_error **err) {
+    (void)deadline; /* nothing to open: the first POST connects */
+    if (httpc_global_init(err) < 0)
+        return NULL;
+    http_shared *s = calloc(1, sizeof(*s));
+    if (!s) {
+        mcpc_fail(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    s->url = strdup(json_string_value(json_object_get(params, "url")));
+    s->user_headers = httpc_user_headers(json_object_get(params, "headers"));
+    if (!s->url || !s->user_headers) {
+        shared_free(s);
+        mcpc_fail(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    mcpc_transport like = {.name = name, .limits = *limits};
+    return http_new(&like, s, false, err);
 }

@@ -1,6 +1,8 @@
 /* The legacy HTTP+SSE transport (MCP 2024-11-05): a GET on the URL opens an event stream whose
  * first "endpoint" event names where to POST messages; everything from the server arrives as
- * "message" events on that stream. The stream ending means the connection is gone. */
+ * "message" events on that stream. The stream ending means the connection is gone. The stream
+ * and the POSTs run on two multi handles, so that one thread can read the stream while another
+ * posts a message (one POST at a time: the core sends whole messages under its write lock). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,8 @@
 
 typedef struct sse_transport {
     mcpc_transport base;
-    CURLM *multi;
+    CURLM *multi;      /* the stream (driven by recv()) */
+    CURLM *post_multi; /* the POSTs (driven by send()) */
     char *url;
     char *endpoint; /* where messages are POSTed, once the server said */
     struct curl_slist *user_headers;
@@ -118,7 +121,7 @@ static bool message_or_end(void *ctx) {
 
 /* The stream is over: why, as an error. */
 static int stream_ended(sse_transport *t, ipb_error **err) {
-    t->base.broken = true;
+    mcpc_set_broken(&t->base);
     bool broken;
     if (httpc_outcome(&t->stream, "the SSE stream", &broken, err) < 0)
         return -1;
@@ -129,7 +132,7 @@ static int sse_send(mcpc_transport *base, const char *msg, size_t len, enum mcpc
                     ipb_error **err) {
     sse_transport *t = (sse_transport *)base;
     (void)kind;
-    if (t->stream.done)
+    if (!base->has_reader && t->stream.done) /* else the reader thread looks after the stream */
         return stream_ended(t, err);
     struct curl_slist *h = httpc_headers_with(t->user_headers, "Content-Type: application/json", (const char *)NULL);
     if (!h)
@@ -138,13 +141,14 @@ static int sse_send(mcpc_transport *base, const char *msg, size_t len, enum mcpc
                       HTTPC_EXPECT_NONE, err) < 0 ||
         httpc_start(&t->post, err) < 0)
         return -1;
-    if (httpc_drive(t->multi, deadline, post_done, t, "the server did not accept a message before the deadline", err) <
-        0)
+    if (httpc_drive_cancellable(t->post_multi, deadline, -1, base->stop_fd, post_done, t,
+                                "the server did not accept a message before the deadline", err) < 0)
         return -1;
     httpc_stop(&t->post);
     bool broken = false;
     if (httpc_outcome(&t->post, "posting a message", &broken, err) < 0) {
-        base->broken |= broken;
+        if (broken)
+            mcpc_set_broken(base);
         return -1;
     }
     return 1;
@@ -160,10 +164,10 @@ static int sse_recv(mcpc_transport *base, long deadline, char **ret_msg, size_t 
         if (t->stream.done) {
             int r = stream_ended(t, err);
             if ((*err)->errnum == EMSGSIZE)
-                base->broken = true;
+                mcpc_set_broken(base);
             return r;
         }
-        if (httpc_drive_cancellable(t->multi, deadline, base->cancel_fd, message_or_end, t,
+        if (httpc_drive_cancellable(t->multi, deadline, base->cancel_fd, base->stop_fd, message_or_end, t,
                                     "no answer before the deadline", err) < 0)
             return -1;
     }
@@ -176,6 +180,8 @@ static void sse_close(mcpc_transport *base, bool graceful) {
     httpc_free(&t->stream);
     if (t->multi)
         curl_multi_cleanup(t->multi);
+    if (t->post_multi)
+        curl_multi_cleanup(t->post_multi);
     curl_slist_free_all(t->user_headers);
     mcpc_msgq_clear(&t->queue);
     free(t->endpoint);
@@ -188,6 +194,8 @@ static const mcpc_transport_ops sse_ops = {
     .recv = sse_recv,
     .reset_session = NULL,
     .close = sse_close,
+    .clone = NULL,
+    .kill = NULL, /* the reader sees the client's stop fd; close ends the stream */
 };
 
 mcpc_transport *mcpc_sse_open(const char *name, json_t *params, const ipb_mcp_limits *limits, long deadline,
@@ -205,16 +213,20 @@ mcpc_transport *mcpc_sse_open(const char *name, json_t *params, const ipb_mcp_li
     t->url = strdup(json_string_value(json_object_get(params, "url")));
     t->user_headers = httpc_user_headers(json_object_get(params, "headers"));
     t->multi = curl_multi_init();
+    t->post_multi = curl_multi_init();
+    t->base.cancel_fd = t->base.stop_fd = -1;
     struct curl_slist *h = t->user_headers ? httpc_headers_with(t->user_headers, "Accept: text/event-stream",
                                                                 "Cache-Control: no-cache", (const char *)NULL)
                                            : NULL;
-    if (!t->url || !t->user_headers || !t->multi || !h) {
+    if (!t->url || !t->user_headers || !t->multi || !t->post_multi || !h) {
         curl_slist_free_all(h);
         mcpc_fail(err, ENOMEM, "out of memory");
         goto fail;
     }
-    t->stream.multi = t->post.multi = t->multi;
-    t->stream.queue = t->post.queue = &t->queue;
+    t->stream.multi = t->multi;
+    t->post.multi = t->post_multi;
+    t->stream.queue = &t->queue;
+    t->post.queue = NULL; /* its body is ignored */
     t->stream.owner = t->post.owner = t;
     t->stream.on_event = stream_event;
     /* The stream stays open for the whole connection: no overall timeout. */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,8 @@ typedef struct stdio_transport {
     size_t scanned; /* bytes after start known to hold no '\n' */
     bool eof;
     char *command; /* as configured, for sentences */
+    /* pid and status: reaped by the reader thread, ipb_mcpc_alive() in any thread, or close */
+    pthread_mutex_t reap_lock;
 } stdio_transport;
 
 /* Which step of the child failed, reported with its errno through the CLOEXEC pipe. */
@@ -246,18 +249,27 @@ static int pidfd_open_compat(pid_t pid) {
 /* ---- the process's end ---- */
 
 /* Reaps the server if it has exited, waiting up to wait_ms. Returns true once reaped. */
-static bool reap(stdio_transport *t, long wait_ms) {
-    if (!t->pid)
-        return true;
-    long deadline = ipb_now_ms() + wait_ms;
-    for (;;) {
+static bool reap_now(stdio_transport *t) {
+    pthread_mutex_lock(&t->reap_lock);
+    bool done = !t->pid;
+    if (!done) {
         int st;
         pid_t r = waitpid(t->pid, &st, WNOHANG);
         if (r == t->pid || (r < 0 && errno == ECHILD)) {
             t->status = r == t->pid ? st : 0;
             t->pid = 0;
-            return true;
+            done = true;
         }
+    }
+    pthread_mutex_unlock(&t->reap_lock);
+    return done;
+}
+
+static bool reap(stdio_transport *t, long wait_ms) {
+    long deadline = ipb_now_ms() + wait_ms;
+    for (;;) {
+        if (reap_now(t))
+            return true;
         long left = deadline - ipb_now_ms();
         if (left <= 0)
             return false;
@@ -289,7 +301,7 @@ static void kill_group(stdio_transport *t, int sig) {
 
 /* The server's end, as a sentence ending. Waits a little for the exit status after EOF. */
 static int fail_gone(stdio_transport *t, const char *what, ipb_error **err) {
-    t->base.broken = true;
+    mcpc_set_broken(&t->base);
     if (reap(t, 500)) {
         char how[96];
         describe_status(t->status, how, sizeof(how));
@@ -335,8 +347,11 @@ static void stdio_close(mcpc_transport *base, bool graceful) {
         close(t->pidfd);
     ipb_buf_free(&t->in);
     free(t->command);
+    pthread_mutex_destroy(&t->reap_lock);
     free(t);
 }
+
+static void stdio_kill(mcpc_transport *base) { kill_group((stdio_transport *)base, SIGKILL); }
 
 /* ---- messages ---- */
 
@@ -401,7 +416,7 @@ static int stdio_send(mcpc_transport *base, const char *msg, size_t len, enum mc
                       ipb_error **err) {
     stdio_transport *t = (stdio_transport *)base;
     (void)kind;
-    if (t->to_fd < 0 || base->broken)
+    if (t->to_fd < 0 || mcpc_is_broken(base))
         return mcpc_fail(err, EPIPE, "the server process (%s) is no longer running", t->command);
     static char newline[] = "\n";
     struct iovec parts[2] = {{(void *)msg, len}, {newline, 1}};
@@ -428,15 +443,21 @@ static int stdio_send(mcpc_transport *base, const char *msg, size_t len, enum mc
             continue;
         }
         /* The pipe is full. Keep reading its stdout meanwhile (up to a bound), so that a server
-         * blocked writing a long message to us does not leave both sides waiting. */
-        bool reading = !t->eof && t->in.len - t->start < base->limits.max_message + READ_CHUNK;
-        struct pollfd pf[2] = {{t->to_fd, POLLOUT, 0}, {t->from_fd, reading ? POLLIN : 0, 0}};
+         * blocked writing a long message to us does not leave both sides waiting; once a reader
+         * thread owns its stdout, that thread does (and only it). */
+        bool reading = (!base->has_reader || mcpc_in_reader) && !t->eof &&
+                       t->in.len - t->start < base->limits.max_message + READ_CHUNK;
+        struct pollfd pf[3] = {{t->to_fd, POLLOUT, 0},
+                               {t->from_fd, reading ? POLLIN : 0, 0},
+                               {base->stop_fd, base->stop_fd >= 0 ? POLLIN : 0, 0}};
         long left = mcpc_ms_left(deadline);
         if (left == 0)
             return mcpc_fail(err, ETIMEDOUT, "the server did not read its stdin before the deadline");
-        int r = poll(pf, 2, left > 1000000 ? 1000000 : (int)left);
+        int r = poll(pf, 3, left > 1000000 ? 1000000 : (int)left);
         if (r < 0 && errno != EINTR)
             return mcpc_fail(err, errno, "poll failed: %s", strerror(errno));
+        if (r > 0 && (pf[2].revents & POLLIN))
+            return mcpc_fail(err, ESHUTDOWN, "the client was shut down");
         if (r > 0 && (pf[1].revents & (POLLIN | POLLHUP))) {
             ssize_t got = read_some(t);
             if (got == 0)
@@ -492,15 +513,18 @@ static int stdio_recv(mcpc_transport *base, long deadline, char **ret_msg, size_
             return mcpc_fail(err, (int)-n, "reading the stdout of %s failed: %s", t->command, strerror((int)-n));
         /* Nothing yet: wait for output, for the process to end while a child of it holds
          * the pipe open, or for the caller to give up. */
-        struct pollfd pf[3] = {{t->from_fd, POLLIN, 0},
+        struct pollfd pf[4] = {{t->from_fd, POLLIN, 0},
                                {t->pidfd, t->pidfd >= 0 ? POLLIN : 0, 0},
-                               {base->cancel_fd, base->cancel_fd >= 0 ? POLLIN : 0, 0}};
+                               {base->cancel_fd, base->cancel_fd >= 0 ? POLLIN : 0, 0},
+                               {base->stop_fd, base->stop_fd >= 0 ? POLLIN : 0, 0}};
         long left = mcpc_ms_left(deadline);
         if (left == 0)
             return mcpc_fail(err, ETIMEDOUT, "no answer before the deadline");
         if (t->pidfd < 0 && left > 200)
             left = 200; /* without a pidfd, look at the process now and then */
-        int r = poll(pf, 3, left > 1000000 ? 1000000 : (int)left);
+        int r = poll(pf, 4, left > 1000000 ? 1000000 : (int)left);
+        if (r > 0 && (pf[3].revents & POLLIN))
+            return mcpc_fail(err, ESHUTDOWN, "the client was shut down");
         if (r > 0 && (pf[2].revents & POLLIN))
             return mcpc_fail(err, ECANCELED, "the call was cancelled");
         if (r < 0 && errno != EINTR)
@@ -516,7 +540,7 @@ static int stdio_recv(mcpc_transport *base, long deadline, char **ret_msg, size_
         }
     }
 too_big:
-    base->broken = true;
+    mcpc_set_broken(base);
     log_debug("MCP server '%s': a line of its stdout is longer than %zu bytes; killing it", base->name, max);
     kill_group(t, SIGKILL);
     reap(t, 2000);
@@ -524,10 +548,7 @@ too_big:
                      max);
 }
 
-static bool stdio_gone(mcpc_transport *base) {
-    stdio_transport *t = (stdio_transport *)base;
-    return !t->pid || reap(t, 0);
-}
+static bool stdio_gone(mcpc_transport *base) { return reap_now((stdio_transport *)base); }
 
 static int stdio_exit_fd(mcpc_transport *base) { return ((stdio_transport *)base)->pidfd; }
 
@@ -538,6 +559,8 @@ static const mcpc_transport_ops stdio_ops = {
     .close = stdio_close,
     .gone = stdio_gone,
     .exit_fd = stdio_exit_fd,
+    .clone = NULL,
+    .kill = stdio_kill,
 };
 
 static const char *step_name(int step) {
@@ -569,7 +592,9 @@ mcpc_transport *mcpc_stdio_open(const char *name, json_t *params, const ipb_mcp_
     stdio_transport *t = calloc(1, sizeof(*t));
     int in_p[2] = {-1, -1}, out_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
     if (t) {
+        pthread_mutex_init(&t->reap_lock, NULL);
         t->to_fd = t->from_fd = t->pidfd = -1;
+        t->base.cancel_fd = t->base.stop_fd = -1;
         t->base.ops = &stdio_ops;
         t->base.name = name;
         t->base.limits = *limits;

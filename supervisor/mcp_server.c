@@ -126,18 +126,33 @@ static void on_output(void *ud, const char *text, size_t len, const char *json_b
 
 #define ARGS_SHOWN 4000
 
-static void withdraw(void *ud) {
-    ipb_mcp_server *srv = ud;
-    if (!srv->approval_id)
-        return;
-    send_msg(srv, jrpc_notification("notifications/cancelled",
-                                    json_pack("{s:O, s:s}", "requestId", srv->approval_id, "reason",
-                                              "the tool call was abandoned (the cell ended or was interrupted)")));
-    json_decref(srv->approval_id);
-    srv->approval_id = NULL;
+/* The questions open: srv->approvals maps our elicitation request's id (a string) to
+ * [call, deadline_ms]; each belongs to one call of the tool channel. */
+static void forget(ipb_mcp_server *srv, const char *qid) { json_object_del(srv->approvals, qid); }
+
+static const char *question_of(ipb_mcp_server *srv, unsigned long call) {
+    const char *qid;
+    json_t *v;
+    json_object_foreach(srv->approvals, qid, v) {
+        if ((unsigned long)json_integer_value(json_array_get(v, 0)) == call)
+            return qid;
+    }
+    return NULL;
 }
 
-static enum ipb_approval approve(void *ud, const char *server, const char *tool, json_t *args, char **why) {
+static void withdraw(void *ud, unsigned long call) {
+    ipb_mcp_server *srv = ud;
+    const char *qid = question_of(srv, call);
+    if (!qid)
+        return;
+    send_msg(srv, jrpc_notification("notifications/cancelled",
+                                    json_pack("{s:s, s:s}", "requestId", qid, "reason",
+                                              "the tool call was abandoned (the cell ended or was interrupted)")));
+    forget(srv, qid);
+}
+
+static enum ipb_approval approve(void *ud, unsigned long call, const char *server, const char *tool, json_t *args,
+                                 char **why) {
     ipb_mcp_server *srv = ud;
     /* Shell commands (--approve-shell): only patterns naming "ipybox" itself pre-approve. */
     char *shell_q = ipb_shellgate_question(&srv->session->mcp, server, tool, args, ARGS_SHOWN);
@@ -165,54 +180,51 @@ static enum ipb_approval approve(void *ud, const char *server, const char *tool,
                                           tool, server, (int)(len > ARGS_SHOWN ? ARGS_SHOWN : len),
                                           shown ? shown : "{}", cut);
     free(shown);
-    char idbuf[48];
-    snprintf(idbuf, sizeof(idbuf), "ipybox-approval-%lu", ++srv->approval_seq);
-    json_decref(srv->approval_id);
-    srv->approval_id = json_string(idbuf);
+    char qid[48];
+    snprintf(qid, sizeof(qid), "ipybox-approval-%lu", ++srv->approval_seq);
     json_t *params = json_pack("{s:s, s:{s:s, s:{}}, s:{s:O*, s:{s:s, s:s, s:O}}}", "message", message ? message : "",
                                "requestedSchema", "type", "object", "properties", "_meta", IPB_META_CALL_ID,
                                srv->elicit == IPB_ELICIT_UNKNOWN ? srv->current_id : NULL, "ipybox/toolCall", "server", server, "tool", tool, "arguments", args);
     free(message);
-    send_msg(srv, json_pack("{s:s, s:O, s:s, s:o}", "jsonrpc", "2.0", "id", srv->approval_id, "method",
-                            "elicitation/create", "params", params));
-    srv->approval_deadline_ms = ipb_now_ms() + IPB_APPROVAL_TIMEOUT_MS;
+    send_msg(srv, json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", qid, "method", "elicitation/create",
+                            "params", params));
     if (srv->q.broken) { /* nobody is there to answer */
-        json_decref(srv->approval_id);
-        srv->approval_id = NULL;
         *why = ipb_strdupf("the MCP client is gone");
         return IPB_REJECTED;
     }
+    json_object_set_new(srv->approvals, qid,
+                        json_pack("[I, I]", (json_int_t)call, (json_int_t)(ipb_now_ms() + IPB_APPROVAL_TIMEOUT_MS)));
     return IPB_APPROVAL_PENDING;
 }
 
-/* The client's answer to our elicitation request. */
-static void on_approval_answer(ipb_mcp_server *srv, json_t *root) {
-    json_decref(srv->approval_id);
-    srv->approval_id = NULL;
+/* The client's answer to our elicitation request qid. */
+static void on_approval_answer(ipb_mcp_server *srv, const char *qid, json_t *root) {
+    unsigned long call = (unsigned long)json_integer_value(json_array_get(json_object_get(srv->approvals, qid), 0));
+    forget(srv, qid);
+    ipb_toolchan *chan = srv->session->chan;
     json_t *error = json_object_get(root, "error");
     if (error) {
         const char *msg = json_string_value(json_object_get(error, "message"));
         if (json_integer_value(json_object_get(error, "code")) == JRPC_METHOD_NOT_FOUND)
-            ipb_toolchan_decide(srv->session->chan, false,
+            ipb_toolchan_decide(chan, call, false,
                                 "the MCP client cannot be asked (it does not take elicitation requests) and "
                                 "--approve-tools does not name this tool");
         else {
             char *why = ipb_strdupf("asking the MCP client failed: %.300s", msg ? msg : "an error without a message");
-            ipb_toolchan_decide(srv->session->chan, false, why);
+            ipb_toolchan_decide(chan, call, false, why);
             free(why);
         }
         return;
     }
     const char *action = json_string_value(json_object_get(json_object_get(root, "result"), "action"));
     if (action && !strcmp(action, "accept"))
-        ipb_toolchan_decide(srv->session->chan, true, NULL);
+        ipb_toolchan_decide(chan, call, true, NULL);
     else if (action && !strcmp(action, "decline"))
-        ipb_toolchan_decide(srv->session->chan, false, "the application declined it");
+        ipb_toolchan_decide(chan, call, false, "the application declined it");
     else if (action && !strcmp(action, "cancel"))
-        ipb_toolchan_decide(srv->session->chan, false, "the application dismissed the request");
+        ipb_toolchan_decide(chan, call, false, "the application dismissed the request");
     else
-        ipb_toolchan_decide(srv->session->chan, false, "the MCP client's answer to the approval request was not "
-                                                       "understood");
+        ipb_toolchan_decide(chan, call, false, "the MCP client's answer to the approval request was not understood");
 }
 
 /* Output waiting longer than the interval goes out even when no more output follows. */
@@ -220,9 +232,19 @@ static void on_tick(void *ud) {
     ipb_mcp_server *srv = ud;
     if (srv->pending.len && ipb_now_ms() - srv->last_flush_ms >= PROGRESS_INTERVAL_MS)
         flush_progress(srv);
-    if (srv->approval_id && ipb_now_ms() >= srv->approval_deadline_ms) {
-        withdraw(srv);
-        ipb_toolchan_decide(srv->session->chan, false, "no decision came within 600 s");
+    /* Collected first: a decision can put the next call's question (the object changes). */
+    long now = ipb_now_ms();
+    unsigned long late[IPB_TOOLCHAN_MAX_CONNS];
+    size_t n = 0;
+    const char *qid;
+    json_t *v;
+    json_object_foreach(srv->approvals, qid, v) {
+        if (json_integer_value(json_array_get(v, 1)) <= now && n < IPB_TOOLCHAN_MAX_CONNS)
+            late[n++] = (unsigned long)json_integer_value(json_array_get(v, 0));
+    }
+    for (size_t i = 0; i < n; i++) {
+        withdraw(srv, late[i]);
+        ipb_toolchan_decide(srv->session->chan, late[i], false, "no decision came within 600 s");
     }
 }
 
@@ -295,8 +317,8 @@ static void handle_line(ipb_mcp_server *srv, const char *line, size_t len, bool 
         break;
     case JRPC_RESPONSE:
         /* Our only requests are approval questions. */
-        if (srv->approval_id && ids_equal(m.id, srv->approval_id))
-            on_approval_answer(srv, m.root);
+        if (json_is_string(m.id) && json_object_get(srv->approvals, json_string_value(m.id)))
+            on_approval_answer(srv, json_string_value(m.id), m.root);
         break;
     case JRPC_NOTIFICATION:
         if (!strcmp(m.method, "notifications/cancelled")) {
@@ -446,6 +468,7 @@ static bool still_reading(ipb_mcp_server *srv) {
 
 int ipb_mcp_serve(ipb_mcp_server *srv) {
     srv->queue = json_array();
+    srv->approvals = json_object();
     ipb_toolchan_set_hooks(srv->session->chan, &(ipb_toolchan_hooks){.ud = srv, .approve = approve, .withdraw = withdraw});
     ipb_set_nonblock(srv->in_fd, 1);
     /* A pipe to the client holds 64 KiB by default; a larger one lets output stream with
@@ -502,8 +525,8 @@ int ipb_mcp_serve(ipb_mcp_server *srv) {
     /* What the client was sent is written before we go (unless it is gone or we are told to
      * stop). */
     ipb_outq_finish(&srv->q, -1, srv->stop);
-    json_decref(srv->approval_id);
-    srv->approval_id = NULL;
+    json_decref(srv->approvals);
+    srv->approvals = NULL;
     json_decref(srv->queue);
     srv->queue = NULL;
     jrpc_reader_free(&srv->rd);

@@ -29,11 +29,11 @@ typedef struct ipb_mcp_server {
                                     * client was not reading */
     /* Approval of tool calls from the kernel: whether the client said it takes elicitation
      * requests (unknown: no initialize came, as behind ipyboxd, which answers for its clients),
-     * and the request we are waiting on. */
+     * and the questions open: {our request id: [call, deadline_ms]} (several calls may wait
+     * at once, each for its own answer). */
     enum { IPB_ELICIT_UNKNOWN, IPB_ELICIT_YES, IPB_ELICIT_NO } elicit;
-    json_t *approval_id;
+    json_t *approvals;
     unsigned long approval_seq;
-    long approval_deadline_ms;
 } ipb_mcp_server;
 
 /* How long a tool call waits for the application's decision. */

@@ -3,9 +3,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/epoll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -34,7 +35,7 @@ int ipb_mcp_servers_init(ipb_mcp_servers *s, const char *dir, ipb_error **err) {
     }
     if (ipb_toolgen_write_runtime(s->dir_fd, err) < 0)
         goto fail;
-    if (!(s->run = ipb_toolrun_start(err)))
+    if (!(s->pool = ipb_callpool_new(err)))
         goto fail;
     return 0;
 fail:
@@ -44,10 +45,49 @@ fail:
     return ipb_error_wrap(err, "preparing the MCP tool package");
 }
 
+/* Its keeper thread and lock (registered servers). */
+static int entry_setup(ipb_mcp_server_entry *e, ipb_error **err) {
+    if (!(e->keeper = ipb_toolrun_start(err)))
+        return -1;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->synced = true;
+    return 0;
+}
+
+/* Runs fn(arg) on the server's keeper and waits for it. Only one at a time: the caller holds
+ * e->connecting, or no call of e is active. */
+static void on_keeper(ipb_mcp_server_entry *e, void (*fn)(void *), void *arg) {
+    if (ipb_toolrun_submit(e->keeper, fn, arg))
+        (void)ipb_toolrun_wait(e->keeper, -1);
+    else
+        log_error("MCP server '%s': its thread is busy (a bug); not run", e->name);
+}
+
+static void close_job(void *p) {
+    ipb_mcp_server_entry *e = p;
+    if (e->abandoned)
+        ipb_mcpc_abort(e->client);
+    else
+        ipb_mcpc_close(e->client);
+    e->client = NULL;
+    e->abandoned = e->stale = false;
+}
+
+static void close_client_job(void *p) { ipb_mcpc_close(p); }
+
 static void entry_free(ipb_mcp_server_entry *e) {
     if (!e)
         return;
-    ipb_mcpc_close(e->client);
+    if (e->synced) {
+        if (e->client)
+            on_keeper(e, close_job, e);
+        ipb_toolrun_stop(e->keeper, NULL);
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->cv);
+    } else {
+        ipb_mcpc_close(e->client);
+    }
     free(e->name);
     json_decref(e->params);
     json_decref(e->tools);
@@ -73,7 +113,7 @@ char *ipb_mcp_servers_names(const ipb_mcp_servers *s) {
 
 static void watch_exits(ipb_mcp_servers *s);
 
-/* Registration, on the tool thread: connect and list. */
+/* Registration, on the server's keeper: connect and list. */
 typedef struct reg_job {
     const char *name;
     json_t *params;
@@ -92,18 +132,18 @@ static void reg_job_run(void *p) {
     }
 }
 
-/* Ends whatever the tool thread is doing (a call left running by a cell that ended): its
- * outcome has nobody waiting for it any more, so it is cancelled, and the wait is short (a
- * connection being made still takes up to its limit). */
-static void drain_thread(ipb_mcp_servers *s) {
-    if (!ipb_toolrun_busy(s->run))
+static bool job_of(void *arg, void *ud) { return ((ipb_tool_job *)arg)->entry == ud; }
+
+/* Cancels the calls to e and waits until none is left running (their jobs wait in the pool to
+ * be taken). A connection being made still takes up to its limit. */
+static void settle(ipb_mcp_servers *s, ipb_mcp_server_entry *e) {
+    if (!e->synced)
         return;
-    ipb_toolrun_cancel(s->run);
-    ipb_tool_job *left = ipb_toolrun_wait(s->run, -1);
-    if (left && s->job_done)
-        s->job_done(s->job_done_ud, left);
-    else if (left)
-        ipb_tool_job_free(left);
+    ipb_callpool_cancel_if(s->pool, job_of, e);
+    pthread_mutex_lock(&e->mu);
+    while (e->active)
+        pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
 }
 
 json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *params, ipb_error **err) {
@@ -113,6 +153,10 @@ json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *p
         return NULL;
     }
     ipb_mcp_server_entry *old = ipb_mcp_servers_get(s, name);
+    if (old && !old->synced) {
+        ipb_error_set(err, 0, "registering MCP server '%s': the name is taken by a server built into ipybox", name);
+        return NULL;
+    }
     if (!old && s->n >= IPB_MCP_MAX_SERVERS) {
         ipb_error_set(err, 0, "registering MCP server '%s': %d servers are registered already, the most a session "
                               "takes", name, IPB_MCP_MAX_SERVERS);
@@ -124,21 +168,35 @@ json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *p
         ipb_error_wrap(err, "registering MCP server '%.100s'", name);
         return NULL;
     }
-    drain_thread(s);
-    reg_job j = {.name = name, .params = eff, .limits = &s->limits};
-    if (!ipb_toolrun_submit(s->run, reg_job_run, &j) || !ipb_toolrun_wait(s->run, -1)) {
-        ipb_error_set(err, EBUSY, "registering MCP server '%s': the tool thread is busy", name);
-        json_decref(eff);
-        return NULL;
+    ipb_mcp_server_entry *e = old;
+    if (old) {
+        settle(s, old);
+    } else {
+        ipb_mcp_server_entry **nv = realloc(s->v, (s->n + 1) * sizeof(*nv));
+        if (nv)
+            s->v = nv;
+        if (!nv || !(e = calloc(1, sizeof(*e))) || !(e->name = strdup(name))) {
+            free(e);
+            ipb_error_set(err, ENOMEM, "registering MCP server '%s'", name);
+            json_decref(eff);
+            return NULL;
+        }
+        if (entry_setup(e, err) < 0) {
+            entry_free(e);
+            ipb_error_wrap(err, "registering MCP server '%s'", name);
+            json_decref(eff);
+            return NULL;
+        }
     }
+    reg_job j = {.name = name, .params = eff, .limits = &s->limits};
+    on_keeper(e, reg_job_run, &j);
+    ipb_toolgen_pkg pkg = {0};
+    json_t *tools = json_object();
     if (!j.client) {
         *err = j.err;
         ipb_error_wrap(err, "registering MCP server '%s'", name);
-        json_decref(eff);
-        return NULL;
+        goto fail;
     }
-    ipb_toolgen_pkg pkg = {0};
-    json_t *tools = json_object();
     if (ipb_toolgen_build(name, j.tools, &pkg, err) < 0 || ipb_toolgen_write(s->dir_fd, name, &pkg, err) < 0) {
         ipb_error_wrap(err, "registering MCP server '%s': generating its package", name);
         goto fail;
@@ -150,25 +208,17 @@ json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *p
         if (tn && strlen(tn) == json_string_length(json_object_get(t, "name")))
             json_object_set(tools, tn, t);
     }
-    ipb_mcp_server_entry *e = old;
-    if (!e) {
-        ipb_mcp_server_entry **nv = realloc(s->v, (s->n + 1) * sizeof(*nv));
-        if (!nv || !(e = calloc(1, sizeof(*e))) || !(e->name = strdup(name))) {
-            if (nv)
-                s->v = nv;
-            free(e);
-            ipb_error_set(err, ENOMEM, "registering MCP server '%s'", name);
-            goto fail;
-        }
-        s->v = nv;
-        s->v[s->n++] = e;
-    } else {
-        ipb_mcpc_close(e->client);
+    if (old) {
+        if (old->client)
+            on_keeper(old, close_job, old);
         json_decref(e->params);
         json_decref(e->tools);
         json_decref(e->modules);
+    } else {
+        s->v[s->n++] = e;
     }
     e->client = j.client;
+    e->abandoned = e->stale = false;
     e->params = eff;
     e->tools = tools;
     e->modules = json_incref(pkg.modules);
@@ -185,7 +235,10 @@ fail:
     ipb_toolgen_pkg_free(&pkg);
     json_decref(tools);
     json_decref(j.tools);
-    ipb_mcpc_close(j.client);
+    if (j.client) /* on the thread that started it, like every stdio server */
+        on_keeper(e, close_client_job, j.client);
+    if (!old)
+        entry_free(e);
     return NULL;
 }
 
@@ -232,23 +285,16 @@ int ipb_mcp_servers_load_config(ipb_mcp_servers *s, const char *path, ipb_error 
     return 0;
 }
 
-static void disconnect_job(void *p) {
-    ipb_mcp_servers *s = p;
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->v[i]->abandoned)
-            ipb_mcpc_abort(s->v[i]->client);
-        else
-            ipb_mcpc_close(s->v[i]->client);
-        s->v[i]->client = NULL;
-        s->v[i]->abandoned = false;
-    }
-}
-
 /* Watches the pidfd of every stdio server (again: one-shot, disarmed once reported). A closed
  * pidfd left the set by itself. */
 static void watch_exits(ipb_mcp_servers *s) {
     for (size_t i = 0; i < s->n; i++) {
-        int fd = ipb_mcpc_exit_fd(s->v[i]->client);
+        ipb_mcp_server_entry *e = s->v[i];
+        if (!e->synced)
+            continue;
+        pthread_mutex_lock(&e->mu);
+        int fd = ipb_mcpc_exit_fd(e->client);
+        pthread_mutex_unlock(&e->mu);
         if (fd < 0)
             continue;
         struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.fd = fd};
@@ -262,42 +308,62 @@ int ipb_mcp_servers_fd(const ipb_mcp_servers *s) { return s->exit_ep; }
 
 void ipb_mcp_servers_reap(ipb_mcp_servers *s) {
     struct epoll_event evs[IPB_MCP_MAX_SERVERS];
-    /* Taken (and so disarmed) even while the thread is busy: the loop does not spin on them. */
+    /* Taken (and so disarmed) at once: the loop does not spin on them. */
     while (epoll_wait(s->exit_ep, evs, IPB_MCP_MAX_SERVERS, 0) == IPB_MCP_MAX_SERVERS)
         ;
-    if (!s->run || ipb_toolrun_busy(s->run))
-        return;
     for (size_t i = 0; i < s->n; i++) {
         ipb_mcp_server_entry *e = s->v[i];
-        if (ipb_mcpc_exit_fd(e->client) < 0 || ipb_mcpc_alive(e->client))
+        if (!e->synced)
             continue;
-        /* ipb_mcpc_alive reaped it; closing does not wait for a process that is gone (members
-         * of its group still running are killed). */
-        log_info("MCP server '%s': its process ended; it starts again on next use", e->name);
-        ipb_mcpc_abort(e->client);
-        e->client = NULL;
-        e->abandoned = false;
+        ipb_mcpc *gone = NULL;
+        pthread_mutex_lock(&e->mu);
+        /* A client calls use is theirs: they fail, and the next call connects again. */
+        if (!e->calls && !e->connecting && ipb_mcpc_exit_fd(e->client) >= 0 && !ipb_mcpc_alive(e->client)) {
+            gone = e->client;
+            e->client = NULL;
+            e->abandoned = e->stale = false;
+        }
+        pthread_mutex_unlock(&e->mu);
+        if (gone) {
+            /* ipb_mcpc_alive reaped it; aborting does not wait for a process that is gone
+             * (members of its group still running are killed). */
+            log_info("MCP server '%s': its process ended; it starts again on next use", e->name);
+            ipb_mcpc_abort(gone);
+        }
     }
     watch_exits(s);
 }
 
+static void job_done(void *ud, void *arg) {
+    ipb_mcp_servers *s = ud;
+    if (s->job_done)
+        s->job_done(s->job_done_ud, arg);
+    else
+        ipb_tool_job_free(arg);
+}
 
 void ipb_mcp_servers_disconnect(ipb_mcp_servers *s) {
-    if (!s->run)
+    if (!s->pool)
         return;
-    drain_thread(s);
-    /* Closing waits for stdio servers to end (up to 4 s each): on the thread, like any other
-     * wait on a server. */
-    if (ipb_toolrun_submit(s->run, disconnect_job, s))
-        (void)ipb_toolrun_wait(s->run, -1);
+    ipb_callpool_drain(s->pool, job_done, s);
+    /* Closing waits for stdio servers to end (up to 4 s each): on their keepers, all at
+     * once. */
+    for (size_t i = 0; i < s->n; i++) {
+        ipb_mcp_server_entry *e = s->v[i];
+        if (e->synced && e->client && !ipb_toolrun_submit(e->keeper, close_job, e))
+            log_error("MCP server '%s': its thread is busy (a bug); not stopped", e->name);
+    }
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i]->synced)
+            (void)ipb_toolrun_wait(s->v[i]->keeper, -1);
 }
 
 void ipb_mcp_servers_free(ipb_mcp_servers *s) {
-    /* Closed on the thread that started them: a stdio server's parent-death signal follows
+    /* Closed on the threads that started them: a stdio server's parent-death signal follows
      * that thread, not the process. */
     ipb_mcp_servers_disconnect(s);
-    ipb_toolrun_stop(s->run, (void (*)(void *))ipb_tool_job_free);
-    s->run = NULL;
+    ipb_callpool_free(s->pool, job_done, s);
+    s->pool = NULL;
     for (size_t i = 0; i < s->n; i++)
         entry_free(s->v[i]);
     free(s->v);
@@ -309,51 +375,152 @@ void ipb_mcp_servers_free(ipb_mcp_servers *s) {
     s->dir_fd = s->exit_ep = -1;
 }
 
-void ipb_tool_job_run(void *p) {
-    ipb_tool_job *j = p;
+/* --- a call, on its own thread ------------------------------------------------------------ */
+
+static bool cancelled(int cancel_fd) {
+    struct pollfd p = {cancel_fd, POLLIN, 0};
+    return cancel_fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* Waits on e->cv (held) a little; false once the call was cancelled. */
+static bool wait_a_little(ipb_mcp_server_entry *e, int cancel_fd) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100 * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&e->cv, &e->mu, &until);
+    return !cancelled(cancel_fd);
+}
+
+typedef struct connect_job {
+    ipb_mcp_server_entry *e;
+    const ipb_mcp_limits *limits;
+    ipb_mcpc *client;
+    ipb_error *err;
+} connect_job;
+
+static void connect_job_run(void *p) {
+    connect_job *cj = p;
+    cj->client = ipb_mcpc_connect(cj->e->name, cj->e->params, cj->limits, &cj->err);
+}
+
+/* With e->mu held: a live client for the call, connected by the keeper when there is none
+ * (one connect at a time). NULL with j->err. */
+static ipb_mcpc *client_for(ipb_tool_job *j, int cancel_fd) {
     ipb_mcp_server_entry *e = j->entry;
-    if (e->local_call) {
-        j->result = e->local_call(e, j->tool, j->args, &j->err);
-        return;
-    }
-    if (e->client && !ipb_mcpc_alive(e->client)) {
-        log_info("MCP server '%s': its connection ended; reconnecting", e->name);
-        ipb_mcpc_close(e->client);
-        e->client = NULL;
-    } else if (e->client && e->abandoned) {
-        /* Its last call was cancelled (the caller went away) and it never answered: a server
-         * that serves one call at a time may still be busy with it, so it is stopped and a new
-         * one (a new session over HTTP) takes this call. */
-        log_info("MCP server '%s': its last call was cancelled without an answer; starting it again", e->name);
-        ipb_mcpc_abort(e->client);
-        e->client = NULL;
-    }
-    e->abandoned = false;
-    if (!e->client) {
-        struct pollfd cp = {j->cancel_fd, POLLIN, 0};
-        if (j->cancel_fd >= 0 && poll(&cp, 1, 0) > 0) {
+    for (;;) {
+        if (cancelled(cancel_fd)) {
             ipb_error_set(&j->err, ECANCELED, "the call of '%s' was cancelled before it started", e->name);
-            return;
+            return NULL;
         }
-        ipb_error *cerr = NULL;
-        if (!(e->client = ipb_mcpc_connect(e->name, e->params, j->limits, &cerr))) {
+        if (e->client && ipb_mcpc_alive(e->client) && e->stale && e->answered != e->stale_mark)
+            e->stale = false; /* it answered since: it serves */
+        if (e->client && ipb_mcpc_alive(e->client) && !(e->stale && !e->calls && !e->connecting))
+            return e->client;
+        if (e->client && e->stale && !e->calls && !e->connecting) {
+            ipb_mcpc *busy = e->client;
+            e->client = NULL;
+            e->stale = e->abandoned = false;
+            pthread_mutex_unlock(&e->mu);
+            log_info("MCP server '%s': a call got no answer within its limit and nothing was answered since; "
+                     "starting it again", e->name);
+            ipb_mcpc_abort(busy);
+            pthread_mutex_lock(&e->mu);
+            continue;
+        }
+        if (e->client && !e->calls && !e->connecting) {
+            ipb_mcpc *dead = e->client;
+            e->client = NULL;
+            e->abandoned = e->stale = false;
+            pthread_mutex_unlock(&e->mu);
+            log_info("MCP server '%s': its connection ended; reconnecting", e->name);
+            ipb_mcpc_close(dead);
+            pthread_mutex_lock(&e->mu);
+            continue;
+        }
+        if (e->client || e->connecting) { /* calls on a dead client still end, or a connect runs */
+            wait_a_little(e, cancel_fd);
+            continue;
+        }
+        e->connecting = true;
+        pthread_mutex_unlock(&e->mu);
+        connect_job cj = {.e = e, .limits = j->limits};
+        on_keeper(e, connect_job_run, &cj);
+        pthread_mutex_lock(&e->mu);
+        e->connecting = false;
+        pthread_cond_broadcast(&e->cv);
+        if (!cj.client) {
             /* The sentence can name the command, its directory or the URL with ${VAR} filled in:
              * it goes to the log, the kernel is told less. */
-            log_warn("connecting to MCP server '%s': %s", e->name, ipb_error_msg(cerr));
-            ipb_error_set(&j->err, cerr ? cerr->errnum : 0,
+            log_warn("connecting to MCP server '%s': %s", e->name, ipb_error_msg(cj.err));
+            ipb_error_set(&j->err, cj.err ? cj.err->errnum : 0,
                           "connecting to MCP server '%s' failed (the supervisor's log says why)", e->name);
-            ipb_error_free(cerr);
-            return;
+            ipb_error_free(cj.err);
+            return NULL;
+        }
+        e->client = cj.client;
+    }
+}
+
+static void job_run(void *p, int cancel_fd) {
+    ipb_tool_job *j = p;
+    ipb_mcp_server_entry *e = j->entry;
+    pthread_mutex_lock(&e->mu);
+    ipb_mcpc *c = client_for(j, cancel_fd);
+    if (c)
+        e->calls++;
+    pthread_mutex_unlock(&e->mu);
+    if (c)
+        j->result = ipb_mcpc_call(c, j->tool, j->args, cancel_fd, j->timeout_ms, &j->err);
+    pthread_mutex_lock(&e->mu);
+    if (c) {
+        e->calls--;
+        /* Given up on (cancelled, or its own limit passed): the server was told, but may still
+         * be busy with it. */
+        if (j->err && (j->err->errnum == ECANCELED || j->err->errnum == ETIMEDOUT))
+            e->abandoned = true;
+        if (j->result || (j->err && j->err->errnum == EREMOTEIO))
+            e->answered++;
+        else if (j->err && j->err->errnum == ETIMEDOUT && c == e->client) {
+            e->stale = true;
+            e->stale_mark = e->answered;
         }
     }
-    ipb_mcpc_set_cancel_fd(e->client, j->cancel_fd);
-    j->result = ipb_mcpc_call_tool(e->client, j->tool, j->args, &j->err);
-    ipb_mcpc_set_cancel_fd(e->client, -1);
-    if (j->err && j->err->errnum == ECANCELED)
-        e->abandoned = true;
-    else if (j->result)
-        e->abandoned = false;
+    e->active--;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
 }
+
+int ipb_tool_job_start(ipb_mcp_servers *s, ipb_tool_job *j, ipb_error **err) {
+    ipb_mcp_server_entry *e = j->entry;
+    if (!e->synced)
+        return ipb_error_set(err, EINVAL, "MCP server '%s' is built in: its calls are answered in-process", e->name);
+    pthread_mutex_lock(&e->mu);
+    bool full = e->active >= IPB_MCP_MAX_CALLS_PER_SERVER;
+    if (!full)
+        e->active++;
+    pthread_mutex_unlock(&e->mu);
+    if (full)
+        return ipb_error_set(err, EBUSY, "MCP server '%s' runs %d calls already, the most one server takes at once",
+                             e->name, IPB_MCP_MAX_CALLS_PER_SERVER);
+    if (!(j->call = ipb_callpool_start(s->pool, job_run, j, err))) {
+        pthread_mutex_lock(&e->mu);
+        e->active--;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        return -1;
+    }
+    return 0;
+}
+
+void ipb_tool_job_cancel(ipb_tool_job *j) { ipb_callpool_cancel(j->call); }
+
+ipb_tool_job *ipb_mcp_servers_take(ipb_mcp_servers *s) { return ipb_callpool_take(s->pool); }
+
+int ipb_mcp_servers_done_fd(const ipb_mcp_servers *s) { return ipb_callpool_fd(s->pool); }
 
 void ipb_tool_job_free(ipb_tool_job *j) {
     if (!j)

@@ -141,7 +141,7 @@ void ipb_session_close(ipb_session *s) {
     free(ipb_session_take_lost(s));
     ipb_toolchan_close(s->chan);
     s->chan = NULL;
-    if (s->mcp.dir_fd >= 0 || s->mcp.run)
+    if (s->mcp.dir_fd >= 0 || s->mcp.pool)
         ipb_mcp_servers_free(&s->mcp);
     shim_config_free(&s->cfg);
     if (s->ws_fd >= 0)

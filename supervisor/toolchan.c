@@ -15,17 +15,18 @@
 #include "strbuf.h"
 #include "toolmsg.h"
 
-enum conn_state { C_READING, C_QUEUED, C_APPROVING, C_APPROVED, C_RUNNING, C_WRITING };
+enum conn_state { C_READING, C_QUEUED, C_APPROVING, C_RUNNING, C_WRITING };
 
 typedef struct conn {
-    int fd;
+    int fd;             /* -1 once the caller hung up while its call ran */
     enum conn_state state;
-    unsigned long seq;
+    unsigned long seq;  /* arrival order; the call's token for the approve hook */
     bool gone;          /* the caller hung up while its call ran */
     ipb_buf in, out;
     json_t *root;       /* the parsed request */
     const char *server, *tool;
     json_t *args;
+    ipb_tool_job *job;  /* while C_RUNNING */
 } conn;
 
 struct ipb_toolchan {
@@ -33,7 +34,6 @@ struct ipb_toolchan {
     ipb_mcp_servers *servers;
     ipb_toolchan_hooks hooks;
     conn *conns[IPB_TOOLCHAN_MAX_CONNS];
-    conn *current;      /* being approved or run */
     bool in_cell;       /* a cell runs: calls may be approved and started */
     unsigned long next_seq;
 };
@@ -47,9 +47,8 @@ static void conn_free(ipb_toolchan *tc, size_t slot) {
     conn *c = tc->conns[slot];
     if (!c)
         return;
-    if (tc->current == c)
-        tc->current = NULL;
-    close(c->fd);
+    if (c->fd >= 0)
+        close(c->fd);
     ipb_buf_free(&c->in);
     ipb_buf_free(&c->out);
     json_decref(c->root);
@@ -62,6 +61,16 @@ static size_t slot_of(ipb_toolchan *tc, conn *c) {
         if (tc->conns[i] == c)
             return i;
     return IPB_TOOLCHAN_MAX_CONNS;
+}
+
+static conn *by_seq(ipb_toolchan *tc, unsigned long seq, size_t *slot) {
+    for (size_t i = 0; i < IPB_TOOLCHAN_MAX_CONNS; i++) {
+        if (tc->conns[i] && tc->conns[i]->seq == seq && tc->conns[i]->state != C_READING) {
+            *slot = i;
+            return tc->conns[i];
+        }
+    }
+    return NULL;
 }
 
 static void watch(ipb_toolchan *tc, size_t slot, uint32_t events) {
@@ -92,8 +101,6 @@ static void flush_out(ipb_toolchan *tc, size_t slot) {
 
 static void reply(ipb_toolchan *tc, size_t slot, json_t *msg) {
     conn *c = tc->conns[slot];
-    if (tc->current == c)
-        tc->current = NULL;
     char *line = msg ? json_dumps(msg, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(msg);
     c->state = C_WRITING;
@@ -132,9 +139,8 @@ static int check_request(ipb_toolchan *tc, size_t slot) {
     return 0;
 }
 
-static void on_request(ipb_toolchan *tc, size_t slot, size_t len) {
+static void on_request(ipb_toolchan *tc, size_t slot) {
     conn *c = tc->conns[slot];
-    (void)len;
     if (check_request(tc, slot) < 0)
         return;
     /* While it waits, only the line is kept: a parsed tree can be tens of times larger. It is
@@ -144,7 +150,7 @@ static void on_request(ipb_toolchan *tc, size_t slot, size_t len) {
     c->server = c->tool = NULL;
     c->args = NULL;
     c->state = C_QUEUED;
-    c->seq = tc->next_seq++;
+    c->seq = ++tc->next_seq;
     watch(tc, slot, 0); /* from now on only a hang-up matters */
 }
 
@@ -172,11 +178,14 @@ static void on_readable(ipb_toolchan *tc, size_t slot) {
             return;
         }
         if (nl) {
-            on_request(tc, slot, c->in.len);
+            on_request(tc, slot);
             return;
         }
     }
 }
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static void on_accept(ipb_toolchan *tc) {
     for (;;) {
@@ -189,7 +198,9 @@ static void on_accept(ipb_toolchan *tc) {
         conn *c = slot < IPB_TOOLCHAN_MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
         if (!c) {
             static const char busy[] = "{\"error\":{\"kind\":\"refused\",\"message\":\"too many tool calls at once "
-                                       "(16 waiting)\"}}\n";
+                                       "(" STR(IPB_TOOLCHAN_MAX_CONNS) " running or waiting, the most a session "
+                                       "takes)\"}}\n";
+            log_info("tool channel: a call refused: %d calls run or wait already", IPB_TOOLCHAN_MAX_CONNS);
             (void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
             close(fd);
             continue;
@@ -206,9 +217,10 @@ static void on_accept(ipb_toolchan *tc) {
 static void on_job_done(ipb_toolchan *tc, ipb_tool_job *j) {
     conn *c = j->ud;
     size_t slot = slot_of(tc, c);
-    if (slot < IPB_TOOLCHAN_MAX_CONNS && c->state == C_RUNNING) {
+    if (slot < IPB_TOOLCHAN_MAX_CONNS && c->state == C_RUNNING && c->job == j) {
         if (j->err)
             log_info("tool call %s/%s: %s", c->server, c->tool, ipb_error_msg(j->err));
+        c->job = NULL;
         if (c->gone)
             conn_free(tc, slot);
         else
@@ -219,33 +231,46 @@ static void on_job_done(ipb_toolchan *tc, ipb_tool_job *j) {
 
 static void orphan_done(void *ud, ipb_tool_job *j) { on_job_done(ud, j); }
 
-static void start_job(ipb_toolchan *tc, conn *c) {
-    size_t slot = slot_of(tc, c);
+/* An approved call starts on a thread of its own; a built-in server answers at once. */
+static void start_call(ipb_toolchan *tc, size_t slot) {
+    conn *c = tc->conns[slot];
+    ipb_mcp_server_entry *e = ipb_mcp_servers_get(tc->servers, c->server);
+    if (e && e->local_call) {
+        ipb_error *err = NULL;
+        json_t *result = e->local_call(e, c->tool, c->args, &err);
+        if (err)
+            log_info("tool call %s/%s: %s", c->server, c->tool, ipb_error_msg(err));
+        reply(tc, slot, ipb_toolmsg_reply(result, err));
+        json_decref(result);
+        ipb_error_free(err);
+        return;
+    }
     ipb_tool_job *j = calloc(1, sizeof(*j));
     if (!j || !(j->tool = strdup(c->tool))) {
         free(j);
         reply_error(tc, slot, "failed", "out of memory");
         return;
     }
-    j->entry = ipb_mcp_servers_get(tc->servers, c->server);
+    j->entry = e;
     j->args = json_incref(c->args);
     j->limits = &tc->servers->limits;
-    j->cancel_fd = ipb_toolrun_cancel_fd(tc->servers->run);
     j->ud = c;
-    if (!ipb_toolrun_submit(tc->servers->run, ipb_tool_job_run, j)) {
+    ipb_error *err = NULL;
+    if (!e || ipb_tool_job_start(tc->servers, j, &err) < 0) {
+        log_info("tool call %s/%s not started: %s", c->server, c->tool, err ? ipb_error_msg(err) : "no server");
+        bool busy = err && err->errnum == EBUSY;
+        reply_error(tc, slot, busy ? "refused" : "failed", "%s",
+                    err ? ipb_error_msg(err) : "the server is not registered");
+        ipb_error_free(err);
         ipb_tool_job_free(j);
-        c->state = C_APPROVED; /* the thread is still busy: started once it is free */
         return;
     }
+    c->job = j;
     c->state = C_RUNNING;
 }
 
-/* The decision on the current call (no advance). */
-static void decide_current(ipb_toolchan *tc, bool approved, const char *why) {
-    conn *c = tc->current;
-    if (!c || c->state != C_APPROVING)
-        return;
-    size_t slot = slot_of(tc, c);
+static void decide_slot(ipb_toolchan *tc, size_t slot, bool approved, const char *why) {
+    conn *c = tc->conns[slot];
     if (!approved) {
         log_info("tool call %s/%s rejected%s%s", c->server, c->tool, why ? ": " : "", why ? why : "");
         reply_error(tc, slot, "rejected", "the call of tool '%s' of MCP server '%s' was rejected%s%s", c->tool,
@@ -253,51 +278,69 @@ static void decide_current(ipb_toolchan *tc, bool approved, const char *why) {
         return;
     }
     log_debug("tool call %s/%s approved", c->server, c->tool);
-    if (!ipb_toolrun_busy(tc->servers->run))
-        start_job(tc, c);
-    else
-        c->state = C_APPROVED;
+    start_call(tc, slot);
 }
 
-/* Takes waiting calls in arrival order until one waits for a decision or runs. */
+/* While a cell runs, every waiting call is put to the approve hook, in arrival order; each
+ * decision (now or later) starts or refuses that call alone. */
 static void advance(ipb_toolchan *tc) {
-    for (;;) {
-        if (tc->current) {
-            if (tc->current->state == C_APPROVED && !ipb_toolrun_busy(tc->servers->run))
-                start_job(tc, tc->current);
-            return;
-        }
-        if (!tc->in_cell)
-            return;
-        conn *next = NULL;
+    while (tc->in_cell) {
+        size_t slot = IPB_TOOLCHAN_MAX_CONNS;
         for (size_t i = 0; i < IPB_TOOLCHAN_MAX_CONNS; i++) {
             conn *c = tc->conns[i];
-            if (c && c->state == C_QUEUED && (!next || c->seq < next->seq))
-                next = c;
+            if (c && c->state == C_QUEUED && (slot == IPB_TOOLCHAN_MAX_CONNS || c->seq < tc->conns[slot]->seq))
+                slot = i;
         }
-        if (!next)
+        if (slot == IPB_TOOLCHAN_MAX_CONNS)
             return;
-        if (check_request(tc, slot_of(tc, next)) < 0) /* the registry may have changed */
+        if (check_request(tc, slot) < 0) /* the registry may have changed */
             continue;
-        tc->current = next;
-        next->state = C_APPROVING;
+        conn *c = tc->conns[slot];
+        c->state = C_APPROVING;
         char *why = NULL;
         enum ipb_approval a = tc->hooks.approve
-                                  ? tc->hooks.approve(tc->hooks.ud, next->server, next->tool, next->args, &why)
+                                  ? tc->hooks.approve(tc->hooks.ud, c->seq, c->server, c->tool, c->args, &why)
                                   : IPB_REJECTED;
-        if (a == IPB_APPROVAL_PENDING)
-            return;
-        decide_current(tc, a == IPB_APPROVED, why);
+        if (a != IPB_APPROVAL_PENDING)
+            decide_slot(tc, slot, a == IPB_APPROVED, why);
         free(why);
     }
 }
 
-void ipb_toolchan_decide(ipb_toolchan *tc, bool approved, const char *why) {
-    decide_current(tc, approved, why);
+void ipb_toolchan_decide(ipb_toolchan *tc, unsigned long call, bool approved, const char *why) {
+    size_t slot;
+    conn *c = by_seq(tc, call, &slot);
+    if (c && c->state == C_APPROVING)
+        decide_slot(tc, slot, approved, why);
     advance(tc);
 }
 
-bool ipb_toolchan_waiting(const ipb_toolchan *tc) { return tc && tc->current && tc->current->state == C_APPROVING; }
+bool ipb_toolchan_waiting(const ipb_toolchan *tc) {
+    for (size_t i = 0; tc && i < IPB_TOOLCHAN_MAX_CONNS; i++)
+        if (tc->conns[i] && tc->conns[i]->state == C_APPROVING)
+            return true;
+    return false;
+}
+
+/* The caller hung up (an interrupted cell, a timeout, a reset or a dead kernel close its
+ * socket; so does the generated API's own call_timeout). */
+static void on_hangup(ipb_toolchan *tc, size_t slot) {
+    conn *c = tc->conns[slot];
+    if (c->state == C_APPROVING && tc->hooks.withdraw)
+        tc->hooks.withdraw(tc->hooks.ud, c->seq);
+    if (c->state != C_RUNNING) {
+        conn_free(tc, slot);
+        return;
+    }
+    /* Nobody waits for the answer: this call alone is cancelled at its server; the conn is
+     * kept (without its socket) until the call's thread is done with it. */
+    log_info("tool call %s/%s: the caller is gone; cancelling it", c->server, c->tool);
+    c->gone = true;
+    epoll_ctl(tc->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    ipb_tool_job_cancel(c->job);
+}
 
 void ipb_toolchan_pump(ipb_toolchan *tc, bool in_cell) {
     tc->in_cell = in_cell;
@@ -308,16 +351,16 @@ void ipb_toolchan_pump(ipb_toolchan *tc, bool in_cell) {
         if (tag == TAG_LISTEN) {
             on_accept(tc);
         } else if (tag == TAG_DONE) {
-            ipb_tool_job *j = ipb_toolrun_take(tc->servers->run);
-            if (j)
+            ipb_tool_job *j;
+            while ((j = ipb_mcp_servers_take(tc->servers)))
                 on_job_done(tc, j);
-            ipb_mcp_servers_reap(tc->servers); /* exits seen while the thread was busy */
+            ipb_mcp_servers_reap(tc->servers); /* exits seen while calls ran */
         } else if (tag == TAG_EXITS) {
             ipb_mcp_servers_reap(tc->servers);
         } else {
             size_t slot = (size_t)(tag - TAG_CONN0);
             conn *c = slot < IPB_TOOLCHAN_MAX_CONNS ? tc->conns[slot] : NULL;
-            if (!c)
+            if (!c || c->fd < 0)
                 continue;
             if (c->state == C_READING && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
                 on_readable(tc, slot);
@@ -327,19 +370,7 @@ void ipb_toolchan_pump(ipb_toolchan *tc, bool in_cell) {
                 else
                     flush_out(tc, slot);
             } else if (evs[i].events & (EPOLLHUP | EPOLLERR)) {
-                /* The caller is gone (an interrupted cell closes its socket). */
-                if (c->state == C_APPROVING && tc->hooks.withdraw)
-                    tc->hooks.withdraw(tc->hooks.ud);
-                if (c->state == C_RUNNING) {
-                    /* Nobody waits for the answer: the call is cancelled at the server. */
-                    log_info("tool call %s/%s: the caller is gone; cancelling it", c->server, c->tool);
-                    c->gone = true;
-                    watch(tc, slot, 0);
-                    epoll_ctl(tc->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-                    ipb_toolrun_cancel(tc->servers->run);
-                } else {
-                    conn_free(tc, slot);
-                }
+                on_hangup(tc, slot);
             }
         }
     }
@@ -350,15 +381,16 @@ void ipb_toolchan_cell_ended(ipb_toolchan *tc) {
     if (!tc)
         return;
     ipb_toolchan_pump(tc, false);
-    conn *c = tc->current;
-    if (c && c->state == C_APPROVING) {
+    for (size_t i = 0; i < IPB_TOOLCHAN_MAX_CONNS; i++) {
+        conn *c = tc->conns[i];
+        if (!c || c->state != C_APPROVING)
+            continue;
         if (tc->hooks.withdraw)
-            tc->hooks.withdraw(tc->hooks.ud);
+            tc->hooks.withdraw(tc->hooks.ud, c->seq);
         /* Asked again in the next cell. */
         json_decref(c->root);
         c->root = NULL;
         c->state = C_QUEUED;
-        tc->current = NULL;
     }
 }
 
@@ -366,14 +398,15 @@ void ipb_toolchan_interrupted(ipb_toolchan *tc) {
     if (!tc)
         return;
     tc->in_cell = false;
-    conn *c = tc->current;
-    if (c && c->state == C_APPROVING) {
+    for (size_t i = 0; i < IPB_TOOLCHAN_MAX_CONNS; i++) {
+        conn *c = tc->conns[i];
+        if (!c || c->state != C_APPROVING)
+            continue;
         if (tc->hooks.withdraw)
-            tc->hooks.withdraw(tc->hooks.ud);
-        decide_current(tc, false, "the cell was interrupted while the application was asked");
+            tc->hooks.withdraw(tc->hooks.ud, c->seq);
+        decide_slot(tc, i, false, "the cell was interrupted while the application was asked");
     }
 }
-
 
 void ipb_toolchan_set_hooks(ipb_toolchan *tc, const ipb_toolchan_hooks *hooks) { tc->hooks = *hooks; }
 
@@ -402,9 +435,9 @@ ipb_toolchan *ipb_toolchan_open(ipb_mcp_servers *servers, ipb_error **err) {
     struct epoll_event d = {.events = EPOLLIN, .data.u64 = TAG_DONE};
     struct epoll_event x = {.events = EPOLLIN, .data.u64 = TAG_EXITS};
     if (tc->listen_fd < 0 || tc->epfd < 0 || bind(tc->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        fchmodat(servers->dir_fd, IPB_TOOLCHAN_SOCKET, 0666, 0) < 0 || listen(tc->listen_fd, 16) < 0 ||
+        fchmodat(servers->dir_fd, IPB_TOOLCHAN_SOCKET, 0666, 0) < 0 || listen(tc->listen_fd, IPB_TOOLCHAN_MAX_CONNS) < 0 ||
         epoll_ctl(tc->epfd, EPOLL_CTL_ADD, tc->listen_fd, &l) < 0 ||
-        epoll_ctl(tc->epfd, EPOLL_CTL_ADD, ipb_toolrun_fd(servers->run), &d) < 0 ||
+        epoll_ctl(tc->epfd, EPOLL_CTL_ADD, ipb_mcp_servers_done_fd(servers), &d) < 0 ||
         epoll_ctl(tc->epfd, EPOLL_CTL_ADD, ipb_mcp_servers_fd(servers), &x) < 0) {
         ipb_error_set(err, errno, "creating the tool channel's socket");
         ipb_toolchan_close(tc);

@@ -1,6 +1,8 @@
-/* One background thread per session for work that waits on MCP servers (connecting, listing,
- * calling tools), so that the supervisor's loop keeps serving its client, the kernel and the
- * sandbox meanwhile. One job at a time; the loop learns that it finished through an fd. */
+/* A long-lived background thread that runs one job at a time: each registered MCP server's
+ * keeper (it connects, lists and closes the server, so that a stdio server's parent-death
+ * signal follows a thread that lives as long as the server), and the loop's or a call's thread
+ * waits for it meanwhile (ipb_toolrun_wait) or learns that it finished through an fd. Calls
+ * themselves run elsewhere (callpool.h). */
 #pragma once
 #include <stdbool.h>
 

@@ -26,6 +26,7 @@ import enum
 import json
 import socket
 import sys
+import time
 import typing
 
 SOCKET_PATH = "/opt/ipybox/tool.sock"
@@ -289,8 +290,30 @@ def _value(server, tool, result):
     return list(result.content)
 
 
-def _exchange(server, tool, arguments):
+# --- the exchange over the tool channel, and call_timeout (concurrent, cancellable calls) ---
+
+
+def _deadline(call_timeout):
+    """Seconds allowed for the whole call (None: no limit of the caller's own)."""
+    if call_timeout is None:
+        return None
+    if isinstance(call_timeout, bool) or not isinstance(call_timeout, (int, float)) or not call_timeout > 0:
+        raise ValueError("call_timeout must be a positive number of seconds or None, not %r" % (call_timeout,))
+    return float(call_timeout)
+
+
+def _timed_out(server, tool, call_timeout):
+    return ToolTimeout(server, tool, "timeout",
+                       "no answer within call_timeout=%g s; the call was cancelled" % call_timeout)
+
+
+def _exchange(server, tool, arguments, call_timeout=None):
+    """The answer (a ToolResult) of one call: one connection, one line each way. Past
+    call_timeout the socket is closed, which cancels the call at its server. Calls from several
+    threads run concurrently."""
     data = _request(server, tool, arguments)
+    limit = _deadline(call_timeout)
+    until = None if limit is None else time.monotonic() + limit
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         try:
@@ -299,8 +322,11 @@ def _exchange(server, tool, arguments):
             raise _unavailable(server, tool, e) from None
         buf = bytearray()
         try:
+            sock.settimeout(limit)
             sock.sendall(data)
             while True:
+                if until is not None:
+                    sock.settimeout(max(until - time.monotonic(), 0.001))
                 chunk = sock.recv(_CHUNK)
                 if not chunk:
                     line = bytes(buf)
@@ -310,6 +336,8 @@ def _exchange(server, tool, arguments):
                 line = _take_line(buf, start, server, tool)
                 if line is not None:
                     break
+        except socket.timeout:
+            raise _timed_out(server, tool, limit) from None
         except OSError as e:
             raise _failed(server, tool, "the tool channel failed: %s" % (e.strerror or e)) from None
     finally:
@@ -317,27 +345,38 @@ def _exchange(server, tool, arguments):
     return _result(server, tool, line)
 
 
-async def _aexchange(server, tool, arguments):
+async def _aread(reader, writer, data, server, tool):
+    buf = bytearray()
+    writer.write(data)
+    await writer.drain()
+    while True:
+        chunk = await reader.read(_CHUNK)
+        if not chunk:
+            return bytes(buf)
+        start = len(buf)
+        buf += chunk
+        line = _take_line(buf, start, server, tool)
+        if line is not None:
+            return line
+
+
+async def _aexchange(server, tool, arguments, call_timeout=None):
+    """_exchange() for asyncio. Cancelling the task, or call_timeout passing, closes the socket
+    and so cancels the call at its server."""
     data = _request(server, tool, arguments)
+    limit = _deadline(call_timeout)
     try:
         reader, writer = await asyncio.open_unix_connection(SOCKET_PATH)
     except OSError as e:
         raise _unavailable(server, tool, e) from None
     try:
-        buf = bytearray()
         try:
-            writer.write(data)
-            await writer.drain()
-            while True:
-                chunk = await reader.read(_CHUNK)
-                if not chunk:
-                    line = bytes(buf)
-                    break
-                start = len(buf)
-                buf += chunk
-                line = _take_line(buf, start, server, tool)
-                if line is not None:
-                    break
+            if limit is None:
+                line = await _aread(reader, writer, data, server, tool)
+            else:
+                line = await asyncio.wait_for(_aread(reader, writer, data, server, tool), limit)
+        except asyncio.TimeoutError:
+            raise _timed_out(server, tool, limit) from None
         except OSError as e:
             raise _failed(server, tool, "the tool channel failed: %s" % (e.strerror or e)) from None
     finally:
@@ -345,30 +384,31 @@ async def _aexchange(server, tool, arguments):
     return _result(server, tool, line)
 
 
-def call(server, tool, arguments=None):
+def call(server, tool, arguments=None, *, call_timeout=None):
     """Calls `tool` of MCP server `server` with `arguments` (a dict of JSON values). Returns the
     structured content (any JSON value) when the tool gives one; else the text of its answer
     (str, its text blocks joined by newlines) when it has only text; else its blocks in order
     (a list: str for text, Image, Audio, Resource, ResourceLink). Raises ToolError when the
-    tool reports an error, ToolCallError (or another subclass) when there is no answer."""
-    return _value(server, tool, _exchange(server, tool, arguments))
+    tool reports an error, ToolCallError (or another subclass) when there is no answer.
+    call_timeout (seconds): past it ToolTimeout is raised and the call cancelled at its server."""
+    return _value(server, tool, _exchange(server, tool, arguments, call_timeout))
 
 
-async def acall(server, tool, arguments=None):
+async def acall(server, tool, arguments=None, *, call_timeout=None):
     """call() for asyncio (the kernel's loop: top-level await works in a cell)."""
-    return _value(server, tool, await _aexchange(server, tool, arguments))
+    return _value(server, tool, await _aexchange(server, tool, arguments, call_timeout))
 
 
-def call_full(server, tool, arguments=None, result_type=None):
+def call_full(server, tool, arguments=None, result_type=None, *, call_timeout=None):
     """Like call(), but returns all of the answer, a ToolResult, also when the tool reports an
     error (is_error); its structured content as result_type (a generated Result class) when it
     is an object and result_type is given. Raises ToolCallError when there is no answer."""
-    return _typed(_exchange(server, tool, arguments), result_type)
+    return _typed(_exchange(server, tool, arguments, call_timeout), result_type)
 
 
-async def acall_full(server, tool, arguments=None, result_type=None):
+async def acall_full(server, tool, arguments=None, result_type=None, *, call_timeout=None):
     """call_full() for asyncio."""
-    return _typed(await _aexchange(server, tool, arguments), result_type)
+    return _typed(await _aexchange(server, tool, arguments, call_timeout), result_type)
 
 
 def make_params(cls, params, kwargs):

@@ -37,7 +37,9 @@ struct tg_module {
 };
 
 /* Names a class body evaluates besides class names: a field must not rebind them. */
-static const char *const body_names[] = {"dataclasses", "typing", "json", "str", "int", "float", "bool"};
+static const char *const body_names[] = {"dataclasses", "typing", "json", "str", "int", "float", "bool",
+                                         /* run()'s own keyword: a field never takes it */
+                                         "call_timeout"};
 /* Module-level names a class may not take. */
 static const char *const module_names[] = {"Params",      "Result", "SERVER", "TOOL", "run",  "run_async",
                                            "dataclasses", "typing", "json",   "None", "True", "False",

@@ -92,6 +92,9 @@ static int run_doc(ipb_buf *d, tg_module *m, const char *server, json_t *name, b
                           "both):");
     if (e == 0)
         e = tg_module_describe(m, "Params", d);
+    if (e == 0)
+        e = append_str(d, "\n    call_timeout: seconds to wait for the answer at most (None: the supervisor's "
+                          "limit); then mcptools.ToolTimeout is raised and the call is cancelled at its server.");
     if (e == 0 && full)
         e = append_str(d, has_result ? "\n\nReturns:\n    All of the answer, a mcptools.ToolResult: content (its "
                                        "blocks in order: str, Image, Audio, Resource, ResourceLink), structured (a "
@@ -125,16 +128,17 @@ static int run_def(ipb_buf *b, tg_module *m, const char *server, json_t *name, b
     ipb_buf d = {0};
     int e = run_doc(&d, m, server, name, has_result, async, full);
     if (e == 0)
-        e = ipb_buf_appendf(b, "%sdef run%s%s(params=None, /, **kwargs):\n    ", async ? "async " : "",
-                            full ? "_full" : "", async ? "_async" : "");
+        e = ipb_buf_appendf(b, "%sdef run%s%s(params=None, /, *, call_timeout=None, **kwargs):\n    ",
+                            async ? "async " : "", full ? "_full" : "", async ? "_async" : "");
     if (e == 0)
         e = ipb_py_str(b, d.data ? d.data : "", d.len);
     ipb_buf_free(&d);
     const char *call = async ? "await _rt.acall" : "_rt.call";
-    const char *args = "_rt.to_json(_rt.make_params(Params, params, kwargs))";
+    const char *args = "_rt.to_json(_rt.make_params(Params, params, kwargs)), call_timeout=call_timeout";
     if (e == 0 && full)
-        e = ipb_buf_appendf(b, "\n    return %s_full(SERVER, TOOL, %s, %s)\n", call, args,
-                            has_result ? "Result" : "None");
+        e = ipb_buf_appendf(b, "\n    return %s_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, "
+                               "kwargs)), %s, call_timeout=call_timeout)\n",
+                            call, has_result ? "Result" : "None");
     else if (e == 0 && has_result)
         e = ipb_buf_appendf(b,
                             "\n    value = %s(SERVER, TOOL, %s)\n"

@@ -14,9 +14,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from daemon_fixture import IPYBOXD, Daemon  # noqa: E402
+from daemon_fixture import IPYBOXD, PROTOCOL, Daemon  # noqa: E402
 from ipybox_test import (IPYBOX, McpClient, McpError, alive, descendants,  # noqa: E402
                          require_sandbox, wait_for)
+import mcp_servers  # noqa: E402
 
 
 
@@ -388,6 +389,60 @@ except (BrokenPipeError, ConnectionResetError):
                            env=d.env)
         self.assertEqual(r.returncode, 2)
         self.assertIn("'*'", r.stderr)
+
+
+class Approvals(DaemonCase):
+    def test_two_questions_open_at_once_reach_their_client_and_are_answered_alone(self):
+        # Concurrent tool calls (issue 19): the worker asks two questions at once; the daemon
+        # passes both on, routes each answer to its own question, and withdraws them alone.
+        d = self.daemon()
+        c = d.client(initialize=False)
+        self.addCleanup(c.close)
+        c.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {"elicitation": {}},
+                                 "clientInfo": {"name": "ipybox-tests", "version": "1"}})
+        c.notify("notifications/initialized")
+        with tempfile.TemporaryDirectory(prefix="ipybox-daemon-ask-") as tmp:
+            events = os.path.join(tmp, "a.events")
+            r = c.call("register_mcp_server", {"server_name": "a", "server_params": mcp_servers.fake_stdio_params(
+                "--tools", "concurrent", "--events", events)})
+            self.assertFalse(r.get("isError"), r)
+            code = ("import asyncio, mcptools\nfrom mcptools.a import sleep\n"
+                    "async def one(tag):\n"
+                    "    try:\n        return await sleep.run_async(seconds=0, tag=tag)\n"
+                    "    except mcptools.ToolRejected:\n        return 'rejected ' + tag\n"
+                    "print(await asyncio.gather(one('first'), one('second'), one('third')))\n")
+            rid = c.send_request("tools/call", {"name": "execute_ipython_cell", "arguments": {"code": code,
+                                                                                               "timeout": 60}})
+            asked = {}
+            while len(asked) < 3:
+                msg = c.read_message(60)
+                self.assertNotEqual(msg.get("id"), rid, "the cell ended before three questions were open: %s" % msg)
+                if msg.get("method") == "elicitation/create":
+                    asked[msg["params"]["_meta"]["ipybox/toolCall"]["arguments"]["tag"]] = msg["id"]
+            self.assertEqual(len(set(asked.values())), 3)
+            # Answered in another order than asked, each with its own outcome.
+            c.send({"jsonrpc": "2.0", "id": asked["second"], "result": {"action": "accept", "content": {}}})
+            c.send({"jsonrpc": "2.0", "id": asked["third"], "result": {"action": "decline"}})
+            c.send({"jsonrpc": "2.0", "id": asked["first"], "result": {"action": "accept", "content": {}}})
+            r = c.wait_response(rid, 60)["result"]
+            text = "".join(x.get("text", "") for x in r["content"] if x["type"] == "text")
+            self.assertIn("['slept 0 first', 'slept 0 second', 'rejected third']", text)
+            self.assertEqual(sorted(e["arguments"]["tag"] for e in mcp_servers.read_events(events)
+                                    if e["event"] == "call"), ["first", "second"])
+            # Three open at once, then the cell is cancelled: each is withdrawn, by its own id.
+            rid = c.send_request("tools/call", {"name": "execute_ipython_cell", "arguments": {"code": code}})
+            open_ids = set()
+            while len(open_ids) < 3:
+                msg = c.read_message(60)
+                if msg.get("method") == "elicitation/create":
+                    open_ids.add(msg["id"])
+            c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
+            withdrawn = set()
+            while withdrawn != open_ids:
+                msg = c.read_message(60)
+                if msg.get("method") == "notifications/cancelled":
+                    withdrawn.add(msg["params"]["requestId"])
+            self.assertIn("2", c.execute("print(1+1)")[0])
 
 
 class Lifecycle(DaemonCase):

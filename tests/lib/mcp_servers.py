@@ -257,8 +257,11 @@ def fake_http(transport="http", *options):
 # under a lock; HTTP: a request each; legacy SSE: a thread each) and the tools are:
 #   sleep {seconds, tag}  answers "slept SECONDS TAG" after SECONDS, unless cancelled first
 #   hang, ok, fail        never answers; "ok"; an isError result
-#   stray                 an answer with an id never sent, then its own answer twice
-#   late                  waits until its request is cancelled, then answers anyway
+#   stray                 an answer with an id never sent, then its own answer twice (HTTP: all in
+#                         the answer's event stream)
+#   late                  waits until its request is cancelled, then answers anyway (HTTP: on the
+#                         stream the client closed, so it is never seen)
+#   expire, garbage       (HTTP) as above
 # --events FILE records {"event": "call"|"answered"|"cancelled"|"gave_up", ...} lines.
 # tools/list: --tools normal (3 pages), crafted (odd names and descriptions), notarray, and the
 # kinds of fake_server_params(): errors, misbehave, hostile.
@@ -627,7 +630,19 @@ def run_http(fake, transport, port):
                 return self.reply(200, json.dumps({"jsonrpc": "2.0", "id": mid,
                                                    "error": {"code": -32601, "message": "no"}}).encode())
             name, args = params.get("name"), params.get("arguments")
-            if fake.opts.get("tools") == "concurrent" and name not in ("stray",):
+            if fake.opts.get("tools") == "concurrent" and name == "stray":
+                # in the answer's stream: an answer with an id never sent, then its own twice
+                fake.event("call", id=mid, name=name, arguments=args)
+                self.start_stream()
+                with contextlib.suppress(OSError):
+                    self.event(json.dumps({"jsonrpc": "2.0", "id": 987654321, "result": {
+                        "content": [{"type": "text", "text": "stray"}]}}))
+                    for text in ("first", "second"):
+                        self.event(json.dumps({"jsonrpc": "2.0", "id": mid, "result": {
+                            "content": [{"type": "text", "text": text}]}}))
+                    fake.event("answered", id=mid, name=name)
+                return
+            if fake.opts.get("tools") == "concurrent" and name not in ("expire", "garbage"):
                 fake.event("call", id=mid, name=name, arguments=args)
                 if name == "late" or name == "hang" or name == "sleep":
                     # an event stream, so that closing it is how the client gives up
@@ -636,6 +651,8 @@ def run_http(fake, transport, port):
                     self.wfile.flush()
                     r = concurrent_result(fake, mid, name, args)
                     if r is None:
+                        if name == "hang":  # the stream stays open until the client gives up
+                            fake.cancel_event(mid).wait(3600)
                         return
                     with contextlib.suppress(OSError):
                         self.event(json.dumps({"jsonrpc": "2.0", "id": mid, "result": r}))
@@ -784,8 +801,11 @@ def run_http(fake, transport, port):
                 return
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "Unknown tool: %s" % name}})
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 256  # many calls connect at once (the default 5 drops SYNs: 1 s retries)
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", port), Handler)
     fake.log("listening on 127.0.0.1:%d (%s)" % (port, transport))
     server.serve_forever()
 

@@ -329,6 +329,30 @@ class Approvals(SdkCase):
             self.assertTrue(pending[0].decided)  # withdrawn by the supervisor, or failed with the call
             self.assertEqual((await sb.execute("x")).text, "5\n")
 
+    async def test_two_requests_open_at_once_are_decided_in_any_order(self):
+        # Concurrent tool calls (issue 19): both questions are open before either is decided.
+        both, seen = asyncio.Event(), []
+
+        async def decide(req):
+            seen.append(req.tool_args["city"])
+            if len(seen) == 2:
+                both.set()
+            await asyncio.wait_for(both.wait(), 60)
+            if req.tool_args["city"] == "Rome":
+                return True
+            await asyncio.sleep(0.2)  # decided after Rome's
+            return False
+
+        code = ("import asyncio, mcptools\nfrom mcptools.weather import get_weather\n"
+                "async def one(city):\n"
+                "    try:\n        return await get_weather.run_async(city=city)\n"
+                "    except mcptools.ToolRejected:\n        return 'rejected'\n"
+                "r = await asyncio.gather(one('Oslo'), one('Rome'))\n"
+                "print(r[0], r[1].conditions in ('sunny', 'cloudy', 'rain', 'snow', 'fog'))\n")
+        async with self.sandbox(approval=decide, mcp_config=self.weather_config()) as sb:
+            self.assertEqual((await sb.execute(code)).text, "rejected True\n")
+        self.assertEqual(sorted(seen), ["Oslo", "Rome"])
+
     def weather_config(self):
         import json
         path = self.path("mcp.json")

@@ -4,8 +4,10 @@
  *   mcpc_cli [OPTIONS] PARAMS_JSON call TOOL [ARGS_JSON]
  *
  * Options: --name NAME, --connect-ms N, --call-ms N, --max-message BYTES, --repeat N (call N
- * times; round-trip times on stderr), --meta (print {"server", "protocolVersion", "malformed",
- * "alive", "maxrss_kb", "result"} instead of the bare result), --debug (the library's debug log).
+ * times; round-trip times on stderr), --concurrent N (each time, N calls at once from N threads
+ * on the one client; the times are of the whole round), --meta (print {"server",
+ * "protocolVersion", "malformed", "alive", "maxrss_kb", "result"} instead of the bare result),
+ * --debug (the library's debug log).
  *
  * Prints the result as one line of JSON on stdout. On failure, stderr gets
  *   mcpc_cli: elapsed: <ms> ms      (of the connect, or of the call that failed)
@@ -17,6 +19,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,8 +83,57 @@ static int fail(ipb_error *e, int otherwise) {
 
 static int usage(void) {
     fprintf(stderr, "usage: mcpc_cli [--name N] [--connect-ms N] [--call-ms N] [--max-message B] [--repeat N] "
-                    "[--meta] [--debug] PARAMS_JSON (list | call TOOL [ARGS_JSON])\n");
+                    "[--concurrent N] [--meta] [--debug] PARAMS_JSON (list | call TOOL [ARGS_JSON])\n");
     return EXIT_USAGE;
+}
+
+/* One of the calls of a --concurrent round. */
+typedef struct one_call {
+    ipb_mcpc *c;
+    const char *tool;
+    json_t *args;
+    json_t *result;
+    ipb_error *err;
+} one_call;
+
+static void *one_call_main(void *p) {
+    one_call *k = p;
+    k->result = ipb_mcpc_call(k->c, k->tool, k->args, -1, 0, &k->err);
+    return NULL;
+}
+
+/* n calls at once; the first one's result, or the first error. */
+static json_t *call_round(ipb_mcpc *c, const char *tool, json_t *args, long n, ipb_error **err) {
+    one_call *k = calloc((size_t)n, sizeof(*k));
+    pthread_t *th = calloc((size_t)n, sizeof(*th));
+    long started = 0;
+    for (long i = 0; k && th && i < n; i++, started++) {
+        k[i] = (one_call){c, tool, args, NULL, NULL};
+        if (pthread_create(&th[i], NULL, one_call_main, &k[i]) != 0)
+            break;
+    }
+    json_t *result = NULL;
+    for (long i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        if (k[i].err && !*err) {
+            *err = k[i].err;
+            k[i].err = NULL;
+        }
+        if (i == 0)
+            result = k[i].result;
+        else
+            json_decref(k[i].result);
+        ipb_error_free(k[i].err);
+    }
+    if (started < n && !*err)
+        ipb_error_set(err, ENOMEM, "cannot start %ld threads", n);
+    if (*err) {
+        json_decref(result);
+        result = NULL;
+    }
+    free(k);
+    free(th);
+    return result;
 }
 
 static long now_us(void) {
@@ -100,11 +152,12 @@ int main(int argc, char **argv) {
         {"name", required_argument, NULL, 'n'},    {"connect-ms", required_argument, NULL, 'c'},
         {"call-ms", required_argument, NULL, 't'}, {"max-message", required_argument, NULL, 'm'},
         {"repeat", required_argument, NULL, 'r'},  {"meta", no_argument, NULL, 'M'},
-        {"debug", no_argument, NULL, 'd'},         {NULL, 0, NULL, 0},
+        {"debug", no_argument, NULL, 'd'},         {"concurrent", required_argument, NULL, 'C'},
+        {NULL, 0, NULL, 0},
     };
     ipb_mcp_limits limits = {0, 0, 0};
     const char *name = "test";
-    long repeat = 1;
+    long repeat = 1, concurrent = 1;
     int meta = 0, debug = 0, o;
     while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
         switch (o) {
@@ -123,6 +176,9 @@ int main(int argc, char **argv) {
         case 'r':
             repeat = atol(optarg);
             break;
+        case 'C':
+            concurrent = atol(optarg);
+            break;
         case 'M':
             meta = 1;
             break;
@@ -134,7 +190,7 @@ int main(int argc, char **argv) {
         }
     }
     ipb_log_init("mcpc_cli", debug ? IPB_LOG_DEBUG : IPB_LOG_WARN);
-    if (argc - optind < 2 || repeat < 1)
+    if (argc - optind < 2 || repeat < 1 || concurrent < 1 || concurrent > 10000)
         return usage();
     const char *cmd = argv[optind + 1];
     bool is_call = strcmp(cmd, "call") == 0;
@@ -166,7 +222,10 @@ int main(int argc, char **argv) {
     for (long i = 0; i < repeat; i++) {
         json_decref(result);
         long s = now_us();
-        result = is_call ? ipb_mcpc_call_tool(c, argv[optind + 2], args, &err) : ipb_mcpc_list_tools(c, &err);
+        if (is_call && concurrent > 1)
+            result = call_round(c, argv[optind + 2], args, concurrent, &err);
+        else
+            result = is_call ? ipb_mcpc_call_tool(c, argv[optind + 2], args, &err) : ipb_mcpc_list_tools(c, &err);
         if (times)
             times[i] = now_us() - s;
         if (!result) {
@@ -182,10 +241,13 @@ int main(int argc, char **argv) {
         free(times);
         return code;
     }
-    if (repeat > 1 && times) {
+    if ((repeat > 1 || concurrent > 1) && times) {
         qsort(times, (size_t)repeat, sizeof(long), cmp_long);
-        fprintf(stderr, "mcpc_cli: connect %.1f ms; %ld calls: min %.3f ms, median %.3f ms, max %.3f ms\n",
-                (double)(connected - t0) / 1000.0, repeat, (double)times[0] / 1000.0,
+        char what[64] = "calls";
+        if (concurrent > 1)
+            snprintf(what, sizeof(what), "rounds of %ld concurrent calls", concurrent);
+        fprintf(stderr, "mcpc_cli: connect %.1f ms; %ld %s: min %.3f ms, median %.3f ms, max %.3f ms\n",
+                (double)(connected - t0) / 1000.0, repeat, what, (double)times[0] / 1000.0,
                 (double)times[repeat / 2] / 1000.0, (double)times[repeat - 1] / 1000.0);
     }
     free(times);

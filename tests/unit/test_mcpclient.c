@@ -828,7 +828,10 @@ START_TEST(stdio_hang_times_out) {
     ck_assert_int_eq(err->errnum, ETIMEDOUT);
     ck_assert_msg(strstr(ipb_error_msg(err), "no answer within 400 ms"), "%s", ipb_error_msg(err));
     ipb_error_free(err);
+    /* ipb_mcpc_call_tool (one call at a time): after a timeout the client is no longer alive
+     * (ipb_mcpc_call keeps it: test_mcpc_concurrent); the call is cancelled at the server. */
     ck_assert(!ipb_mcpc_alive(c));
+    ck_assert_uint_eq(ipb_mcpc_cancelled(c), 1);
     ck_assert(!process_gone(pid));
     /* close: stdin closed, 2 s, SIGTERM (python dies of it) */
     t0 = ipb_now_ms();

@@ -305,6 +305,20 @@ static void expect_in(const char *text, const char *needle) {
     ck_assert_msg(text && strstr(text, needle), "'%.300s' not found in:\n%.3000s", needle, text ? text : "(null)");
 }
 
+/* run()'s own keyword call_timeout is never a field's name: a property of that name is renamed. */
+START_TEST(call_timeout_never_a_field) {
+    ipb_toolgen_pkg p;
+    build("[{\"name\":\"t\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\"call_timeout\":{\"type\":"
+          "\"integer\"}}}}]",
+          &p);
+    const char *m = file(&p, "t.py");
+    expect_in(m, "    f_call_timeout: typing.Optional[int] = dataclasses.field(default=None, metadata={'json': "
+                 "'call_timeout', 'required': False})\n");
+    expect_in(m, "\ndef run(params=None, /, *, call_timeout=None, **kwargs):\n");
+    ipb_toolgen_pkg_free(&p);
+}
+END_TEST
+
 START_TEST(module_shape) {
     ipb_toolgen_pkg p;
     build("[{\"name\":\"get-sum\",\"description\":\"Adds.\\n'''\\\"\\\"\\\"\",\"inputSchema\":{\"type\":\"object\","
@@ -332,11 +346,13 @@ START_TEST(module_shape) {
         m,
         "    n: typing.Optional[str] = dataclasses.field(default=None, metadata={'json': 'n', 'required': False})\n");
     expect_in(m, "a (float, required): First");
-    expect_in(m, "\ndef run(params=None, /, **kwargs):\n");
-    expect_in(m, "\nasync def run_async(params=None, /, **kwargs):\n");
-    expect_in(m, "    return _rt.call(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)))\n");
-    expect_in(m, "\ndef run_full(params=None, /, **kwargs):\n");
-    expect_in(m, "\nasync def run_full_async(params=None, /, **kwargs):\n");
+    expect_in(m, "\ndef run(params=None, /, *, call_timeout=None, **kwargs):\n");
+    expect_in(m, "\nasync def run_async(params=None, /, *, call_timeout=None, **kwargs):\n");
+    expect_in(m, "    return _rt.call(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)), "
+                 "call_timeout=call_timeout)\n");
+    expect_in(m, "    call_timeout: seconds to wait for the answer at most");
+    expect_in(m, "\ndef run_full(params=None, /, *, call_timeout=None, **kwargs):\n");
+    expect_in(m, "\nasync def run_full_async(params=None, /, *, call_timeout=None, **kwargs):\n");
     ck_assert_ptr_null(strstr(m, "class Result"));
     const char *init = file(&p, "__init__.py");
     expect_in(init, "\n__all__ = ['get_sum']\n");
@@ -711,6 +727,7 @@ Suite *toolgen_suite(void) {
     suite_add_tcase(s, a);
     TCase *m = tcase_create("modules");
     tcase_add_test(m, module_shape);
+    tcase_add_test(m, call_timeout_never_a_field);
     tcase_add_test(m, result_class);
     tcase_add_test(m, field_names);
     tcase_add_test(m, skipped_tools);
