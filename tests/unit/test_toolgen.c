@@ -379,14 +379,16 @@ START_TEST(result_class) {
     ck_assert_msg(nested && nested < strstr(m, "class Result:"), "%s", m);
     expect_in(m, "    params: typing.Optional[Params2] = dataclasses.field(default=None,");
     expect_in(m, "        return _rt.from_json(Result, value)\n");
-    expect_in(m, "    return _rt.call_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)), Result)\n");
+    expect_in(m, "    return _rt.call_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)), Result, "
+                 "call_timeout=call_timeout)\n");
     expect_in(m, "    return await _rt.acall_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)), "
-                 "Result)\n");
+                 "Result, call_timeout=call_timeout)\n");
     /* an output schema without properties: no Result */
     const char *v = file(&p, "v.py");
     ck_assert_ptr_null(strstr(v, "class Result"));
     ck_assert_ptr_null(strstr(v, " Result"));
-    expect_in(v, "    return _rt.call_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)), None)\n");
+    expect_in(v, "    return _rt.call_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, kwargs)), None, "
+                 "call_timeout=call_timeout)\n");
     ipb_toolgen_pkg_free(&p);
 }
 END_TEST
