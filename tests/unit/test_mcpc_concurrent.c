@@ -703,6 +703,8 @@ START_TEST(stdio_cancel_while_waiting_to_write) {
     fire(cfd);
     call_join(&w);
     expect_errnum(&w, ECANCELED);
+    /* the server reads nothing before 2 s: w ended without waiting for b's write */
+    ck_assert_msg(w.took_ms < 1000, "the waiting call ended %ld ms after it started", w.took_ms);
     ck_assert_msg(!call_done(&b), "the long request was written before the server read again");
     call_join(&b);
     call_join(&a);
