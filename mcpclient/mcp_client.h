@@ -139,11 +139,11 @@ size_t ipb_mcpc_stray(const ipb_mcpc *c);
  *     client is no longer alive. Over Streamable HTTP an oversized or malformed answer ends only
  *     its call; a failed connection ends its call and makes the client not alive;
  *   - ipb_mcpc_shutdown: EPIPE.
- * The cancel fd and the limit are watched from the moment the request is written; before, the
- * call waits at most until its deadline for the messages of other callers to be written. Over
- * stdio a request begun is written whole (a cut one would corrupt the stream for every call):
- * for up to limits.call_ms, even past the call's own limit; a server that has not read it by
- * then loses the connection.
+ * A call waiting for its turn to write (another caller's message is being written) ends on its
+ * cancel fd, its deadline or a shutdown with nothing sent. Over stdio a request begun is written
+ * whole (a cut one would corrupt the stream for every call): for up to limits.call_ms, even past
+ * the call's own limit and its cancel fd; a server that has not read it by then loses the
+ * connection. After that, the cancel fd and the limit end the call as above.
  * A late answer of a call given up on, an answer with an id never sent, or a second answer to
  * one id is skipped, logged with its id, and counted (ipb_mcpc_stray). A
  * Streamable HTTP server that forgot the session (404) gets one new session, started once

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,7 +29,7 @@
 
 static const char *const transport_names[] = {"stdio", "http", "sse"};
 
-static char tmpdir[64];
+static char tmpdir[96];
 static char events[128];
 static char pidfile[128];
 static char script[PATH_MAX];
@@ -86,6 +87,7 @@ static void start_http(const char *transport) {
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test (no teardown) leaves no server behind */
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fd >= 0) {
             dup2(fd, 1);
@@ -101,8 +103,27 @@ static void start_http(const char *transport) {
     ck_assert_msg(listening(http_port), "the fake %s server did not listen on port %d", transport, http_port);
 }
 
+/* Every test's directory is made in basedir, which the suite's process removes at the end (a
+ * failed test ends its own process without its teardown). */
+static char basedir[64];
+
+static void suite_setup(void) {
+    snprintf(basedir, sizeof(basedir), "/tmp/test-mcpcc.XXXXXX");
+    if (!mkdtemp(basedir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+}
+
+static void suite_teardown(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", basedir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", basedir);
+}
+
 static void setup(void) {
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test-mcpcc.XXXXXX");
+    snprintf(tmpdir, sizeof(tmpdir), "%s/t.XXXXXX", basedir);
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
     snprintf(events, sizeof(events), "%s/events", tmpdir);
     snprintf(pidfile, sizeof(pidfile), "%s/server.pid", tmpdir);
@@ -117,7 +138,7 @@ static void teardown(void) {
         waitpid(http_pid, NULL, 0);
         http_pid = 0;
     }
-    char cmd[128];
+    char cmd[160];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
     ck_assert_int_eq(system(cmd), 0);
 }
@@ -703,6 +724,8 @@ START_TEST(stdio_cancel_while_waiting_to_write) {
     fire(cfd);
     call_join(&w);
     expect_errnum(&w, ECANCELED);
+    /* the server reads nothing before 2 s: w ended without waiting for b's write */
+    ck_assert_msg(w.took_ms < 1000, "the waiting call ended %ld ms after it started", w.took_ms);
     ck_assert_msg(!call_done(&b), "the long request was written before the server read again");
     call_join(&b);
     call_join(&a);
@@ -720,6 +743,7 @@ END_TEST
 static Suite *mcpc_concurrent_suite(void) {
     Suite *s = suite_create("mcpc_concurrent");
     TCase *t = tcase_create("concurrent");
+    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, 90);
     tcase_add_loop_test(t, twenty_at_once, 0, 3);
