@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "error.h"
+#include "mcp_client.h"
 
 /* The prefix of the variables that carry the server's env values to `ipybox run` (which
  * passes each into the sandbox under its own name with --container-env-from). */
@@ -26,3 +27,14 @@
  *    any server). No value is on the command line.
  * NULL with *err a sentence on failure. */
 json_t *ipb_mcp_sandbox_wrap(const char *name, json_t *params, bool by_default, ipb_error **err);
+
+/* The MCP client's start hook (ipb_mcpc_set_stdio_hook) for this process's MCP servers: a
+ * server that is `ipybox run` (this very binary, "run": a sandboxed one) started by a process
+ * that has a channel to a monitor (a worker of the system service or of root's daemon, root's
+ * own ipybox) gets a sub-channel of it as IPYBOX_MONITOR_FD, so that its sandbox is made by
+ * that monitor like the kernel's (its uid pool, cgroups and limits) and is killed with this
+ * process's channel. When the monitor cannot make one, the server is not started: err says
+ * why. Without a channel (user mode) nothing is added: `ipybox run` sandboxes it with user
+ * namespaces as the user. */
+int ipb_mcp_sandbox_start_hook(const char *name, const char *path, char *const *argv, ipb_mcpc_stdio_extra *extra,
+                               ipb_error **err);
