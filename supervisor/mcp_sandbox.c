@@ -129,6 +129,7 @@ json_t *ipb_mcp_sandbox_wrap(const char *name, json_t *params, bool by_default, 
     }
     /* `ipybox run` said what its limits are at the session's start already. */
     if (json_object_set_new(env, IPB_ULIMITS_TOLD_ENV, json_string("1")) < 0 ||
+        json_object_set_new(env, IPB_MCP_SANDBOX_RUN_ENV, json_string("1")) < 0 ||
         json_object_set_new(ret, "command", json_string(exe)) < 0 || json_object_set(ret, "args", args) < 0 ||
         json_object_set(ret, "env", env) < 0)
         goto oom;
@@ -154,8 +155,7 @@ int ipb_mcp_sandbox_start_hook(const char *name, const char *path, char *const *
         return 0; /* user mode */
     int fd = ipb_monitor_adopt(err);
     if (fd < 0)
-        return ipb_error_wrap(err, "starting the sandbox of MCP server '%s' (made by the monitor, as the kernel's)",
-                              name);
+        return ipb_error_wrap(err, "its sandbox is the monitor's to make, as the kernel's");
     snprintf(extra->env, sizeof(extra->env), "%s=3", IPB_MONITOR_FD_ENV);
     extra->fd = fd;
     return 0;

@@ -13,6 +13,9 @@
 /* The prefix of the variables that carry the server's env values to `ipybox run` (which
  * passes each into the sandbox under its own name with --container-env-from). */
 #define IPB_MCP_SANDBOX_ENV_PREFIX "IPYBOX_MCP_ENV_"
+/* Set for `ipybox run` as an MCP server: when its sandbox cannot be made, it answers the
+ * client's initialize with an error saying why (client/run_mcp.c). */
+#define IPB_MCP_SANDBOX_RUN_ENV "IPYBOX_RUN_MCP_SERVER"
 
 /* params (checked by ipb_mcp_params_check) as the MCP client is to start the server:
  *  - a server that is not sandboxed (an HTTP one; "sandbox": false; no "sandbox" and not
@@ -20,7 +23,8 @@
  *  - by_default and "sandbox": false: refused (the session sandboxes every stdio server);
  *  - otherwise {"command": <this binary>, "args": ["run", "--home", HOME, "--allowed-domain",
  *    D..., "--host-dir", DIR..., "--cwd", CWD, "--container-env-from", "NAME=IPYBOX_MCP_ENV_i"...,
- *    "--", command, args...], "env": {"IPYBOX_MCP_ENV_i": value...}}, where HOME is the server's
+ *    "--", command, args...], "env": {"IPYBOX_MCP_ENV_i": value..., IPB_MCP_SANDBOX_RUN_ENV: "1"}},
+ *    where HOME is the server's
  *    private home ~/.local/state/ipybox/mcp-homes/<name> (made here, 0700, kept across
  *    sessions) and the env values are the params' "env" then "sandbox"."env" (which wins), with
  *    their ${VAR} placeholders still unfilled (the client fills them when it connects, as for

@@ -686,6 +686,60 @@ class SystemService(unittest.TestCase):
         os.kill(worker.pop(), signal.SIGKILL)
         self.assertTrue(wait_for(lambda: not probe_servers(), 30), "the server outlived its worker")
 
+    def test_a_sandboxed_mcp_server_the_monitor_cannot_make_is_refused_with_the_reason(self):
+        # Acting as A's frontend, take what the monitor allows A: the server is refused, never
+        # started another way, and the registration says why.
+        c = self.client(USERS[0], "--approve-tools", "*")
+        self.assertEqual(c.execute("print(1)")[0], "1\n")
+        chan = socket.socket(fileno=steal_fd(self.frontend_pid(USERS[0]), 4))
+        worker = adopt(chan)
+        worker.settimeout(20)
+        boxed = {"server_name": "boxed", "server_params": probe_params(sandbox={})}
+        subs = []
+        for i in range(40):  # every sub-channel A may hold
+            worker.send(ipbm(IPBM_ADOPT, id=200 + i))
+            msg, fds, _, _ = socket.recv_fds(worker, IPBM.size, 1)
+            subs += [socket.socket(fileno=fd) for fd in fds]
+            if IPBM.unpack(msg)[1] == IPBM_ERROR:
+                break
+        r = c.call("register_mcp_server", boxed)
+        self.assertTrue(r.get("isError"), text(r))
+        print("refused: " + text(r))
+        self.assertIn("sandboxed MCP servers' channels open, the most the service allows", text(r))
+        for x in subs:
+            x.close()
+        rd, wr = os.pipe()
+        keep, shims = [], set()
+        for _ in range(40):  # every sandbox A may run
+            sync, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            keep += [sync, peer]
+            socket.send_fds(worker, [ipbm(IPBM_SPAWN)], [rd, wr, wr, sync.fileno()])
+            while True:
+                msg, fds, _, _ = socket.recv_fds(worker, IPBM.size, 4)
+                for fd in fds:
+                    os.close(fd)
+                reply = IPBM.unpack(msg)
+                if reply[1] != 102:  # not an EXITED
+                    break
+            if reply[1] != 100:
+                break
+            shims.add(reply[4])
+        self.assertEqual(reply[1], IPBM_ERROR)
+        r = c.call("register_mcp_server", boxed)
+        self.assertTrue(r.get("isError"), text(r))
+        print("refused: " + text(r))
+        self.assertIn("its sandbox could not be made", text(r))
+        self.assertIn("sandboxes running, the most the service allows", text(r))
+        self.assertFalse(probe_servers(), "the server runs")
+        # All of it given back: the same registration works.
+        for x in keep + [worker, chan]:
+            x.close()
+        os.close(rd)
+        os.close(wr)
+        self.assertTrue(wait_for(lambda: not shims & set(pool_pids()), 30))
+        r = c.call("register_mcp_server", boxed)
+        self.assertFalse(r.get("isError"), text(r))
+
     def test_a_pool_that_meets_delegated_subordinate_ids_is_refused(self):
         lines = open("/etc/subuid").read().splitlines() if os.path.exists("/etc/subuid") else []
         mine = [(n + 1, ln) for n, ln in enumerate(lines) if ln.startswith(USERS[0] + ":")]
