@@ -18,15 +18,16 @@
  *          another channel for the same user, within the user's quota (sessions for a
  *          frontend's, twice max_sessions_per_user sub-channels for workers'): grants nothing
  *          the user's frontend does not have, and a sub-channel dies with its parent.
- *   SPAWN  (worker channel or sub-channel; fds: stdin, stdout, stderr, the shim's sync socket, then
- *          nbinds bind sources opened by the worker)
+ *   SPAWN  (worker channel or sub-channel; fds: stdin, stdout, stderr, the shim's sync
+ *          socket, then nbinds bind sources opened by the worker)
  *          starts ipybox-shim in a fresh uid range of the pool (never root, never a real
  *          user), in a new cgroup with limits no higher than the administrator's bounds, as
  *          uid 0 of a new user namespace, owned by root, mapping only that range. Bind
  *          sources become idmapped mounts that map the sandbox's user to the channel's user:
  *          the sandbox gets exactly the channel user's own access to trees that user already
  *          opened.
- *   KILL   (worker channel or sub-channel; id) SIGKILL to a sandbox this channel spawned, by its own id.
+ *   KILL   (worker channel or sub-channel; id) SIGKILL to a sandbox this channel spawned,
+ *          by its own id.
  * Events from the monitor: ADOPTED (id: the ADOPT's; 1 fd: the new channel's other end),
  * SPAWNED (id, pid; fds: the cgroup's memory and pids event files, read-only, where they
  * exist), ERROR (err, text; id: an ADOPT's), EXITED (id, wait status). */
