@@ -13,6 +13,10 @@ int cli_parse_options(ipb_options *o, int argc, char **argv, const char *prog, v
 /* Warns about accepted options that have no effect yet. */
 void cli_warn_unsupported(const ipb_options *o);
 
+/* `ipybox run` started as a sandboxed MCP server (run_mcp.c): answers the client's first
+ * request with an error saying why the sandbox could not be made. Does nothing otherwise. */
+void cli_run_mcp_refuse(const char *why);
+
 /* A connected socket to the daemon at path, or -1 with errno. */
 int cli_daemon_connect(const char *path);
 /* `ipybox mcp` through a daemon: a session for this connection with these sandbox options,

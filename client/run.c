@@ -163,10 +163,12 @@ int cmd_run(int argc, char **argv) {
     shim_config cfg;
     if (ipb_session_dirs_create(&o, false, &dirs, &err) < 0) {
         log_error("%s", ipb_error_msg(err));
+        cli_run_mcp_refuse(ipb_error_msg(err));
         return 125;
     }
     if (ipb_shim_config_build(&o, &dirs, SHIM_MODE_RUN, argv + next, &cfg, &err) < 0) {
         log_error("%s", ipb_error_msg(err));
+        cli_run_mcp_refuse(ipb_error_msg(err));
         ipb_session_dirs_remove(&dirs);
         return 125;
     }
@@ -211,6 +213,7 @@ int cmd_run(int argc, char **argv) {
     close(perr[1]);
     if (started < 0 || ipb_sandbox_serve_egress(&sb, proxy, dirs.id, &err) < 0) {
         log_error("%s", ipb_error_msg(err));
+        cli_run_mcp_refuse(ipb_error_msg(err));
         relay_close(&rin);
         relay_close(&rout);
         relay_close(&rerr);

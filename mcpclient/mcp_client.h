@@ -73,6 +73,20 @@ typedef struct ipb_mcpc ipb_mcpc;
  * failure (nothing left running). limits NULL, or a field 0: defaults. */
 ipb_mcpc *ipb_mcpc_connect(const char *name, json_t *params, const ipb_mcp_limits *limits, ipb_error **err);
 
+/* stdio: what a server's process gets besides its params, from the start hook. */
+typedef struct ipb_mcpc_stdio_extra {
+    int fd;       /* above 2: the process's fd 3 (the client closes it once started), or -1 */
+    char env[64]; /* "NAME=value" added to its environment (replacing one of the name), or "" */
+} ipb_mcpc_stdio_extra;
+/* Called before every stdio server process is started (at connect, and so at each reconnect),
+ * with the program's path as found and its argv (NULL-terminated). Returns 0 (extra filled,
+ * or left as it is: no fd, no variable) or -1 with *err: the process is not started and the
+ * connect fails with that error. */
+typedef int (*ipb_mcpc_stdio_hook)(const char *name, const char *path, char *const *argv,
+                                   ipb_mcpc_stdio_extra *extra, ipb_error **err);
+/* Sets the start hook of every client of this process (NULL: none). Set before any connect. */
+void ipb_mcpc_set_stdio_hook(ipb_mcpc_stdio_hook hook);
+
 /* tools/list, following nextCursor through every page (at most 100 pages, 10000 tools); may run
  * while calls do. Returns a new reference to the array of tools (as the server sent them: the
  * elements are not checked), or NULL. */

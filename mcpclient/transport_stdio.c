@@ -135,17 +135,20 @@ fail:
 }
 
 /* A clean environment: a few variables from the host when set, then "env" from params (which
- * replaces a host value of the same name). */
-static char **build_envp(json_t *env) {
+ * replaces a host value of the same name), then extra ("NAME=value" from the start hook, or
+ * ""; it replaces a value of the same name). */
+static char **build_envp(json_t *env, const char *extra) {
     static const char *const keep[] = {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG"};
     size_t nkeep = sizeof(keep) / sizeof(keep[0]);
-    char **envp = calloc(nkeep + json_object_size(env) + 1, sizeof(char *));
+    const char *eq = strchr(extra, '=');
+    size_t elen = eq ? (size_t)(eq - extra) : 0;
+    char **envp = calloc(nkeep + json_object_size(env) + 2, sizeof(char *));
     if (!envp)
         return NULL;
     size_t n = 0;
     for (size_t i = 0; i < nkeep; i++) {
         const char *v = getenv(keep[i]);
-        if (!v || json_object_get(env, keep[i]))
+        if (!v || json_object_get(env, keep[i]) || (elen == strlen(keep[i]) && !strncmp(extra, keep[i], elen)))
             continue;
         if (!(envp[n++] = ipb_strdupf("%s=%s", keep[i], v)))
             goto fail;
@@ -153,9 +156,13 @@ static char **build_envp(json_t *env) {
     const char *k;
     json_t *v;
     json_object_foreach(env, k, v) {
+        if (elen == strlen(k) && !strncmp(extra, k, elen))
+            continue;
         if (!(envp[n++] = ipb_strdupf("%s=%s", k, json_string_value(v))))
             goto fail;
     }
+    if (elen && !(envp[n++] = strdup(extra)))
+        goto fail;
     return envp;
 fail:
     free_strv(envp);
@@ -200,7 +207,8 @@ __attribute__((noreturn)) static void report_and_exit(int fd, int step) {
 
 /* Runs in the child: only async-signal-safe calls. */
 __attribute__((noreturn)) static void child_exec(pid_t parent, int stdin_fd, int stdout_fd, int report_fd,
-                                                 const char *path, char **argv, char **envp, const char *cwd) {
+                                                 int pass_fd, const char *path, char **argv, char **envp,
+                                                 const char *cwd) {
     /* The signal mask and ignored signals survive execve(): the thread that forks may block
      * signals for its own reasons (signalfd) and the process ignores SIGPIPE; the server starts
      * with the defaults. */
@@ -228,6 +236,17 @@ __attribute__((noreturn)) static void child_exec(pid_t parent, int stdin_fd, int
         report_and_exit(report_fd, STEP_DUP);
     /* Descriptors another thread opened without O_CLOEXEC do not reach the server. */
     syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+    /* The start hook's descriptor, as fd 3 (the report pipe moved out of its way). */
+    if (pass_fd >= 0) {
+        if (report_fd == 3) {
+            int r = fcntl(3, F_DUPFD_CLOEXEC, 4);
+            if (r < 0)
+                report_and_exit(3, STEP_DUP);
+            report_fd = r;
+        }
+        if (pass_fd == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(pass_fd, 3) < 0)
+            report_and_exit(report_fd, STEP_DUP);
+    }
     if (cwd && chdir(cwd) < 0)
         report_and_exit(report_fd, STEP_CHDIR);
     execve(path, argv, envp);
@@ -580,6 +599,10 @@ static const char *step_name(int step) {
     }
 }
 
+static ipb_mcpc_stdio_hook start_hook;
+
+void ipb_mcpc_set_stdio_hook(ipb_mcpc_stdio_hook hook) { start_hook = hook; }
+
 mcpc_transport *mcpc_stdio_open(const char *name, json_t *params, const ipb_mcp_limits *limits, long deadline,
                                 ipb_error **err) {
     const char *command = json_string_value(json_object_get(params, "command"));
@@ -588,7 +611,13 @@ mcpc_transport *mcpc_stdio_open(const char *name, json_t *params, const ipb_mcp_
     if (!path)
         return NULL;
     char **argv = build_argv(command, json_object_get(params, "args"));
-    char **envp = build_envp(json_object_get(params, "env"));
+    ipb_mcpc_stdio_extra extra = {.fd = -1};
+    if (argv && start_hook && start_hook(name, path, argv, &extra, err) < 0) {
+        free_strv(argv);
+        return NULL;
+    }
+    extra.env[sizeof(extra.env) - 1] = '\0';
+    char **envp = build_envp(json_object_get(params, "env"), extra.env);
     stdio_transport *t = calloc(1, sizeof(*t));
     int in_p[2] = {-1, -1}, out_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
     if (t) {
@@ -614,9 +643,12 @@ mcpc_transport *mcpc_stdio_open(const char *name, json_t *params, const ipb_mcp_
         goto fail;
     }
     if (pid == 0)
-        child_exec(parent, in_p[0], out_p[1], rep_p[1], path, argv, envp, cwd);
+        child_exec(parent, in_p[0], out_p[1], rep_p[1], extra.fd, path, argv, envp, cwd);
     /* Also here, so that a kill of the group right after the fork cannot miss it. */
     setpgid(pid, pid);
+    if (extra.fd >= 0)
+        close(extra.fd); /* the server's now */
+    extra.fd = -1;
     t->pid = t->pgid = pid;
     t->pidfd = pidfd_open_compat(pid);
     close(in_p[0]);
@@ -673,6 +705,8 @@ mcpc_transport *mcpc_stdio_open(const char *name, json_t *params, const ipb_mcp_
 fail:
     free_strv(argv);
     free_strv(envp);
+    if (extra.fd >= 0)
+        close(extra.fd);
     for (int i = 0; i < 2; i++) {
         if (in_p[i] >= 0)
             close(in_p[i]);

@@ -7,23 +7,27 @@
  * Channels: the monitor gives each user's frontend one channel (a socketpair made before the
  * frontend drops to the user). For each worker the frontend asks for another with ADOPT: the
  * monitor makes a socketpair, keeps one end as a channel of the same user and sends the other
- * back (ADOPTED). Every channel's monitor end is made by the monitor and never leaves it, so
- * no user can set an option on it or read from it. Sandboxes belong to the channel that
- * spawned them and are killed when it closes.
+ * back (ADOPTED). A worker asks the same on its own channel for a sub-channel, which it hands
+ * to a process it starts (`ipybox run` for a sandboxed MCP server): a worker channel of the
+ * same user that adopts nothing and is closed with its parent. Every channel's monitor end is
+ * made by the monitor and never leaves it, so no user can set an option on it or read from
+ * it. Sandboxes belong to the channel that spawned them and are killed when it closes.
  *
  * Requests and why each is safe to grant:
- *   ADOPT  (frontend channel only; no fd; id: echoed)
- *          another channel for the same user, within the user's quota: grants nothing the
- *          frontend does not have.
- *   SPAWN  (worker channel only; fds: stdin, stdout, stderr, the shim's sync socket, then
- *          nbinds bind sources opened by the worker)
+ *   ADOPT  (frontend or worker channel, not a sub-channel; no fd; id: echoed)
+ *          another channel for the same user, within the user's quota (sessions for a
+ *          frontend's, twice max_sessions_per_user sub-channels for workers'): grants nothing
+ *          the user's frontend does not have, and a sub-channel dies with its parent.
+ *   SPAWN  (worker channel or sub-channel; fds: stdin, stdout, stderr, the shim's sync
+ *          socket, then nbinds bind sources opened by the worker)
  *          starts ipybox-shim in a fresh uid range of the pool (never root, never a real
  *          user), in a new cgroup with limits no higher than the administrator's bounds, as
  *          uid 0 of a new user namespace, owned by root, mapping only that range. Bind
  *          sources become idmapped mounts that map the sandbox's user to the channel's user:
  *          the sandbox gets exactly the channel user's own access to trees that user already
  *          opened.
- *   KILL   (worker channel; id) SIGKILL to a sandbox this channel spawned, by its own id.
+ *   KILL   (worker channel or sub-channel; id) SIGKILL to a sandbox this channel spawned,
+ *          by its own id.
  * Events from the monitor: ADOPTED (id: the ADOPT's; 1 fd: the new channel's other end),
  * SPAWNED (id, pid; fds: the cgroup's memory and pids event files, read-only, where they
  * exist), ERROR (err, text; id: an ADOPT's), EXITED (id, wait status). */

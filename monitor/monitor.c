@@ -38,7 +38,7 @@ long ipbm_now_ms(void) {
     return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
 }
 
-struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ipbm_user *u) {
+struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ipbm_user *u, struct ipbm_chan *parent) {
     struct ipbm_chan *c = calloc(1, sizeof(*c));
     if (!c) {
         ipbm_release_user_fd(u, fd);
@@ -47,6 +47,7 @@ struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ip
     c->fd = fd;
     c->frontend = frontend;
     c->user = u;
+    c->parent = parent;
     struct epoll_event ev = {.events = u->paused ? 0 : EPOLLIN, .data.ptr = c};
     if (epoll_ctl(M->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
         ipbm_release_user_fd(u, fd);
@@ -55,7 +56,9 @@ struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ip
     }
     c->next = M->chans;
     M->chans = c;
-    if (!frontend)
+    if (parent)
+        u->nsubs++;
+    else if (!frontend)
         u->nchans++;
     return c;
 }
@@ -67,8 +70,18 @@ void ipbm_chan_send(struct ipbm_chan *c, const struct ipbm_msg *m, const int *fd
         c->broken = true;
 }
 
-/* A channel closed or misbehaved: its sandboxes are killed (reaped later). */
+/* A channel closed or misbehaved: its sandboxes are killed (reaped later), and so are its
+ * sub-channels with theirs (whoever holds their other ends: a worker that is gone leaves
+ * nothing behind). */
 static void chan_close(struct ipbm *M, struct ipbm_chan *c) {
+    for (struct ipbm_chan *k = M->chans; k;) {
+        if (k->parent == c) {
+            chan_close(M, k); /* a sub-channel has none of its own */
+            k = M->chans;
+        } else {
+            k = k->next;
+        }
+    }
     for (struct ipbm_sandbox *s = M->sandboxes; s; s = s->next)
         if (s->chan == c) {
             s->chan = NULL;
@@ -77,7 +90,9 @@ static void chan_close(struct ipbm *M, struct ipbm_chan *c) {
     epoll_ctl(M->ep, EPOLL_CTL_DEL, c->fd, NULL);
     /* Its queue may hold descriptors a user sent: released by a closer, not here. */
     ipbm_release_user_fd(c->user, c->fd);
-    if (!c->frontend)
+    if (c->parent)
+        c->user->nsubs--;
+    else if (!c->frontend)
         c->user->nchans--;
     else if (c->user->fchan == c) {
         /* A frontend without its channel can start nothing: it is restarted (it is still our
@@ -133,21 +148,32 @@ static int chan_dispatch(struct ipbm *M, struct ipbm_chan *c, const struct ipbm_
     int ret = 0;
     switch (m->type) {
     case IPBM_ADOPT: {
-        /* Only a frontend adopts, and the channel is its user's. */
-        if (!c->frontend || nfds) {
+        /* A frontend adopts a worker channel; a worker channel a sub-channel (for a process
+         * of the worker's, whose sandbox then belongs to the worker's channel too); a
+         * sub-channel adopts nothing. Each is the same user's. */
+        if (c->parent || nfds) {
             ret = -1;
             break;
         }
+        struct ipbm_chan *parent = c->frontend ? NULL : c;
         struct ipbm_msg rep = {.magic = IPBM_MAGIC, .type = IPBM_ERROR, .id = m->id, .err = EUSERS};
         int sv[2] = {-1, -1};
         errno = 0;
-        if (c->user->nchans >= IPBM_USER_CHANS(&M->conf)) {
+        if (!parent && c->user->nchans >= IPBM_USER_CHANS(&M->conf)) {
             snprintf(rep.text, sizeof(rep.text), "user %s has %u sessions open, the most the service allows "
                      "(max_sessions_per_user)", c->user->name, M->conf.max_sessions_per_user);
             if (chan_may_log(c))
                 log_warn("user %s: a session refused: %u sessions open", c->user->name, c->user->nchans);
+        } else if (parent && c->user->nsubs >= IPBM_USER_SUBS(&M->conf)) {
+            snprintf(rep.text, sizeof(rep.text), "user %s has %u sandboxed MCP servers' channels open, the most "
+                     "the service allows (twice max_sessions_per_user)", c->user->name, c->user->nsubs);
+            if (chan_may_log(c))
+                log_warn("user %s: a sub-channel refused: %u open", c->user->name, c->user->nsubs);
+        } else if (parent && M->stopping) {
+            rep.err = ESHUTDOWN;
+            snprintf(rep.text, sizeof(rep.text), "the service is stopping");
         } else if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
-                   !ipbm_chan_add(M, sv[0], false, c->user)) {
+                   !ipbm_chan_add(M, sv[0], false, c->user, parent)) {
             rep.err = errno ? errno : ENOMEM;
             snprintf(rep.text, sizeof(rep.text), "the service cannot make a channel: %s", strerror(rep.err));
             if (sv[0] >= 0)
@@ -369,12 +395,15 @@ static int serve(struct ipbm *M) {
             ipbm_sandboxes_sweep(M);
         }
         /* Closed after the batch: an event later in it may name the same channel. */
-        for (struct ipbm_chan *c = M->chans, *nx; c; c = nx) {
-            nx = c->next;
+        for (struct ipbm_chan *c = M->chans; c;) {
             if (c->broken) {
                 if (!c->frontend)
-                    log_debug("user %s: a worker's channel closed", c->user->name);
+                    log_debug("user %s: a %s closed", c->user->name, c->parent ? "sub-channel" : "worker's channel");
+                /* Its sub-channels go with it: the list is walked again. */
                 chan_close(M, c);
+                c = M->chans;
+            } else {
+                c = c->next;
             }
         }
         /* A private monitor has no one left to serve: it ends once its sandboxes are gone. */
@@ -629,7 +658,7 @@ static int private_main(int argc, char **argv) {
     u->gid = 0;
     u->listen_fd = -1;
     M->users = u;
-    struct ipbm_chan *c = ipbm_chan_add(M, chan, frontend, u);
+    struct ipbm_chan *c = ipbm_chan_add(M, chan, frontend, u, NULL);
     if (!c) {
         log_error("cannot serve the private monitor's channel");
         return 1;

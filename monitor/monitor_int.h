@@ -26,7 +26,8 @@ struct ipbm_user {
     pid_t frontend; /* 0 while none runs */
     long restart_ms;/* when to start it again after it ended */
     unsigned restarts;
-    unsigned nchans;        /* worker channels (ADOPTed) open now */
+    unsigned nchans;        /* worker channels (ADOPTed by the frontend) open now */
+    unsigned nsubs;         /* sub-channels (ADOPTed by a worker) open now */
     struct ipbm_chan *fchan;/* the running frontend's channel */
     long warn_since;        /* warnings logged for the user since then (at most 10 a minute) */
     unsigned warnings;
@@ -38,7 +39,8 @@ struct ipbm_user {
 
 struct ipbm_chan {
     int fd;
-    bool frontend;          /* a frontend's channel (ADOPT), else a worker's (SPAWN, KILL) */
+    bool frontend;          /* a frontend's channel (ADOPT), else a worker's (SPAWN, KILL, ADOPT) */
+    struct ipbm_chan *parent;/* a sub-channel's worker channel (closed with it), else NULL */
     struct ipbm_user *user; /* whose */
     uint32_t next_id;
     bool broken;            /* hung up, misbehaved or not reading: closed after this batch */
@@ -92,6 +94,9 @@ static inline void ipbm_slot_free(struct ipbm *M, int slot) {
  * old sandbox to be torn down while its new one starts after a reset). */
 #define IPBM_USER_CHANS(c) ((c)->max_sessions_per_user + 4)
 #define IPBM_USER_SANDBOXES(c) ((c)->max_sessions_per_user * 2)
+/* The most sub-channels one user may hold: each serves one sandbox (a sandboxed MCP server's),
+ * so more than the user may run would serve nothing. */
+#define IPBM_USER_SUBS(c) IPBM_USER_SANDBOXES(c)
 
 /* spawn.c: carries out a SPAWN from chan (fds: as mon_proto.h says, owned by the caller).
  * Fills rep (SPAWNED or ERROR) and the fds to send back with it. */
@@ -127,7 +132,9 @@ void ipbm_users_cleanup(struct ipbm *M);
 static inline void ipbm_release_user_fd(struct ipbm_user *u, int fd) {
     ipbm_release(&u->held, fd);
 }
-struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ipbm_user *u);
+/* A channel of u's: a frontend's, a worker's, or (parent set) a sub-channel of that worker
+ * channel. */
+struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ipbm_user *u, struct ipbm_chan *parent);
 /* Sends without waiting; a channel that cannot take the record is marked broken. */
 void ipbm_chan_send(struct ipbm_chan *c, const struct ipbm_msg *m, const int *fds, unsigned nfds);
 long ipbm_now_ms(void);

@@ -301,7 +301,7 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
         errno = -pid;
         return -1;
     }
-    u->fchan = ipbm_chan_add(M, sv[0], true, u);
+    u->fchan = ipbm_chan_add(M, sv[0], true, u, NULL);
     return pid;
 }
 

@@ -11,6 +11,7 @@
 #include "cleanup.h"
 #include "mcp_client.h"
 #include "mcp_sandbox_check.h"
+#include "monclient.h"
 #include "statedir.h"
 #include "tree.h"
 #include "ulimits.h"
@@ -149,6 +150,7 @@ json_t *ipb_mcp_sandbox_wrap(const char *name, json_t *params, bool by_default, 
     }
     /* `ipybox run` said what its limits are at the session's start already. */
     if (json_object_set_new(env, IPB_ULIMITS_TOLD_ENV, json_string("1")) < 0 ||
+        json_object_set_new(env, IPB_MCP_SANDBOX_RUN_ENV, json_string("1")) < 0 ||
         json_object_set_new(ret, "command", json_string(exe)) < 0 || json_object_set(ret, "args", args) < 0 ||
         json_object_set(ret, "env", env) < 0)
         goto oom;
@@ -163,4 +165,19 @@ oom:
     json_decref(ret);
     ipb_error_set(err, ENOMEM, "preparing the sandbox of MCP server '%s'", name);
     return NULL;
+}
+
+int ipb_mcp_sandbox_start_hook(const char *name, const char *path, char *const *argv, ipb_mcpc_stdio_extra *extra,
+                               ipb_error **err) {
+    char exe[PATH_MAX];
+    if (!argv[0] || !argv[1] || strcmp(argv[1], "run") || self_exe(exe, sizeof(exe), NULL) < 0 || strcmp(path, exe))
+        return 0; /* not `ipybox run` */
+    if (ipb_monitor_fd() < 0)
+        return 0; /* user mode */
+    int fd = ipb_monitor_adopt(err);
+    if (fd < 0)
+        return ipb_error_wrap(err, "its sandbox is the monitor's to make, as the kernel's");
+    snprintf(extra->env, sizeof(extra->env), "%s=3", IPB_MONITOR_FD_ENV);
+    extra->fd = fd;
+    return 0;
 }

@@ -22,6 +22,8 @@
 
 int ipb_mcp_servers_init(ipb_mcp_servers *s, const char *dir, ipb_error **err) {
     memset(s, 0, sizeof(*s));
+    /* A sandboxed server started here gets its sandbox from our monitor, when we have one. */
+    ipb_mcpc_set_stdio_hook(ipb_mcp_sandbox_start_hook);
     s->limits = (ipb_mcp_limits){.connect_ms = 30000, .call_ms = 120000, .max_message = 16u << 20};
     s->exit_ep = epoll_create1(EPOLL_CLOEXEC);
     if (s->exit_ep < 0)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -24,6 +25,13 @@
 extern char **environ;
 
 static int chan = -2;
+/* Every request and the wait for its answer hold this: the kernel's sandbox is asked for by
+ * the session's thread, a sandboxed MCP server's sub-channel by a tool thread. */
+static pthread_mutex_t chan_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The id of the ADOPT waiting for its answer (0: none): another ADOPTED or an ADOPT's ERROR
+ * is a late answer to one that gave up, and is dropped. */
+static uint32_t adopt_want;
 static bool private_mon; /* the channel is to our own private monitor (messages say so) */
 static ipb_options limits_opts;
 /* EXITED records that came while waiting for something else. */
@@ -174,7 +182,16 @@ int ipb_monitor_private_replace(int fd, ipb_error **err) {
 
 void ipb_monitor_private_served(void) { ipb_respawn_served(&respawn); }
 
+static int monitor_fd_locked(void);
+
 int ipb_monitor_fd(void) {
+    pthread_mutex_lock(&init_lock);
+    int fd = monitor_fd_locked();
+    pthread_mutex_unlock(&init_lock);
+    return fd;
+}
+
+static int monitor_fd_locked(void) {
     if (chan != -2)
         return chan;
     chan = -1;
@@ -253,8 +270,14 @@ static int next(struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds, uint
                 monitor_lost();
             return -1;
         }
-        if (m->type != IPBM_EXITED || m->id == want_id)
+        bool stale_adopt = (m->type == IPBM_ADOPTED || (m->type == IPBM_ERROR && m->id)) && m->id != adopt_want;
+        if (!stale_adopt && (m->type != IPBM_EXITED || m->id == want_id))
             return 1;
+        if (stale_adopt) {
+            ipb_record_close_fds(fds, *nfds);
+            *nfds = 0;
+            continue;
+        }
         ipb_record_close_fds(fds, *nfds);
         *nfds = 0;
         if (nexited < sizeof(exited) / sizeof(*exited)) {
@@ -262,6 +285,31 @@ static int next(struct ipbm_msg *m, int *fds, unsigned max, unsigned *nfds, uint
             exited[nexited++].status = m->status;
         }
     }
+}
+
+/* Sends a request (chan_lock held). When the channel's monitor is gone (killed, say: its
+ * sandboxes went with it), root's own ipybox starts another private monitor, as it started
+ * the first, and sends it there; a user's worker of the system service has no other (its
+ * sandbox is the service's to start). 0, or -1 with err (what: what was asked for). */
+static int send_request(const struct ipbm_msg *m, const int *fds, unsigned nfds, const char *what, ipb_error **err) {
+    int r = chan_lost ? -EPIPE : ipbm_send(chan, m, fds, nfds, 0);
+    if (hung_up(r)) {
+        monitor_lost();
+        if (geteuid() != 0)
+            return ipb_error_set(err, -r, "%s is gone (the service stopped or is restarting; this session's sandbox "
+                                 "went with it): start a new session once the service runs again", who());
+        int nfd = replace(chan, false, err);
+        if (nfd < 0)
+            return -1;
+        chan = nfd;
+        private_mon = true;
+        r = ipbm_send(chan, m, fds, nfds, 0);
+        if (hung_up(r))
+            monitor_lost();
+    }
+    if (r < 0)
+        return ipb_error_set(err, -r, "asking %s for %s", who(), what);
+    return 0;
 }
 
 int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd,
@@ -273,6 +321,7 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
     m.cpu_weight = limits_opts.cpu_weight;
     unsigned n = 0;
     int rc = -1;
+    bool locked = false;
     for (size_t i = 0; i < cfg->plan.n; i++) {
         const ipb_mount *mt = &cfg->plan.m[i];
         if (!(mt->flags & IPB_MNT_FD))
@@ -292,35 +341,15 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         fds[IPBM_FD_BINDS + n++] = fd;
     }
     m.nbinds = n;
-    int r = chan_lost ? -EPIPE : ipbm_send(chan, &m, fds, IPBM_FD_BINDS + n, 0);
-    if (hung_up(r)) {
-        /* Gone since the last request (killed, say): its sandboxes went with it. Root's own
-         * ipybox starts another private monitor, as it started the first; a user's worker of
-         * the system service has no other (its sandbox is the service's to start). */
-        monitor_lost();
-        if (geteuid() != 0) {
-            ipb_error_set(err, -r, "%s is gone (the service stopped or is restarting; this session's sandbox went "
-                          "with it): start a new session once the service runs again", who());
-            goto out;
-        }
-        int nfd = replace(chan, false, err);
-        if (nfd < 0)
-            goto out;
-        chan = nfd;
-        private_mon = true;
-        r = ipbm_send(chan, &m, fds, IPBM_FD_BINDS + n, 0);
-        if (hung_up(r))
-            monitor_lost();
-    }
-    if (r < 0) {
-        ipb_error_set(err, -r, "asking %s for a sandbox", who());
+    pthread_mutex_lock(&chan_lock);
+    locked = true;
+    if (send_request(&m, fds, IPBM_FD_BINDS + n, "a sandbox", err) < 0)
         goto out;
-    }
     int rfds[2];
     unsigned nr = 0;
     /* The monitor answers spawns one after another: on a slow host with many sessions
      * starting at once (20 under emulation took over 30 s) the last one waits its turn. */
-    r = next(&m, rfds, 2, &nr, 0, 120000);
+    int r = next(&m, rfds, 2, &nr, 0, 120000);
     if (r <= 0) {
         ipb_error_set(err, r == 0 ? ETIMEDOUT : EPIPE, "%s did not answer for a sandbox", who());
         goto out;
@@ -352,6 +381,8 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
     *ret = s;
     rc = 0;
 out:
+    if (locked)
+        pthread_mutex_unlock(&chan_lock);
     for (unsigned i = 0; i < n; i++)
         close(fds[IPBM_FD_BINDS + i]);
     return rc;
@@ -359,6 +390,7 @@ out:
 
 int ipb_monitor_end(ipb_monitor_sandbox *s, bool kill_first, int timeout_ms) {
     int status = -1;
+    pthread_mutex_lock(&chan_lock);
     /* A sandbox of a monitor that is gone went with it; its id may name another now. */
     if (s->id && chan >= 0 && s->gen == chan_gen && !chan_lost) {
         if (kill_first) {
@@ -374,6 +406,7 @@ int ipb_monitor_end(ipb_monitor_sandbox *s, bool kill_first, int timeout_ms) {
         for (unsigned i = 0; i < nr; i++)
             close(fds[i]);
     }
+    pthread_mutex_unlock(&chan_lock);
     s->id = 0;
     if (s->mem_ev >= 0)
         close(s->mem_ev);
@@ -406,4 +439,49 @@ static uint64_t counter(int fd, const char *key) {
 void ipb_monitor_events(const ipb_monitor_sandbox *s, uint64_t *oom_kills, uint64_t *pids_max_hits) {
     *oom_kills = counter(s->mem_ev, "oom_kill");
     *pids_max_hits = counter(s->pids_ev, "max");
+}
+
+int ipb_monitor_adopt(ipb_error **err) {
+    if (ipb_monitor_fd() < 0)
+        return ipb_error_set(err, ENOTCONN, "this process has no channel to a monitor");
+    static uint32_t seq;
+    pthread_mutex_lock(&chan_lock);
+    if (++seq == 0)
+        seq = 1; /* 0 is a spawn's */
+    struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_ADOPT, .id = seq};
+    int ret = -1;
+    if (send_request(&m, NULL, 0, "a channel", err) < 0)
+        goto out;
+    adopt_want = m.id;
+    for (;;) {
+        struct ipbm_msg rep;
+        int fds[2];
+        unsigned nfds = 0;
+        int r = next(&rep, fds, 2, &nfds, 0, 30000);
+        if (r <= 0) {
+            ipb_error_set(err, r == 0 ? ETIMEDOUT : EPIPE, "%s did not answer for a channel", who());
+            break;
+        }
+        if (rep.type == IPBM_ADOPTED && nfds == 1 && ipbm_is_seqpacket(fds[0])) {
+            ipb_respawn_served(&respawn);
+            ret = fds[0];
+            break;
+        }
+        ipb_record_close_fds(fds, nfds);
+        if (rep.type == IPBM_ERROR && rep.id == m.id) {
+            ipb_error_set(err, rep.err > 0 && strstr(rep.text, strerror(rep.err)) ? 0 : rep.err,
+                          "%s could not make a channel: %s", who(), rep.text);
+            break;
+        }
+        if (rep.type != IPBM_SPAWNED && rep.type != IPBM_ERROR) {
+            ipb_error_set(err, EPROTO, "an unexpected answer from %s", who());
+            break;
+        }
+        /* The answer to a spawn that gave up waiting (its sandbox ends with this channel):
+         * skipped. */
+    }
+    adopt_want = 0;
+out:
+    pthread_mutex_unlock(&chan_lock);
+    return ret;
 }

@@ -53,6 +53,12 @@ typedef struct ipb_monitor_sandbox {
  * service gets an error saying the service's monitor is gone. */
 int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd,
                       ipb_monitor_sandbox *ret, ipb_error **err);
+/* A sub-channel of ours (ADOPT, mon_proto.h) for a process this one starts and hands it to
+ * as IPB_MONITOR_FD_ENV (`ipybox run` for a sandboxed MCP server): its sandboxes are made by
+ * the same monitor, in the same uid pool and cgroups, and are killed when that process or
+ * this one is gone. Returns the fd (close-on-exec), or -1 with err (no channel here, the
+ * monitor refused or is gone). */
+int ipb_monitor_adopt(ipb_error **err);
 /* SIGKILL (when kill_first) and wait up to timeout_ms for the end; returns the wait status
  * or -1. Closes the event fds. */
 int ipb_monitor_end(ipb_monitor_sandbox *s, bool kill_first, int timeout_ms);

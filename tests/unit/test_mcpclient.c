@@ -1107,6 +1107,55 @@ START_TEST(stdio_write_to_dead_server) {
 }
 END_TEST
 
+/* The start hook: an fd given as the server's fd 3 and a variable that replaces the params'
+ * one; or a refusal, and then nothing starts. */
+static int hook_fd = -1;
+static int test_hook(const char *name, const char *path, char *const *argv, ipb_mcpc_stdio_extra *extra,
+                     ipb_error **err) {
+    ck_assert_str_eq(name, "hooked");
+    ck_assert_str_eq(argv[0], "sh");
+    ck_assert_ptr_nonnull(strchr(path, '/'));
+    if (hook_fd < 0)
+        return ipb_error_set(err, EUSERS, "the hook refuses");
+    extra->fd = hook_fd;
+    snprintf(extra->env, sizeof(extra->env), "IPBT_HOOK=from-hook");
+    return 0;
+}
+
+START_TEST(stdio_start_hook) {
+    const char *script = "printf '%s' \"$IPBT_HOOK\" >&3; exec 3>&-; "
+                         "read l; printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":"
+                         "\"2024-11-05\",\"capabilities\":{},\"serverInfo\":{\"name\":\"sh-server\"}}}'; read l; read l";
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    hook_fd = p[1];
+    ipb_mcpc_set_stdio_hook(test_hook);
+    json_t *params = json_pack("{s:s, s:[s, s], s:{s:s}}", "command", "sh", "args", "-c", script, "env", "IPBT_HOOK",
+                               "from-params");
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("hooked", params, NULL, &err);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    ipb_mcpc_close(c);
+    /* What the server wrote to its fd 3, then EOF: the client kept no copy of the fd. */
+    char buf[64] = "";
+    size_t got = 0;
+    for (ssize_t n; (n = read(p[0], buf + got, sizeof(buf) - 1 - got)) > 0;)
+        got += (size_t)n;
+    buf[got] = '\0';
+    ck_assert_str_eq(buf, "from-hook");
+    close(p[0]);
+    /* Refused: nothing starts, and the hook's sentence is the error. */
+    hook_fd = -1;
+    ck_assert_ptr_null(ipb_mcpc_connect("hooked", params, NULL, &err));
+    ck_assert_msg(strstr(ipb_error_msg(err), "the hook refuses"), "%s", ipb_error_msg(err));
+    ck_assert_int_eq(err->errnum, EUSERS);
+    ipb_error_free(err);
+    ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+    ipb_mcpc_set_stdio_hook(NULL);
+    json_decref(params);
+}
+END_TEST
+
 static Suite *mcpclient_suite(void) {
     Suite *s = suite_create("mcpclient");
     TCase *p = tcase_create("params");
@@ -1147,6 +1196,7 @@ static Suite *mcpclient_suite(void) {
     tcase_add_test(t, stdio_nothing_left_behind);
     tcase_add_test(t, stdio_own_group_and_clean_signals);
     tcase_add_test(t, stdio_write_to_dead_server);
+    tcase_add_test(t, stdio_start_hook);
     suite_add_tcase(s, t);
     return s;
 }

@@ -20,6 +20,8 @@ import unittest
 os.environ.setdefault("IPYBOX", "/usr/local/bin/ipybox")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from ipybox_test import McpClient, alive, descendants, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from test_mcp_sandboxed import PROBE_SERVER, probe_params  # noqa: E402
 
 UNIT = "ipyboxd.service"
 USERS = ("alice", "bob")
@@ -463,6 +465,45 @@ class SystemService(unittest.TestCase):
 
     def test_11_monitor_alone_killed_with_sessions_running(self):
         self.kill_and_restart("--kill-who=main")
+
+    # -- 12
+    def test_12_a_sandboxed_mcp_server_runs_in_a_sandbox_the_monitor_made(self):
+        # alice's worker runs as alice; the server's `ipybox run` gets a channel of its own from
+        # the monitor (a sub-channel of the worker's), so the server runs like the kernel: in a
+        # pool uid and a sandbox cgroup under the service's, seeing nothing of alice's home.
+        pw = pwd.getpwnam("alice")
+        secret = os.path.join(pw.pw_dir, "ipbvm-mcp-secret")
+        with open(secret, "w") as f:
+            f.write("alice's secret")
+        os.chown(secret, pw.pw_uid, pw.pw_gid)
+        self.addCleanup(os.unlink, secret)
+
+        def servers():
+            return [p for p in processes() if p["cmd"] == ("/usr/bin/python3 -c " + PROBE_SERVER).strip()]
+
+        c = self.client("alice", "--approve-tools", "*")
+        r = c.call("register_mcp_server", {"server_name": "boxed", "server_params": probe_params(sandbox={})})
+        self.assertFalse(r.get("isError"), text(r) + "\n" + journal_tail())
+
+        def probe(what, arg):
+            out, res = c.execute("from mcptools.boxed import probe\nprint(repr(probe.run(what=%r, arg=%r)))"
+                                 % (what, arg), timeout=180)
+            self.assertFalse(res.get("isError"), out)
+            return eval(out.strip().splitlines()[-1])
+
+        got = probe("read", secret)
+        self.assertTrue(got.startswith("ERR FileNotFoundError"), got)
+        self.assertEqual(probe("env", "HOME"), "/home/appuser")
+        found = servers()
+        print("the probe server: %s" % [(p["pid"], p["uid"], p["cgroup"]) for p in found])
+        self.assertTrue(found, "no process runs the probe server")
+        for p in found:
+            self.assertTrue(POOL_START <= p["uid"] < POOL_END, "the server runs as uid %d, not in the pool" % p["uid"])
+            self.assertTrue((CG + p["cgroup"]).startswith(SERVICE_CG + "/") and "/sb-" in p["cgroup"],
+                            "the server's cgroup %s is no sandbox cgroup of the service's" % p["cgroup"])
+        # The session ends: so does the server, with its sandbox.
+        self.finish(c)
+        self.assertTrue(wait_for(lambda: not servers(), 30, 0.2), "the server outlived its session: %s" % servers())
 
 
 if __name__ == "__main__":
