@@ -15,7 +15,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import McpClient, require_sandbox, wait_for  # noqa: E402
+from ipybox_test import McpClient, require_sandbox, text_of, wait_for  # noqa: E402
 import mcp_servers  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
 import testhosts  # noqa: E402
@@ -63,10 +63,6 @@ def probe_params(sandbox=None, **extra):
     if sandbox is not None:
         p["sandbox"] = sandbox
     return p
-
-
-def text_of(result):
-    return "\n".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
 
 
 class SandboxedCase(unittest.TestCase):

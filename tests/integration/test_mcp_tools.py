@@ -13,16 +13,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import McpClient, McpError, descendants, require_sandbox, wait_for  # noqa: E402
+from ipybox_test import (ACCEPT, DECLINE, ELICIT, McpClient, McpError, descendants, require_sandbox,  # noqa: E402
+                         text_of, wait_for)
 import mcp_servers  # noqa: E402
-
-ACCEPT = {"action": "accept", "content": {}}
-DECLINE = {"action": "decline"}
-ELICIT = {"elicitation": {}}
-
-
-def text_of(result):
-    return "\n".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
 
 
 class ToolCallingCase(unittest.TestCase):

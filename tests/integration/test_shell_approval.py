@@ -9,12 +9,9 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import McpClient, require_sandbox  # noqa: E402
+from ipybox_test import ACCEPT, DECLINE, ELICIT, McpClient, require_sandbox, text_of  # noqa: E402
 import mcp_servers  # noqa: E402
 
-ACCEPT = {"action": "accept", "content": {}}
-DECLINE = {"action": "decline"}
-ELICIT = {"elicitation": {}}
 
 # (form, code running `touch PATH` with {x} in it, tool asked)
 FORMS = [
@@ -27,10 +24,6 @@ FORMS = [
     ("%%sh", "%%sh\ntouch /app/{name}\n", "shell_magic"),
     ("%%script", "%%script bash\ntouch /app/{name}\n", "shell_magic"),
 ]
-
-
-def text_of(result):
-    return "\n".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
 
 
 def toolcall(params):

@@ -332,3 +332,14 @@ class McpClient:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# Answers to an approval question (elicitation/create) and the client capability that gets them.
+ACCEPT = {"action": "accept", "content": {}}
+DECLINE = {"action": "decline"}
+ELICIT = {"elicitation": {}}
+
+
+def text_of(result):
+    """The text blocks of an MCP tool result, joined by newlines."""
+    return "\n".join(c.get("text", "") for c in result["content"] if c["type"] == "text")

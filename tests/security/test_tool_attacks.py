@@ -20,7 +20,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import IPYBOX, McpClient, descendants, require_sandbox  # noqa: E402
+from ipybox_test import ELICIT, IPYBOX, McpClient, descendants, require_sandbox, text_of  # noqa: E402
 
 # A stdio MCP server. argv[1]: [{"name": str, "result": <JSON result> | {"gen": kind, ...}}].
 # Answers are written as raw text, so that depth costs the server nothing.
@@ -79,7 +79,6 @@ for line in sys.stdin:
 '''
 
 OK_TEXT = {"content": [{"type": "text", "text": "fine"}]}
-ELICIT = {"elicitation": {}}
 
 
 def server_params(tools, sandbox=None):
@@ -89,10 +88,6 @@ def server_params(tools, sandbox=None):
     if sandbox is not None:
         p["sandbox"] = sandbox
     return p
-
-
-def text_of(result):
-    return "\n".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
 
 
 class AttackCase(unittest.TestCase):
