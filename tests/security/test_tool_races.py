@@ -137,5 +137,59 @@ class TestAbandonedCalls(ToolRaceCase):
                         "%d hung calls not cancelled at the server" % len(hung - self.cancelled("a")))
 
 
+class TestApprovalAnswers(ToolRaceCase):
+    """A client that answers approval questions twice, for the wrong id, or after they were
+    withdrawn: a decision approves only its own call, once."""
+    def setUp(self):
+        require_sandbox(self)
+        self.tmp = tempfile.TemporaryDirectory(prefix="ipybox-races-")
+        self.addCleanup(self.tmp.cleanup)
+        self.events = {"a": os.path.join(self.tmp.name, "a.events")}
+        config = os.path.join(self.tmp.name, "mcp.json")
+        with open(config, "w") as f:
+            json.dump({"mcpServers": {"a": mcp_servers.fake_stdio_params("--tools", "concurrent", "--events",
+                                                                         self.events["a"])}}, f)
+        self.c = McpClient("--mcp-config", config, capabilities={"elicitation": {}})
+        self.addCleanup(self.c.close)
+
+    def test_duplicate_wrong_and_late_answers_approve_nothing_else(self):
+        c = self.c
+        code = ("import asyncio, mcptools\nfrom mcptools.a import sleep\n"
+                "async def one(tag):\n"
+                "    try:\n        return await sleep.run_async(seconds=0, tag=tag)\n"
+                "    except mcptools.ToolRejected:\n        return 'rejected ' + tag\n"
+                "print(await asyncio.gather(one('first'), one('second'), one('third')))\n")
+        rid = c.send_request("tools/call", {"name": "execute_ipython_cell", "arguments": {"code": code, "timeout": 60}})
+        asked = []
+        while len(asked) < 3:
+            msg = c.read_message(60)
+            self.assertFalse(msg.get("id") == rid, "the cell ended before 3 questions were open: %s" % msg)
+            if msg.get("method") == "elicitation/create":
+                asked.append(msg)
+        by_tag = {q["params"]["_meta"]["ipybox/toolCall"]["arguments"]["tag"]: q for q in asked}
+        accept = {"action": "accept", "content": {}}
+        # Answers for ids never asked, of the wrong kind, and with the cell's own request id.
+        for bad in (999999, str(by_tag["first"]["id"]) + "x", "x" + str(by_tag["second"]["id"]), rid, None):
+            c.send({"jsonrpc": "2.0", "id": bad, "result": accept})
+        # "first" declined, then accepted again twice: the first answer holds.
+        for res in ({"action": "decline"}, accept, accept):
+            c.send({"jsonrpc": "2.0", "id": by_tag["first"]["id"], "result": res})
+        # "second" accepted twice; "third" answered with an error, then accepted.
+        c.send({"jsonrpc": "2.0", "id": by_tag["second"]["id"], "result": accept})
+        c.send({"jsonrpc": "2.0", "id": by_tag["second"]["id"], "result": accept})
+        c.send({"jsonrpc": "2.0", "id": by_tag["third"]["id"], "error": {"code": -1, "message": "no"}})
+        c.send({"jsonrpc": "2.0", "id": by_tag["third"]["id"], "result": accept})
+        r = c.wait_response(rid, 60)["result"]
+        self.assertIn("['rejected first', 'slept 0 second', 'rejected third']", text_of(r))
+        self.assertEqual([e["arguments"]["tag"] for e in mcp_servers.read_events(self.events["a"])
+                          if e["event"] == "call"], ["second"])
+        # Answers to the finished cell's questions change nothing; the session serves on.
+        for q in asked:
+            c.send({"jsonrpc": "2.0", "id": q["id"], "result": accept})
+        text, r = c.execute("print(1+1)", timeout=60)
+        self.assertIn("2", text)
+        self.assertEqual(len([e for e in mcp_servers.read_events(self.events["a"]) if e["event"] == "call"]), 1)
+
+
 if __name__ == "__main__":
     unittest.main()
