@@ -802,6 +802,44 @@ START_TEST(stdio_many_tiny_values_not_parsed) {
 }
 END_TEST
 
+/* A stdio server that, once called, sends a flood of requests (ping) and never reads its stdin
+ * again, so that our answers fill the pipe. */
+static const char PING_FLOOD_SERVER[] =
+    "import json, sys, time\n"
+    "for line in sys.stdin:\n"
+    "    m = json.loads(line)\n"
+    "    if m.get('method') == 'initialize':\n"
+    "        sys.stdout.write(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': {'protocolVersion': '2025-06-18',\n"
+    "                         'capabilities': {}, 'serverInfo': {'name': 'flood'}}}) + '\\n'); sys.stdout.flush()\n"
+    "    elif m.get('method') == 'tools/call':\n"
+    "        for i in range(200000):\n"
+    "            sys.stdout.write('{\"jsonrpc\": \"2.0\", \"id\": %d, \"method\": \"ping\"}\\n' % i)\n"
+    "        sys.stdout.flush()\n"
+    "        time.sleep(3600)\n";
+
+/* A call to that server ends on its own limit, and closing the client (which kills the server)
+ * does not wait for the reader blocked on the full pipe any longer than its grace time. */
+START_TEST(stdio_ping_flood_without_reading) {
+    json_t *p = json_pack("{s:s, s:[s, s]}", "command", "/usr/bin/python3", "args", "-c", PING_FLOOD_SERVER);
+    ipb_mcp_limits lim = {10000, 30000, 0};
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("flood", p, &lim, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    long t0 = ipb_now_ms();
+    json_t *r = ipb_mcpc_call(c, "x", NULL, -1, 2000, &err);
+    long took = ipb_now_ms() - t0;
+    ck_assert_msg(r == NULL, "the flood answered");
+    ck_assert_msg(err && err->errnum == ETIMEDOUT, "errnum %d (%s)", err ? err->errnum : 0, ipb_error_msg(err));
+    ck_assert_msg(took < 15000, "the call ended %ld ms after it started", took);
+    ipb_error_free(err);
+    t0 = ipb_now_ms();
+    ipb_mcpc_close(c);
+    took = ipb_now_ms() - t0;
+    ck_assert_msg(took < 15000, "closing took %ld ms", took);
+}
+END_TEST
+
 static Suite *mcpc_concurrent_suite(void) {
     Suite *s = suite_create("mcpc_concurrent");
     TCase *t = tcase_create("concurrent");
@@ -820,6 +858,7 @@ static Suite *mcpc_concurrent_suite(void) {
     tcase_add_test(t, stdio_short_limit_long_request);
     tcase_add_test(t, stdio_cancel_while_waiting_to_write);
     tcase_add_test(t, stdio_many_tiny_values_not_parsed);
+    tcase_add_test(t, stdio_ping_flood_without_reading);
     suite_add_tcase(s, t);
     return s;
 }
