@@ -98,6 +98,30 @@ class TestAbandonedCalls(ToolRaceCase):
         self.assertIn("ok ok", self.cell("from mcptools.a import ok as x\nfrom mcptools.b import ok as y\n"
                                          "print(x.run(), y.run())"))
 
+    def test_hanging_up_raw_connections_mid_call_cancels_them(self):
+        # Kernel code writes a call on the tool socket itself and hangs up at once, 300 times,
+        # 20 at a time, at varying moments (before the call reached the server or after).
+        base = self.baseline()
+        text = self.cell((
+            "import json, socket, time\n"
+            "req = (json.dumps({'server': 'a', 'tool': 'hang', 'arguments': {}}) + '\\n').encode()\n"
+            "for i in range(15):\n"
+            "    held = []\n"
+            "    for j in range(20):\n"
+            "        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect('/opt/ipybox/tool.sock')\n"
+            "        s.sendall(req); held.append(s)\n"
+            "        if j % 3 == 0: s.close()\n"
+            "    time.sleep(0.01 * (i % 5))\n"
+            "    for s in held: s.close()\n"
+            "print('done')\n"), timeout=120)
+        self.assertIn("done", text)
+        self.assert_back_to(base)
+        sent = self.calls("a", "hang")
+        self.assertTrue(sent, "no call reached the server")
+        self.assertTrue(wait_for(lambda: sent <= self.cancelled("a"), 30),
+                        "%d calls not cancelled at the server" % len(sent - self.cancelled("a")))
+        self.assertIn("ok", self.cell("from mcptools.a import ok\nprint(ok.run())"))
+
     def test_reset_with_calls_in_flight_frees_them_all(self):
         # A reset may start the servers again (their keeper threads and pipes then come with
         # the next call): the counts are taken after a reset and a call to each, both times.
