@@ -774,9 +774,9 @@ static long status_kb(const char *field) {
 }
 
 /* A server message made of 1.5 million tiny values (about 150 MB once parsed by jansson) is
- * counted before parsing and skipped as malformed: the call it answers ends on its own limit,
- * the client's peak memory grows by far less than the parsed tree would take, and the client
- * goes on. */
+ * counted before parsing and refused like a message over the size limit: the call ends at once
+ * with EMSGSIZE, the server is stopped, and the client's peak memory grows by far less than the
+ * parsed tree would take. */
 START_TEST(stdio_many_tiny_values_not_parsed) {
     json_t *p = json_pack("{s:s, s:[s, s]}", "command", "/usr/bin/python3", "args", "-c", TREE_SERVER);
     ipb_mcp_limits lim = {10000, 30000, 0};
@@ -784,20 +784,24 @@ START_TEST(stdio_many_tiny_values_not_parsed) {
     ipb_mcpc *c = ipb_mcpc_connect("tree", p, &lim, &err);
     json_decref(p);
     ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
-    long peak0 = status_kb("VmHWM");
-    size_t bad0 = ipb_mcpc_malformed(c);
-    json_t *r = ipb_mcpc_call(c, "tree", NULL, -1, 5000, &err);
-    ck_assert_msg(r == NULL, "the tree was parsed and handed over");
-    ck_assert_msg(err && err->errnum == ETIMEDOUT, "errnum %d (%s)", err ? err->errnum : 0, ipb_error_msg(err));
-    ipb_error_free(err);
-    err = NULL;
-    ck_assert_uint_eq(ipb_mcpc_malformed(c), bad0 + 1);
-    long grew = status_kb("VmHWM") - peak0;
-    ck_assert_msg(grew < 64 * 1024, "the peak memory grew by %ld kB", grew);
-    r = ipb_mcpc_call(c, "echo", NULL, -1, 0, &err);
+    json_t *r = ipb_mcpc_call(c, "echo", NULL, -1, 0, &err);
     ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
     ck_assert_str_eq(text_of(r), "ok");
     json_decref(r);
+    long peak0 = status_kb("VmHWM");
+    size_t bad0 = ipb_mcpc_malformed(c);
+    long t0 = ipb_now_ms();
+    r = ipb_mcpc_call(c, "tree", NULL, -1, 0, &err);
+    long took = ipb_now_ms() - t0;
+    ck_assert_msg(r == NULL, "the tree was parsed and handed over");
+    ck_assert_msg(err && err->errnum == EMSGSIZE, "errnum %d (%s)", err ? err->errnum : 0, ipb_error_msg(err));
+    ck_assert_msg(strstr(ipb_error_msg(err), "JSON values"), "%s", ipb_error_msg(err));
+    ck_assert_msg(took < 20000, "the call ended after %ld ms (its limit: 30 s)", took);
+    ipb_error_free(err);
+    ck_assert_uint_eq(ipb_mcpc_malformed(c), bad0 + 1);
+    long grew = status_kb("VmHWM") - peak0;
+    ck_assert_msg(grew < 64 * 1024, "the peak memory grew by %ld kB", grew);
+    ck_assert(!ipb_mcpc_alive(c));
     ipb_mcpc_close(c);
 }
 END_TEST
