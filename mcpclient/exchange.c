@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "jsonlimit.h"
 #include "log.h"
 #include "mcpc_core.h"
 
@@ -94,6 +95,14 @@ static int handle_one(ipb_mcpc *c, mcpc_transport *t, json_t *m, size_t *bad, lo
 
 int mcpc_handle_text(ipb_mcpc *c, mcpc_transport *t, const char *text, size_t len, mcpc_on_response on_response,
                      void *ctx, size_t *bad, long deadline, ipb_error **err) {
+    /* Counted before parsing: a message of tiny values would cost 20-40 times its size as a
+     * tree (see jsonlimit.h). Such a message is refused like one over the size limit (whose
+     * call cannot be told without parsing it): the calls waiting on this stream end at once. */
+    if (!ipb_json_values_ok(text, len, IPB_JSON_MAX_VALUES)) {
+        __atomic_add_fetch(&c->malformed, 1, __ATOMIC_RELAXED);
+        return mcpc_fail(err, EMSGSIZE, "the server sent a message of more than %zu JSON values (%zu bytes)",
+                         IPB_JSON_MAX_VALUES, len);
+    }
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!root) {

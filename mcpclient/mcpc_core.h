@@ -94,7 +94,9 @@ int mcpc_send_json_or_cancel(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum m
 typedef int (*mcpc_on_response)(ipb_mcpc *c, void *ctx, json_t *id, json_t *msg);
 /* Handles one message text (a message or a batch): requests of the server answered on t,
  * notifications ignored, responses given to on_response, malformed messages skipped, logged and
- * counted (in *bad too). Returns 1 when on_response took one, 0, or -1 on error. */
+ * counted (in *bad too). Returns 1 when on_response took one, 0, or -1 on error: EMSGSIZE for a
+ * text of more than IPB_JSON_MAX_VALUES values (not parsed; counted as malformed), else an answer
+ * to the server that could not be written. */
 int mcpc_handle_text(ipb_mcpc *c, mcpc_transport *t, const char *text, size_t len, mcpc_on_response on_response,
                      void *ctx, size_t *bad, long deadline, ipb_error **err);
 /* An answer no call takes: logged with its id and why, counted. */

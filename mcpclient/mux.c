@@ -204,6 +204,14 @@ static void *reader_main(void *arg) {
         int r = mcpc_handle_text(c, t, text, len, mux_response, NULL, &c->bad_in_a_row,
                                  ipb_now_ms() + c->limits.call_ms, &e);
         free(text);
+        if (r < 0 && e && e->errnum == EMSGSIZE) { /* as a message over the size limit */
+            mcpc_set_broken(t);
+            mcpc_mux_fail_all(c, e);
+            ipb_error_free(e);
+            if (t->ops->kill)
+                t->ops->kill(t);
+            break;
+        }
         if (r < 0) {
             fail_all_written(c, e, "writing an answer to the server's request");
             ipb_error_free(e);

@@ -373,10 +373,8 @@ class TestHostileResults(AttackCase):
         self.assertIn("pwned False", text)
         self.assertFalse(os.path.exists(canary))
 
-    @unittest.skip("finding, not fixed (report of issue 19's review): the MCP client parses a whole message with "
-                   "jansson before anything looks at it; a 16 MiB answer of 5.5 million empty objects takes the "
-                   "supervisor to 1.3 GB (620,000 text blocks: 1.55 GB), and each concurrent call can do it again. "
-                   "The fix belongs where messages are parsed (mcpclient/client.c), out of this review's scope")
+    # Fixed by review R2: the MCP client counts a message's values before parsing it
+    # (IPB_JSON_MAX_VALUES); such an answer ends its call at once.
     def test_a_small_answer_of_many_values_does_not_swamp_the_supervisor(self):
         c = self.client("--approve-tools", "*")
         self.register(c, "bad", server_params([("objs", {"gen": "objects", "n": 5500000})]))
@@ -385,8 +383,10 @@ class TestHostileResults(AttackCase):
             with open("/proc/%d/status" % c.proc.pid) as f:
                 return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
         before = peak_kib()
-        self.cell(c, "from mcptools import _runtime\ntry:\n    _runtime.call_full('bad', 'objs', {})\n"
-                     "except Exception as e:\n    print(type(e).__name__)\n")
+        text = self.cell(c, "from mcptools import _runtime\ntry:\n    _runtime.call_full('bad', 'objs', {})\n"
+                            "except Exception as e:\n    print(type(e).__name__, e)\n")
+        self.assertIn("ToolCallError", text)
+        self.assertIn("more than 1048576 JSON values", text)
         self.assertLess(peak_kib() - before, 512 * 1024)
 
 

@@ -740,6 +740,110 @@ START_TEST(stdio_cancel_while_waiting_to_write) {
 }
 END_TEST
 
+/* A stdio server whose "tree" answer is 4.5 MB of empty arrays (1.5 million values, under the
+ * 16 MiB message limit) and whose "echo" answers normally. */
+static const char TREE_SERVER[] =
+    "import json, sys\n"
+    "def send(m):\n"
+    "    sys.stdout.write(m + '\\n'); sys.stdout.flush()\n"
+    "for line in sys.stdin:\n"
+    "    m = json.loads(line)\n"
+    "    meth, mid, params = m.get('method'), m.get('id'), m.get('params') or {}\n"
+    "    if meth == 'initialize':\n"
+    "        send(json.dumps({'jsonrpc': '2.0', 'id': mid, 'result': {'protocolVersion': '2025-06-18',\n"
+    "             'capabilities': {}, 'serverInfo': {'name': 'tree'}}}))\n"
+    "    elif meth == 'tools/call' and params['name'] == 'tree':\n"
+    "        send('{\"jsonrpc\": \"2.0\", \"id\": %d, \"result\": {\"content\": [], \"x\": [' % mid\n"
+    "             + '[],' * 1500000 + '[]]}}')\n"
+    "    elif meth == 'tools/call':\n"
+    "        send(json.dumps({'jsonrpc': '2.0', 'id': mid, 'result': {'content': [{'type': 'text', 'text': 'ok'}]}}))\n";
+
+/* kB from a line of /proc/self/status. */
+static long status_kb(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    long kb = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            kb = strtol(line + n + 1, NULL, 10);
+    fclose(f);
+    ck_assert_int_ge(kb, 0);
+    return kb;
+}
+
+/* A server message made of 1.5 million tiny values (about 150 MB once parsed by jansson) is
+ * counted before parsing and refused like a message over the size limit: the call ends at once
+ * with EMSGSIZE, the server is stopped, and the client's peak memory grows by far less than the
+ * parsed tree would take. */
+START_TEST(stdio_many_tiny_values_not_parsed) {
+    json_t *p = json_pack("{s:s, s:[s, s]}", "command", "/usr/bin/python3", "args", "-c", TREE_SERVER);
+    ipb_mcp_limits lim = {10000, 30000, 0};
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("tree", p, &lim, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    json_t *r = ipb_mcpc_call(c, "echo", NULL, -1, 0, &err);
+    ck_assert_msg(r != NULL, "%s", ipb_error_msg(err));
+    ck_assert_str_eq(text_of(r), "ok");
+    json_decref(r);
+    long peak0 = status_kb("VmHWM");
+    size_t bad0 = ipb_mcpc_malformed(c);
+    long t0 = ipb_now_ms();
+    r = ipb_mcpc_call(c, "tree", NULL, -1, 0, &err);
+    long took = ipb_now_ms() - t0;
+    ck_assert_msg(r == NULL, "the tree was parsed and handed over");
+    ck_assert_msg(err && err->errnum == EMSGSIZE, "errnum %d (%s)", err ? err->errnum : 0, ipb_error_msg(err));
+    ck_assert_msg(strstr(ipb_error_msg(err), "JSON values"), "%s", ipb_error_msg(err));
+    ck_assert_msg(took < 20000, "the call ended after %ld ms (its limit: 30 s)", took);
+    ipb_error_free(err);
+    ck_assert_uint_eq(ipb_mcpc_malformed(c), bad0 + 1);
+    long grew = status_kb("VmHWM") - peak0;
+    ck_assert_msg(grew < 64 * 1024, "the peak memory grew by %ld kB", grew);
+    ck_assert(!ipb_mcpc_alive(c));
+    ipb_mcpc_close(c);
+}
+END_TEST
+
+/* A stdio server that, once called, sends a flood of requests (ping) and never reads its stdin
+ * again, so that our answers fill the pipe. */
+static const char PING_FLOOD_SERVER[] =
+    "import json, sys, time\n"
+    "for line in sys.stdin:\n"
+    "    m = json.loads(line)\n"
+    "    if m.get('method') == 'initialize':\n"
+    "        sys.stdout.write(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': {'protocolVersion': '2025-06-18',\n"
+    "                         'capabilities': {}, 'serverInfo': {'name': 'flood'}}}) + '\\n'); sys.stdout.flush()\n"
+    "    elif m.get('method') == 'tools/call':\n"
+    "        for i in range(200000):\n"
+    "            sys.stdout.write('{\"jsonrpc\": \"2.0\", \"id\": %d, \"method\": \"ping\"}\\n' % i)\n"
+    "        sys.stdout.flush()\n"
+    "        time.sleep(3600)\n";
+
+/* A call to that server ends on its own limit, and closing the client (which kills the server)
+ * does not wait for the reader blocked on the full pipe any longer than its grace time. */
+START_TEST(stdio_ping_flood_without_reading) {
+    json_t *p = json_pack("{s:s, s:[s, s]}", "command", "/usr/bin/python3", "args", "-c", PING_FLOOD_SERVER);
+    ipb_mcp_limits lim = {10000, 30000, 0};
+    ipb_error *err = NULL;
+    ipb_mcpc *c = ipb_mcpc_connect("flood", p, &lim, &err);
+    json_decref(p);
+    ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));
+    long t0 = ipb_now_ms();
+    json_t *r = ipb_mcpc_call(c, "x", NULL, -1, 2000, &err);
+    long took = ipb_now_ms() - t0;
+    ck_assert_msg(r == NULL, "the flood answered");
+    ck_assert_msg(err && err->errnum == ETIMEDOUT, "errnum %d (%s)", err ? err->errnum : 0, ipb_error_msg(err));
+    ck_assert_msg(took < 15000, "the call ended %ld ms after it started", took);
+    ipb_error_free(err);
+    t0 = ipb_now_ms();
+    ipb_mcpc_close(c);
+    took = ipb_now_ms() - t0;
+    ck_assert_msg(took < 15000, "closing took %ld ms", took);
+}
+END_TEST
+
 static Suite *mcpc_concurrent_suite(void) {
     Suite *s = suite_create("mcpc_concurrent");
     TCase *t = tcase_create("concurrent");
@@ -757,6 +861,8 @@ static Suite *mcpc_concurrent_suite(void) {
     tcase_add_test(t, stdio_long_request_while_the_server_writes);
     tcase_add_test(t, stdio_short_limit_long_request);
     tcase_add_test(t, stdio_cancel_while_waiting_to_write);
+    tcase_add_test(t, stdio_many_tiny_values_not_parsed);
+    tcase_add_test(t, stdio_ping_flood_without_reading);
     suite_add_tcase(s, t);
     return s;
 }
