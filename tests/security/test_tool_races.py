@@ -13,12 +13,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import McpClient, descendants, require_sandbox, wait_for  # noqa: E402
+from ipybox_test import McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
 import mcp_servers  # noqa: E402
-
-
-def text_of(result):
-    return "\n".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
 
 
 def counts(pid):
