@@ -1,6 +1,7 @@
 """upload_file / download_file: round trips, path rules, planted symlinks and hard links,
 allowed directories, and no partial files on failure."""
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -29,6 +30,7 @@ class FilesTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.c.close()
+        shutil.rmtree(cls.base, ignore_errors=True)
 
     def call(self, tool, **args):
         r = self.c.call(tool, args)

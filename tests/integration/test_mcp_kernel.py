@@ -2,6 +2,7 @@
 import base64
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -40,6 +41,7 @@ class KernelTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.c.close()
+        shutil.rmtree(cls.ws, ignore_errors=True)
 
     def test_state_persists(self):
         self.c.execute("counter = 41")
