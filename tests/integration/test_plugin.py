@@ -119,24 +119,21 @@ class InstalledPlugin(unittest.TestCase):
     def setUpClass(cls):
         require_sandbox(cls)
         cls.tmp = tempfile.mkdtemp(prefix="ipybox-plugin-")
+        # Class cleanups run also when setUpClass fails half-way.
+        cls.addClassCleanup(shutil.rmtree, cls.tmp)
         # As installed prefixes are: run by root, the sandbox executes the shim as a uid of
         # its pool, which must reach it.
         os.chmod(cls.tmp, 0o755)
         cls.destdir = os.path.join(cls.tmp, "dest")
         r = make("install", cls.destdir)
         if r.returncode != 0:
-            shutil.rmtree(cls.tmp)
             raise AssertionError("make install failed: " + r.stderr)
         cls.root = cls.destdir + os.path.join(PREFIX, PLUGIN_REL)
         cls.entry = load_json(os.path.join(cls.root, ".mcp.json"))["mcpServers"]["ipybox"]
         command = [cls.destdir + cls.entry["command"], *cls.entry["args"]]
         cls.c = McpClient(wrap=lambda _cmd: command)
+        cls.addClassCleanup(cls.c.close)
         cls.tools = {t["name"]: t for t in cls.c.request("tools/list")["tools"]}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.c.close()
-        shutil.rmtree(cls.tmp)
 
     def test_entry_names_the_installed_binary(self):
         self.assertEqual(self.entry, {"command": PREFIX + "/bin/ipybox", "args": ["mcp"]})
