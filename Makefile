@@ -14,6 +14,11 @@ LIBEXECDIR ?= $(PREFIX)/libexec
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 MANDIR     ?= $(PREFIX)/share/man
+DATADIR    ?= $(PREFIX)/share
+# The Claude Code plugin (dist/claude-code-plugin/, its .mcp.json naming $(BINDIR)/ipybox) and
+# the marketplace that lists it (dist/.claude-plugin/), in the same layout as in dist/.
+PLUGINDIR  := $(DATADIR)/ipybox/claude-code-plugin
+MARKETDIR  := $(DATADIR)/ipybox/.claude-plugin
 DESTDIR    ?=
 BUILD      ?= build
 SANITIZE   ?=
@@ -261,10 +266,26 @@ install: all
 	    install -m 0644 dist/ipyboxd.conf $(DESTDIR)$(SYSCONFDIR)/ipybox/ipyboxd.conf
 	install -m 0644 man/ipybox.1 $(DESTDIR)$(MANDIR)/man1/ipybox.1
 	install -m 0644 man/ipyboxd.8 $(DESTDIR)$(MANDIR)/man8/ipyboxd.8
+	install -d $(DESTDIR)$(MARKETDIR) $(DESTDIR)$(PLUGINDIR)/.claude-plugin $(DESTDIR)$(PLUGINDIR)/skills/code-actions
+	install -m 0644 dist/.claude-plugin/marketplace.json $(DESTDIR)$(MARKETDIR)/marketplace.json
+	install -m 0644 dist/claude-code-plugin/.claude-plugin/plugin.json $(DESTDIR)$(PLUGINDIR)/.claude-plugin/plugin.json
+	install -m 0644 dist/claude-code-plugin/skills/code-actions/SKILL.md \
+	    $(DESTDIR)$(PLUGINDIR)/skills/code-actions/SKILL.md
+	# The server entry names the installed binary, whatever the client's PATH.
+	sed -e 's|"command": "ipybox"|"command": "$(BINDIR)/ipybox"|' dist/claude-code-plugin/.mcp.json \
+	    >$(DESTDIR)$(PLUGINDIR)/.mcp.json
+	grep -qF '"command": "$(BINDIR)/ipybox"' $(DESTDIR)$(PLUGINDIR)/.mcp.json
+	chmod 0644 $(DESTDIR)$(PLUGINDIR)/.mcp.json
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(BINDIR)/ipyboxd $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim \
 	    $(DESTDIR)$(UNITDIR)/ipyboxd.service $(DESTDIR)$(MANDIR)/man1/ipybox.1 $(DESTDIR)$(MANDIR)/man8/ipyboxd.8
+	rm -f $(DESTDIR)$(PLUGINDIR)/.claude-plugin/plugin.json $(DESTDIR)$(PLUGINDIR)/.mcp.json \
+	    $(DESTDIR)$(PLUGINDIR)/skills/code-actions/SKILL.md $(DESTDIR)$(MARKETDIR)/marketplace.json
+	# Directories go only when empty: nothing a user put there is removed.
+	rmdir $(DESTDIR)$(PLUGINDIR)/skills/code-actions $(DESTDIR)$(PLUGINDIR)/skills \
+	    $(DESTDIR)$(PLUGINDIR)/.claude-plugin $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(MARKETDIR) \
+	    $(DESTDIR)$(DATADIR)/ipybox 2>/dev/null || true
 
 clean:
 	rm -rf build build-san
