@@ -12,7 +12,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import BUILD, IPYBOX, McpClient, require_sandbox  # noqa: E402
+from ipybox_test import BUILD, IPYBOX, McpClient, McpError, require_sandbox  # noqa: E402
+from daemon_fixture import Daemon  # noqa: E402
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 
@@ -162,6 +163,25 @@ class PythonEnv(unittest.TestCase):
         rc, err = self.start_fails(py)
         self.assertNotEqual(rc, 0)
         self.assertIn("it is a symlink to %s, which does not exist" % target, err)
+
+    def test_daemon_sessions_take_the_same_interpreters(self):
+        """ipyboxd --user: createSession with --python refuses a bad one with the same words and
+        runs a good one; the connection keeps working after a refusal."""
+        d = Daemon(state=self.state)
+        self.addCleanup(d.close)
+        c = d.client()
+        self.addCleanup(c.close)
+        with self.assertRaises(McpError) as e:
+            c.request("ipybox/createSession", {"args": ["--python", os.path.join(self.bare, "bin", "python")]})
+        self.assertIn("cannot import ipykernel", str(e.exception))
+        self.assertIn("-m pip install ipykernel", str(e.exception))
+        with self.assertRaises(McpError) as e:
+            c.request("ipybox/createSession", {"args": ["--python", self.secret]})
+        self.assertIn("not an executable file", str(e.exception))
+        c.request("ipybox/createSession", {"args": ["--python", os.path.join(self.venv, "bin", "python")]})
+        text, r = c.execute("import sys, p3_planted; print(sys.prefix)")
+        self.assertFalse(r.get("isError"), text)
+        self.assertEqual(text.strip(), os.path.realpath(self.venv))
 
     def test_environment_in_a_place_of_the_sandbox_is_refused(self):
         """A venv under /tmp would be bound inside the sandbox's own /tmp."""
