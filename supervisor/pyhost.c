@@ -202,7 +202,16 @@ int ipb_python_env_resolve(const char *python, const char *state, const char *ho
             goto fail_oom;
         e.exec = ipb_strdupf("%s%s%s", canon_dir, strcmp(canon_dir, "/") ? "/" : "", base);
     } else {
-        e.exec = strdup(canon_exe);
+        /* By the name given (python3, not python3.11) where its directory is seen inside: in
+         * the system directories or in the interpreter's own prefix; else by its real path. */
+        cleanup_free char *dir_prefix = ipb_python_prefix_of(canon_dir);
+        cleanup_free char *real_prefix = ipb_python_prefix_of(exe_dir);
+        if (!dir_prefix || !real_prefix)
+            goto fail_oom;
+        if (ipb_python_in_system_dirs(canon_dir) || !strcmp(dir_prefix, real_prefix))
+            e.exec = ipb_strdupf("%s%s%s", canon_dir, strcmp(canon_dir, "/") ? "/" : "", base);
+        else
+            e.exec = strdup(canon_exe);
     }
     /* The file itself: a venv's bin/python is a symlink to its base interpreter. */
     if (!(exe_prefix = ipb_python_prefix_of(exe_dir)) || add_prefix(&e, python, exe_prefix, state, home, err) < 0)

@@ -198,10 +198,26 @@ START_TEST(plain_interpreter_binds_its_prefix) {
     snprintf(want, sizeof(want), "%s/base", base);
     ck_assert_str_eq(e.prefix[0], want);
     ipb_python_env_free(&e);
-    /* Debian's: nothing to bind. */
+    /* Debian's: nothing to bind, run by the name given. */
     ck_assert_int_eq(ipb_python_env_resolve("/usr/bin/python3", NULL, NULL, &e, &err), 0);
     ck_assert_uint_eq(e.n, 0);
-    ck_assert_ptr_nonnull(e.exec);
+    ck_assert_str_eq(e.exec, "/usr/bin/python3");
+    ipb_python_env_free(&e);
+    /* A symlink elsewhere (~/bin/python -> PREFIX/bin/python3.12): run by the real path, as
+     * only the prefix is shown. */
+    snprintf(want, sizeof(want), "%s/base/bin/python3.12", base);
+    char link[PATH_MAX * 2];
+    snprintf(link, sizeof(link), "%s/home/python", base);
+    ck_assert_int_eq(symlink(want, link), 0);
+    ck_assert_msg(resolve("home/python", &e, &err) == 0, "%s", ipb_error_msg(err));
+    ck_assert_str_eq(e.exec, want);
+    ck_assert_uint_eq(e.n, 1);
+    ipb_python_env_free(&e);
+    /* PREFIX/bin/python -> python3.12 in the same prefix: by the name given. */
+    snprintf(link, sizeof(link), "%s/base/bin/python", base);
+    ck_assert_int_eq(symlink("python3.12", link), 0);
+    ck_assert_msg(resolve("base/bin/python", &e, &err) == 0, "%s", ipb_error_msg(err));
+    ck_assert_str_eq(e.exec, link);
     ipb_python_env_free(&e);
 }
 END_TEST
