@@ -138,6 +138,16 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
             plan.m[plan.n - 1].id = in->bind_ids[i];
     }
 
+    /* --python: the interpreter's environment, read-only, at its own path (pyhost.c keeps
+     * these off the sandbox's own places); its parents are made empty in the root, so nothing
+     * else of the home holding it is there. */
+    for (size_t i = 0; i < in->n_python; i++) {
+        ADD(IPB_MNT_BIND_RO, IPB_MNT_USER | (in->python_ids ? IPB_MNT_SAME : 0), in->python_prefixes[i],
+            in->python_prefixes[i], NULL);
+        if (in->python_ids)
+            plan.m[plan.n - 1].id = in->python_ids[i];
+    }
+
     /* A minimal /dev: no tty (TIOCSTI), no block or memory devices, no fuse, no kmsg. */
     ADD(IPB_MNT_TMPFS, 0, NULL, "/dev", "size=64k,nr_inodes=64,mode=0755");
     static const char *const devs[] = {"null", "zero", "full", "random", "urandom"};

@@ -60,6 +60,11 @@ typedef struct ipb_plan_input {
     const ipb_file_id *workspace_id; /* what workspace must be when bound, or NULL */
     const ipb_file_id *bind_ids;     /* the same for each --container-bind source, or NULL */
     const ipb_file_id *home_id;      /* the same for home (`ipybox run --home`), or NULL */
+    /* --python's environment (supervisor/pyhost.h): host trees bound read-only at their own
+     * paths, each checked by identity (python_ids, or none when NULL). */
+    size_t n_python;
+    char *const *python_prefixes;
+    const ipb_file_id *python_ids;
 } ipb_plan_input;
 
 /* The workspace: a tree that sandbox code writes and that outlives the session, so whatever

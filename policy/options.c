@@ -407,7 +407,8 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
         return set_str(&o->workspace, name, v, err);
     case OPT_PYTHON:
         if (v[0] != '/')
-            return ipb_error_set(err, 0, "--python '%s': must be an absolute path inside the sandbox", v);
+            return ipb_error_set(err, 0, "--python '%s': must be an absolute path (the interpreter on this host, "
+                                         "such as /usr/bin/python3 or /home/me/venv/bin/python)", v);
         return set_str(&o->python, name, v, err);
     case OPT_TMP_SIZE:
     case OPT_SHM_SIZE:
@@ -546,8 +547,11 @@ const char *ipb_options_help(void) {
            "                            Docker image: it is accepted and ignored, with a warning.\n"
            "  --workspace DIR           Host directory behind /app (default: a fresh directory under\n"
            "                            ~/.local/state/ipybox/workspaces/, kept when it is not empty).\n"
-           "  --python PATH             Interpreter inside the sandbox (default /usr/bin/python3); it needs\n"
-           "                            ipykernel for `ipybox mcp`.\n"
+           "  --python PATH             The host's interpreter to run (default /usr/bin/python3): any\n"
+           "                            absolute path, such as a venv's, pyenv's, conda's or uv's\n"
+           "                            bin/python; its environment is shown read-only at the same path\n"
+           "                            (nothing else of your home). It needs ipykernel for `ipybox mcp`.\n"
+           "                            With --rootfs: a path inside that tree.\n"
            "  --tmp-size SIZE           Size limit of /tmp in the sandbox (default 512M).\n"
            "  --shm-size SIZE           Size limit of /dev/shm in the sandbox (default 64M).\n"
            "  --memory SIZE             Memory of the sandbox, no swap. An out-of-memory kill is reported\n"

@@ -8,6 +8,9 @@
 #   scripts/deps.sh fresh   what `make check-fresh` needs on the host (debootstrap)
 #   scripts/deps.sh system  what `make check-system` needs on the host: qemu, qemu-img,
 #                           debootstrap, mke2fs (what is built runs inside the VM)
+#   scripts/deps.sh datascience  Debian's pandas, NumPy, SciPy and Matplotlib for the
+#                           sandbox's /usr/bin/python3 (no network needed at run time)
+# IPYBOX_DATASCIENCE=1 adds those packages to any of the above (`IPYBOX_DATASCIENCE=1 ./start`).
 set -eu
 exec 1>&2
 want="build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libzmq3-dev libssl-dev
@@ -30,8 +33,13 @@ test)
     ;;
 fresh) want="debootstrap" ;;
 system) want="qemu-system-x86 qemu-utils debootstrap e2fsprogs" ;;
-*) echo "usage: scripts/deps.sh [build|test|fresh|system]" >&2; exit 2 ;;
+datascience) want="" ;;
+*) echo "usage: scripts/deps.sh [build|test|fresh|system|datascience]" >&2; exit 2 ;;
 esac
+datascience="python3-pandas python3-numpy python3-scipy python3-matplotlib"
+if [ "${1:-build}" = datascience ] || [ "${IPYBOX_DATASCIENCE:-0}" = 1 ]; then
+    want="$want $datascience"
+fi
 missing=""
 for p in $want; do
     st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

@@ -128,6 +128,23 @@ void ipb_kernel_death_report(ipb_kernel *k, char *buf, size_t len) {
     snprintf(buf, len, "The kernel died (it %s).%s%.*s", how, tl ? " Its last output on stderr:\n" : "", (int)tl, tail);
 }
 
+bool ipb_kernel_lacks_ipykernel(const ipb_kernel *k, char *why, size_t len) {
+    static const char mark[] = "ipybox: no ipykernel: ";
+    const char *end = k->stderr_tail + k->stderr_len;
+    const char *at = memmem(k->stderr_tail, k->stderr_len, mark, sizeof(mark) - 1);
+    if (!at)
+        return false;
+    at += sizeof(mark) - 1;
+    const char *nl = memchr(at, '\n', (size_t)(end - at));
+    size_t n = (size_t)((nl ? nl : end) - at);
+    snprintf(why, len, "%.*s", (int)(n > 300 ? 300 : n), at);
+    /* It is the kernel's text: printable characters only. */
+    for (char *c = why; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    return true;
+}
+
 static void drain_stderr(ipb_kernel *k) {
     char buf[4096];
     ssize_t n;

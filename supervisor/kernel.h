@@ -38,6 +38,9 @@ typedef struct ipb_kernel {
     char label[64];            /* the sandbox's name in the proxy's log */
 } ipb_kernel;
 
+/* Whether the kernel ended because its interpreter cannot import ipykernel (the launcher's
+ * line on stderr, kernel_launch.py); why gets Python's reason. */
+bool ipb_kernel_lacks_ipykernel(const ipb_kernel *k, char *why, size_t len);
 /* Builds the sandbox (config in kernel mode) and starts the first kernel. */
 int ipb_kernel_open(ipb_kernel *k, const shim_config *cfg, const char *rundir, ipb_proxy *proxy, const char *label,
                     ipb_error **err);

@@ -252,7 +252,12 @@ def main():
         sys.path.insert(at, user_site)
     sys.path.append(MCPDIR)
     sys.modules['debugpy'] = None
-    import ipykernel.ipkernel
+    try:
+        import ipykernel.ipkernel
+    except ImportError as e:
+        # The supervisor turns this line into the error that says how to install it.
+        sys.stderr.write('ipybox: no ipykernel: %s\n' % (e,))
+        sys.exit(3)
     del sys.modules['debugpy']
     _gate_interrupts()
     _bound_output()

@@ -67,14 +67,28 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
      * guards subprocess & co. */
     char *launch = ipb_strdupf("MCPDIR = '%s'\nSHELL_GATE = %d\n%s", IPB_SANDBOX_MCPDIR,
                                o->approve_shell ? (o->require_shell_escape ? 2 : 1) : 0, ipb_kernel_launch_py);
-    char *argv[] = {o->python, (char *)"-c", launch, (char *)"-f", (char *)IPB_SANDBOX_RUNDIR "/connection.json", NULL};
+    /* --python as resolved on the host (pyhost.h): the same path inside. */
+    char *python = s->dirs.python.exec ? s->dirs.python.exec : o->python;
+    char *argv[] = {python, (char *)"-c", launch, (char *)"-f", (char *)IPB_SANDBOX_RUNDIR "/connection.json", NULL};
     int built = launch ? ipb_shim_config_build(o, &s->dirs, SHIM_MODE_KERNEL, argv, &s->cfg, err)
                        : ipb_error_set(err, ENOMEM, "building the kernel's launcher");
     free(launch);
     if (built < 0)
         goto fail;
-    if (ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err) < 0)
+    if (ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err) < 0) {
+        char why[320];
+        if (ipb_kernel_lacks_ipykernel(&s->kernel, why, sizeof(why))) {
+            /* Not a kernel death: the interpreter lacks the kernel; say how to add it. */
+            bool debian = !strcmp(python, "/usr/bin/python3") || !strncmp(python, "/usr/bin/python3.", 17);
+            ipb_error_freep(err);
+            ipb_error_set(err, 0, "the interpreter %s cannot import ipykernel, the Jupyter kernel ipybox runs (%s). "
+                                  "Install it into that environment: `%s -m pip install ipykernel`%s; or name "
+                                  "another interpreter with --python",
+                          python, why, o->python,
+                          debian ? " (for Debian's own Python: `sudo apt-get install python3-ipykernel`)" : "");
+        }
         goto fail;
+    }
     return 0;
 fail:
     ipb_session_close(s);

@@ -71,7 +71,8 @@ int ipb_shim_config_build(const ipb_options *o, const ipb_session_dirs *d, uint3
     }
     ipb_plan_input in = {.opts = &po, .workspace = d->workspace, .home = d->home, .rundir = d->run,
                          .mcpdir = d->mcp, .workspace_id = &d->workspace_id,
-                         .bind_ids = d->n_binds ? d->bind_ids : NULL, .home_id = d->home_fd >= 0 ? &d->home_id : NULL};
+                         .bind_ids = d->n_binds ? d->bind_ids : NULL, .home_id = d->home_fd >= 0 ? &d->home_id : NULL,
+                         .n_python = d->python.n, .python_prefixes = d->python.prefix, .python_ids = d->python.id};
     int pr = ipb_mount_plan_build(&in, &c.plan, err);
     free(binds);
     if (pr < 0 || (o->rootfs && rootfs_ids(o->rootfs, d->rootfs_fd, &c.plan, err) < 0))

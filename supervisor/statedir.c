@@ -344,6 +344,13 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
         ipb_strv_free(&trees);
         return -1;
     }
+    /* The interpreter first: a wrong --python is refused before anything is made. With
+     * --rootfs it names a file of that tree, as it is. */
+    if (!o->rootfs && o->python && (kernel || strcmp(o->python, IPB_DEFAULT_PYTHON)) &&
+        ipb_python_env_resolve(o->python, state, getenv("HOME"), &d.python, err) < 0) {
+        ipb_strv_free(&trees);
+        return -1;
+    }
     cleanup_free char *sessions = NULL;
     if (sub(&sessions, state, "sessions", err) < 0)
         goto fail;
@@ -471,6 +478,7 @@ void ipb_session_dirs_remove(ipb_session_dirs *d) {
     free(d->bind_ids);
     free(d->bind_canon);
     ipb_strv_free(&d->env);
+    ipb_python_env_free(&d->python);
     memset(d, 0, sizeof(*d));
     d->workspace_fd = d->rootfs_fd = d->workspace_hold = d->home_fd = -1;
 }

@@ -18,6 +18,7 @@
 #include "error.h"
 #include "mountplan.h"
 #include "options.h"
+#include "pyhost.h"
 
 typedef struct ipb_session_dirs {
     char id[17];
@@ -41,6 +42,7 @@ typedef struct ipb_session_dirs {
     ipb_file_id home_id;
     ipb_strv env;          /* the user's variables: --container-env-var, and the
                             * --container-env-file contents as read through the walk, in order */
+    ipb_python_env python; /* --python's trees and path inside (pyhost.h); empty with --rootfs */
 } ipb_session_dirs;
 
 int ipb_state_dir(char **ret, ipb_error **err);

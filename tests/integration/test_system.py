@@ -533,6 +533,27 @@ class SystemService(unittest.TestCase):
             subprocess.run(["umount", cover])
             shutil.rmtree(parent)
 
+    def test_a_venv_in_a_private_home_runs_the_kernel_in_a_pool_uid(self):
+        """--python in a 0700 home: the worker opens the environment with the user's rights and
+        the monitor idmaps it, so the pool uid runs it; nothing else of the home is shown."""
+        ua = pwd.getpwnam(USERS[0])
+        mode = os.stat(ua.pw_dir).st_mode & 0o7777
+        os.chmod(ua.pw_dir, 0o700)
+        venv = os.path.join(ua.pw_dir, "venv-pyenv")
+        try:
+            r = subprocess.run(["runuser", "-u", USERS[0], "--", "/usr/bin/python3", "-m", "venv",
+                                "--system-site-packages", "--without-pip", venv], cwd="/tmp", capture_output=True,
+                               text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            c = self.client(USERS[0], "--python", venv + "/bin/python")
+            out, res = c.execute("import os, sys\nprint(sys.prefix, os.getuid())\nprint(sorted(os.listdir(%r)))\n"
+                                 "print(os.access(sys.prefix, os.W_OK))" % ua.pw_dir)
+            self.assertFalse(res["isError"], out)
+            self.assertEqual(out.splitlines(), ["%s 1000" % venv, "['venv-pyenv']", "False"])
+        finally:
+            os.chmod(ua.pw_dir, mode)
+            shutil.rmtree(venv, ignore_errors=True)
+
     def test_spawn_takes_only_the_descriptors_it_expects(self):
         chan = socket.socket(fileno=steal_fd(self.frontend_pid(USERS[0]), 4))
         theirs = adopt(chan)

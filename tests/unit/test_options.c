@@ -192,7 +192,7 @@ START_TEST(parse_bad_values) {
     expect_parse_error(WORDS("--allowed-dir="), "must be an absolute path");
     expect_parse_error(WORDS("--rootfs", "root"), "must be an absolute path");
     expect_parse_error(WORDS("--workspace", "ws"), "must be an absolute path");
-    expect_parse_error(WORDS("--python", "python3"), "absolute path inside the sandbox");
+    expect_parse_error(WORDS("--python", "python3"), "must be an absolute path (the interpreter on this host");
     expect_parse_error(WORDS("--allowed-domain="), "needs a value");
     expect_parse_error(WORDS("--allowed-domain", "*.com"), "'*.com'");
     expect_parse_error(WORDS("--allowed-domain", "10.0.0.1/8"), "did you mean 10.0.0.0/8");
