@@ -32,9 +32,11 @@ static void mcp_usage(FILE *f) {
                "read-write, and small private /tmp and /dev/shm. Its TCP connections go through ipybox's\n"
                "egress proxy and its DNS queries to ipybox's stub, both enforcing --allowed-domain;\n"
                "nothing else leaves.\n\n"
-               "When an ipyboxd daemon is listening at $XDG_RUNTIME_DIR/ipybox/ipybox.sock, ipybox mcp\n"
-               "asks it for a session with these options and relays stdio to it (the session ends when\n"
-               "this process does); otherwise it runs the supervisor itself. It says which on stderr.\n"
+               "When an ipyboxd daemon is listening at $XDG_RUNTIME_DIR/ipybox/ipybox.sock (without\n"
+               "XDG_RUNTIME_DIR: /run/user/$UID/ipybox/ipybox.sock, when that directory is yours alone),\n"
+               "ipybox mcp asks it for a session with these options and relays stdio to it (the session\n"
+               "ends when this process does); otherwise it runs the supervisor itself. It says which on\n"
+               "stderr.\n"
                "On a host with the system service, its socket /run/ipybox/<user>/ipybox.sock comes next;\n"
                "when that socket is there but cannot be used (permission, nothing listening, no answer in\n"
                "IPYBOX_CONNECT_TIMEOUT seconds, default 180), ipybox mcp stops with an error rather than\n"
@@ -110,7 +112,9 @@ static int find_daemon(const char *connect, char **ret_path) {
         return fd >= 0 ? fd : -2;
     }
     char *paths[2] = {ipbd_default_socket(), system_socket()};
-    char why[2][128] = {"XDG_RUNTIME_DIR is not set", "no user name"};
+    char why[2][128] = {"", "no user name"};
+    snprintf(why[0], sizeof(why[0]), "XDG_RUNTIME_DIR is not set and /run/user/%u is missing or not yours alone",
+             (unsigned)geteuid());
     int system_errno = 0;
     *ret_path = NULL;
     int fd = -1;

@@ -44,7 +44,8 @@ static void usage(FILE *f) {
             "Daemon options:\n"
             "  --user                 run for the invoking user only (as root without it: the system\n"
             "                         service, see `ipyboxd --help` as root)\n"
-            "  --socket PATH          listen here (default: $XDG_RUNTIME_DIR/ipybox/ipybox.sock)\n"
+            "  --socket PATH          listen here (default: $XDG_RUNTIME_DIR/ipybox/ipybox.sock; without\n"
+            "                         XDG_RUNTIME_DIR, /run/user/$UID/ipybox/ipybox.sock)\n"
             "  --idle-timeout SECONDS close named sessions no client has used for this long (default %ld)\n"
             "  --max-sessions N       sessions at once (default %u)\n"
             "  --warm N               keep N sessions started ahead with the options below alone, so\n"
@@ -70,13 +71,6 @@ bool ipbd_valid_name(const char *name) {
             return false;
     }
     return true;
-}
-
-char *ipbd_default_socket(void) {
-    const char *rt = getenv("XDG_RUNTIME_DIR");
-    if (!rt || rt[0] != '/')
-        return NULL;
-    return ipb_strdupf("%s/ipybox/ipybox.sock", rt);
 }
 
 static int parse_count(const char *opt, const char *v, long lo, long hi, long *ret) {
@@ -256,7 +250,8 @@ int ipbd_main(int argc, char **argv) {
 
     char *sock = sock_opt ? strdup(sock_opt) : ipbd_default_socket();
     if (!sock) {
-        log_error("XDG_RUNTIME_DIR is not set: name the socket with --socket PATH");
+        log_error("XDG_RUNTIME_DIR is not set and /run/user/%u is missing or not this user's alone: name the socket "
+                  "with --socket PATH", (unsigned)geteuid());
         free(sargs);
         return 2;
     }
