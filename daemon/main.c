@@ -20,6 +20,7 @@
 #include "statedir.h"
 #include "strbuf.h"
 #include "ulimits.h"
+#include "version.h"
 
 #define DEFAULT_IDLE_TIMEOUT_S 1800L
 #define DEFAULT_MAX_SESSIONS 64U
@@ -53,7 +54,8 @@ static void usage(FILE *f) {
             "                         gets a running kernel at once (default 0; each holds a sandbox and\n"
             "                         its kernel, about 45 MiB, and counts against --max-sessions)\n"
             "  --max-clients N        connections at once (default %u)\n"
-            "  -v, --verbose          also log every client and debugging detail\n"
+            "  -v, --verbose          also log every client and debugging detail (-vv: the same)\n"
+            "  -V, --version          print the version and exit\n"
             "  -h, --help             this text\n\n"
             "Sandbox options below are defaults for every session; a client's createSession args add to\n"
             "them.\n\n%s",
@@ -182,8 +184,13 @@ int ipbd_main(int argc, char **argv) {
             user = true;
         else if (!strcmp(a, "--frontend"))
             frontend = user = true; /* started by the system service's monitor, as the user */
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
-            verbose++;
+        else if (!strcmp(a, "--verbose") || (a[0] == '-' && a[1] == 'v' && !a[strspn(a + 1, "v") + 1]))
+            verbose += !strcmp(a, "--verbose") ? 1 : (int)strlen(a) - 1; /* -v, -vv, ... */
+        else if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+            printf("ipyboxd %s\n", IPYBOX_VERSION);
+            free(sargs);
+            return 0;
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             free(sargs);
