@@ -24,8 +24,10 @@ static void on_signal(int sig) {
 static void mcp_usage(FILE *f) {
     fprintf(f, "Usage: ipybox mcp [OPTIONS]\n\n"
                "MCP server on stdin/stdout (newline-delimited JSON-RPC) with a stateful IPython kernel in a\n"
-               "sandbox. Tools: execute_ipython_cell(code, timeout=120), upload_file(relpath, local_path),\n"
-               "download_file(relpath, local_path), reset(). stdout carries only JSON-RPC; logs go to stderr.\n\n"
+               "sandbox. Tools: execute_ipython_cell(code, timeout=120, max_output_chars),\n"
+               "upload_file(relpath, local_path, timeout), download_file(relpath, local_path, timeout),\n"
+               "reset(), register_mcp_server(server_name, server_params) (docs/tools.md). stdout carries\n"
+               "only JSON-RPC; logs go to stderr.\n\n"
                "The kernel runs in its own user, mount, pid, network, IPC, UTS and cgroup namespaces, as\n"
                "an unprivileged user of a nested user namespace, with no capabilities, no_new_privs and a\n"
                "seccomp filter. It sees the host's system directories read-only, /app (the workspace)\n"
