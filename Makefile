@@ -116,7 +116,7 @@ $(PATHS_STAMP): FORCE
 	@mkdir -p $(dir $@)
 	@printf '%s\n' 'LIBEXECDIR=$(LIBEXECDIR)' 'SYSCONFDIR=$(SYSCONFDIR)' >$@.new
 	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
-$(BUILD)/obj/kernel-shim/locate.o $(BUILD)/obj/monitor/monitor.o: $(PATHS_STAMP)
+$(BUILD)/obj/kernel-shim/locate.o $(BUILD)/obj/monitor/monitor.o $(BUILD)/obj/daemon/main.o: $(PATHS_STAMP)
 .PHONY: FORCE
 FORCE:
 

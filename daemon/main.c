@@ -45,6 +45,8 @@ static void usage(FILE *f) {
             "Daemon options:\n"
             "  --user                 run for the invoking user only (as root without it: the system\n"
             "                         service, see `ipyboxd --help` as root)\n"
+            "  --config FILE          (the system service, as root) its configuration (default\n"
+            "                         " IPBM_DEFAULT_CONFIG ")\n"
             "  --socket PATH          listen here (default: $XDG_RUNTIME_DIR/ipybox/ipybox.sock; without\n"
             "                         XDG_RUNTIME_DIR, /run/user/$UID/ipybox/ipybox.sock)\n"
             "  --idle-timeout SECONDS close named sessions no client has used for this long (default %ld)\n"
@@ -159,7 +161,7 @@ static int bind_socket(const char *path) {
 
 int ipbd_main(int argc, char **argv) {
     ipb_log_init("ipyboxd", IPB_LOG_WARN);
-    bool user = false, frontend = false;
+    bool user = false, frontend = false, help = false;
     int verbose = 0;
     const char *sock_opt = NULL;
     long idle = DEFAULT_IDLE_TIMEOUT_S, max_sessions = DEFAULT_MAX_SESSIONS, max_clients = DEFAULT_MAX_CLIENTS;
@@ -191,11 +193,9 @@ int ipbd_main(int argc, char **argv) {
             free(sargs);
             return 0;
         }
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            free(sargs);
-            return 0;
-        } else if (!strcmp(a, "--socket"))
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            help = true;
+        else if (!strcmp(a, "--socket"))
             sock_opt = v;
         else if (!strcmp(a, "--idle-timeout"))
             bad = parse_count(a, v, 1, 7L * 24 * 3600, &idle);
@@ -214,9 +214,14 @@ int ipbd_main(int argc, char **argv) {
         if (takes)
             i++;
     }
+    if (help && (user || geteuid() != 0)) {
+        usage(stdout);
+        free(sargs);
+        return 0;
+    }
     if (!user) {
         free(sargs);
-        return ipbm_main(argc, argv);
+        return ipbm_main(argc, argv); /* as root, --help too: the system service's */
     }
     if (warm > max_sessions) {
         log_error("--warm %ld is more than --max-sessions %ld", warm, max_sessions);
