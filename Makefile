@@ -6,12 +6,15 @@
 #   make sanitize   the same tests with SANITIZE=address,undefined in build-san/
 #   make check-fresh  ./start and ./test in a bare Debian 12 root (debootstrap; root, network)
 #   make bench      benchmarks (bench/results.md, bench/egress.md, bench/daemon.md, bench/tools.md, bench/sdk.md)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR=   (make uninstall, the same variables: removes it)
 
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 LIBEXECDIR ?= $(PREFIX)/libexec
-SYSCONFDIR ?= /etc
+# The system's /etc for the system prefixes (/usr, /usr/local: where a Debian administrator
+# looks, and the default); $(PREFIX)/etc for any other, so that `make install PREFIX=DIR`
+# writes nothing outside DIR. Compiled in as the system service's default configuration.
+SYSCONFDIR ?= $(if $(filter /usr /usr/ /usr/local /usr/local/,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 MANDIR     ?= $(PREFIX)/share/man
 DATADIR    ?= $(PREFIX)/share
@@ -41,7 +44,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 HARDEN := -fstack-protector-strong -fPIE -D_FORTIFY_SOURCE=3
 CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) $(PKG_CFLAGS) \
-              -DIPYBOX_LIBEXECDIR='"$(LIBEXECDIR)"'
+              -DIPYBOX_LIBEXECDIR='"$(LIBEXECDIR)"' -DIPYBOX_SYSCONFDIR='"$(SYSCONFDIR)"'
 ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
 ifneq ($(SANITIZE),)
 ALL_CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -U_FORTIFY_SOURCE
@@ -110,6 +113,17 @@ $(BUILD)/obj/%.o: %.S
 	$(CC) $(ALL_CFLAGS) $(INC_$(firstword $(subst /, ,$<))) -MMD -MP -c $< -o $@
 $(BUILD)/obj/toolgen/runtime.o: toolgen/mcptools_init.py toolgen/mcptools_runtime.py
 $(BUILD)/obj/supervisor/kernel_launch.o: supervisor/kernel_launch.py
+
+# What uses the compiled-in paths is rebuilt when they change (make install PREFIX=...
+# after make): a stamp rewritten only when LIBEXECDIR or SYSCONFDIR differ from the last build.
+PATHS_STAMP := $(BUILD)/gen/paths
+$(PATHS_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' 'LIBEXECDIR=$(LIBEXECDIR)' 'SYSCONFDIR=$(SYSCONFDIR)' >$@.new
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
+$(BUILD)/obj/kernel-shim/locate.o $(BUILD)/obj/monitor/monitor.o $(BUILD)/obj/daemon/main.o: $(PATHS_STAMP)
+.PHONY: FORCE
+FORCE:
 
 define layer_lib
 $(LIB_$(1)): $(call objs,$(1))
@@ -277,6 +291,9 @@ install: all
 	grep -qF '"command": "$(BINDIR)/ipybox"' $(DESTDIR)$(PLUGINDIR)/.mcp.json
 	chmod 0644 $(DESTDIR)$(PLUGINDIR)/.mcp.json
 
+# What install wrote, with the same PREFIX, SYSCONFDIR and DESTDIR. The configuration goes
+# only when it is still the shipped one (an administrator's edits are kept, as on install);
+# ipybox's own directories go when empty, shared ones (bin, man1, ...) stay.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(BINDIR)/ipyboxd $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim \
 	    $(DESTDIR)$(UNITDIR)/ipyboxd.service $(DESTDIR)$(MANDIR)/man1/ipybox.1 $(DESTDIR)$(MANDIR)/man8/ipyboxd.8
@@ -286,6 +303,11 @@ uninstall:
 	rmdir $(DESTDIR)$(PLUGINDIR)/skills/code-actions $(DESTDIR)$(PLUGINDIR)/skills \
 	    $(DESTDIR)$(PLUGINDIR)/.claude-plugin $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(MARKETDIR) \
 	    $(DESTDIR)$(DATADIR)/ipybox 2>/dev/null || true
+	if cmp -s dist/ipyboxd.conf $(DESTDIR)$(SYSCONFDIR)/ipybox/ipyboxd.conf; then \
+	    rm -f $(DESTDIR)$(SYSCONFDIR)/ipybox/ipyboxd.conf; \
+	elif test -e $(DESTDIR)$(SYSCONFDIR)/ipybox/ipyboxd.conf; then \
+	    echo "kept $(DESTDIR)$(SYSCONFDIR)/ipybox/ipyboxd.conf (changed since install)"; fi
+	rmdir $(DESTDIR)$(LIBEXECDIR)/ipybox $(DESTDIR)$(SYSCONFDIR)/ipybox 2>/dev/null; true
 
 clean:
 	rm -rf build build-san

@@ -9,18 +9,20 @@
 #include "daemon.h"
 #include "log.h"
 #include "nofile.h"
+#include "version.h"
 
-#define IPYBOX_VERSION "0.1.0"
 
 static void usage(FILE *f) {
     fprintf(f, "Usage: ipybox COMMAND [OPTIONS]\n\n"
                "A Linux-native sandbox for stateful IPython kernels, driven over MCP.\n\n"
                "Commands:\n"
                "  mcp    MCP server on stdin/stdout for desktop agents: a stateful IPython kernel in a\n"
-               "         sandbox, with the tools execute_ipython_cell, upload_file, download_file, reset.\n"
+               "         sandbox, with the tools execute_ipython_cell, upload_file, download_file, reset,\n"
+               "         register_mcp_server.\n"
                "         Client configuration: {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n"
                "  run    Run a command in a fresh sandbox: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n\n"
-               "`ipybox COMMAND --help` explains the options of each command.\n");
+               "`ipybox COMMAND --help` explains the options of each command; `ipybox --version` prints\n"
+               "the version.\n");
 }
 
 int cli_parse_options(ipb_options *o, int argc, char **argv, const char *prog, void (*print_usage)(FILE *),
@@ -78,7 +80,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    if (!strcmp(cmd, "--version")) {
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
         printf("ipybox %s\n", IPYBOX_VERSION);
         return 0;
     }

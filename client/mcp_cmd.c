@@ -24,17 +24,21 @@ static void on_signal(int sig) {
 static void mcp_usage(FILE *f) {
     fprintf(f, "Usage: ipybox mcp [OPTIONS]\n\n"
                "MCP server on stdin/stdout (newline-delimited JSON-RPC) with a stateful IPython kernel in a\n"
-               "sandbox. Tools: execute_ipython_cell(code, timeout=120), upload_file(relpath, local_path),\n"
-               "download_file(relpath, local_path), reset(). stdout carries only JSON-RPC; logs go to stderr.\n\n"
+               "sandbox. Tools: execute_ipython_cell(code, timeout=120, max_output_chars),\n"
+               "upload_file(relpath, local_path, timeout), download_file(relpath, local_path, timeout),\n"
+               "reset(), register_mcp_server(server_name, server_params) (docs/tools.md). stdout carries\n"
+               "only JSON-RPC; logs go to stderr.\n\n"
                "The kernel runs in its own user, mount, pid, network, IPC, UTS and cgroup namespaces, as\n"
                "an unprivileged user of a nested user namespace, with no capabilities, no_new_privs and a\n"
                "seccomp filter. It sees the host's system directories read-only, /app (the workspace)\n"
                "read-write, and small private /tmp and /dev/shm. Its TCP connections go through ipybox's\n"
                "egress proxy and its DNS queries to ipybox's stub, both enforcing --allowed-domain;\n"
                "nothing else leaves.\n\n"
-               "When an ipyboxd daemon is listening at $XDG_RUNTIME_DIR/ipybox/ipybox.sock, ipybox mcp\n"
-               "asks it for a session with these options and relays stdio to it (the session ends when\n"
-               "this process does); otherwise it runs the supervisor itself. It says which on stderr.\n"
+               "When an ipyboxd daemon is listening at $XDG_RUNTIME_DIR/ipybox/ipybox.sock (without\n"
+               "XDG_RUNTIME_DIR: /run/user/$UID/ipybox/ipybox.sock, when that directory is yours alone),\n"
+               "ipybox mcp asks it for a session with these options and relays stdio to it (the session\n"
+               "ends when this process does); otherwise it runs the supervisor itself. It says which on\n"
+               "stderr.\n"
                "On a host with the system service, its socket /run/ipybox/<user>/ipybox.sock comes next;\n"
                "when that socket is there but cannot be used (permission, nothing listening, no answer in\n"
                "IPYBOX_CONNECT_TIMEOUT seconds, default 180), ipybox mcp stops with an error rather than\n"
@@ -110,7 +114,9 @@ static int find_daemon(const char *connect, char **ret_path) {
         return fd >= 0 ? fd : -2;
     }
     char *paths[2] = {ipbd_default_socket(), system_socket()};
-    char why[2][128] = {"XDG_RUNTIME_DIR is not set", "no user name"};
+    char why[2][128] = {"", "no user name"};
+    snprintf(why[0], sizeof(why[0]), "XDG_RUNTIME_DIR is not set and /run/user/%u is missing or not yours alone",
+             (unsigned)geteuid());
     int system_errno = 0;
     *ret_path = NULL;
     int fd = -1;

@@ -91,7 +91,7 @@ void ipbd_client_lost_session(struct ipbd_client *c, const char *why) {
 
 /* Returns false when the client was dropped on the way (answering its calls in the old
  * session failed). */
-static bool attach(struct ipbd *d, struct ipbd_client *c, struct ipbd_session *s) {
+bool ipbd_client_attach(struct ipbd *d, struct ipbd_client *c, struct ipbd_session *s) {
     free(c->lost);
     c->lost = NULL;
     c->had_session = true;
@@ -162,8 +162,9 @@ static void create_session(struct ipbd *d, struct ipbd_client *c, json_t *id, js
         ipb_error_free(err);
         return;
     }
-    if (attach(d, c, s))
-        ipbd_session_when_ready(d, s, c, id);
+    /* Attached once the session is up (sessions.c): one that cannot start leaves the
+     * connection with the session it had. */
+    ipbd_session_when_ready(d, s, c, id);
 }
 
 static void attach_session(struct ipbd *d, struct ipbd_client *c, json_t *id, json_t *params) {
@@ -175,7 +176,7 @@ static void attach_session(struct ipbd *d, struct ipbd_client *c, json_t *id, js
     if (!s || s->anonymous)
         return reply_error(d, c, id, JRPC_INVALID_PARAMS, "No session named '%s' (ipybox/listSessions lists them)",
                            name);
-    if (attach(d, c, s))
+    if (ipbd_client_attach(d, c, s))
         ipbd_client_send(d, c, jrpc_result(id, json_pack("{s:s}", "name", s->name)));
 }
 
@@ -210,7 +211,7 @@ static void tools_call(struct ipbd *d, struct ipbd_client *c, jrpc_msg *m) {
             ipb_error_free(err);
             return;
         }
-        if (!attach(d, c, s))
+        if (!ipbd_client_attach(d, c, s))
             return;
     }
     ipbd_session_forward_call(d, c->session, c, m->root);

@@ -37,8 +37,11 @@ int ipbd_serve(const ipbd_config *cfg, ipb_error **err);
 /* `ipyboxd` (argv[0] is ipyboxd): options, the socket, then ipbd_serve(). */
 int ipbd_main(int argc, char **argv);
 
-/* Where a user's daemon listens by convention: $XDG_RUNTIME_DIR/ipybox/ipybox.sock (NULL when
- * XDG_RUNTIME_DIR is not set to an absolute path). malloc'd. */
+/* Where a user's daemon listens by convention: $XDG_RUNTIME_DIR/ipybox/ipybox.sock; without
+ * XDG_RUNTIME_DIR, /run/user/$UID/ipybox/ipybox.sock when /run/user/$UID (and its ipybox/, if
+ * there) is this user's and not writable by others; else NULL. malloc'd. sockpath.c */
 char *ipbd_default_socket(void);
+/* /run/user/$UID when it is this user's alone (as above), else NULL. malloc'd. */
+char *ipbd_runtime_dir_fallback(void);
 /* Whether a session name is acceptable: 1 to 64 of [A-Za-z0-9._-], not starting with '.' or '-'. */
 bool ipbd_valid_name(const char *name);

@@ -173,6 +173,9 @@ void ipbd_client_drop(struct ipbd *d, struct ipbd_client *c);
 /* The client's session is gone (closed, or its worker ended): detaches it and keeps why; its
  * calls are refused with that reason until it creates or attaches a session. */
 void ipbd_client_lost_session(struct ipbd_client *c, const char *why);
+/* Makes s the client's session (leaving the one it had). False when the client was dropped on
+ * the way (answering its calls in the old session failed). */
+bool ipbd_client_attach(struct ipbd *d, struct ipbd_client *c, struct ipbd_session *s);
 void ipbd_clients_reap(struct ipbd *d);
 /* On the timer: drops connections that sent no request within the deadline; flushes the
  * rate-limited warnings. */
@@ -195,7 +198,8 @@ void ipbd_session_forward_call(struct ipbd *d, struct ipbd_session *s, struct ip
 void ipbd_session_answer(struct ipbd *d, struct ipbd_client *c, json_t *msg);
 /* Tells the worker about a client's notifications/cancelled for one of its requests. */
 void ipbd_session_cancel(struct ipbd *d, struct ipbd_client *c, json_t *request_id);
-/* Sends a ping that is answered once the worker's sandbox is up; the client then gets result. */
+/* Sends a ping that is answered once the worker's sandbox is up; the client is then attached to
+ * s and gets the result (a session that cannot start leaves it attached to the one it had). */
 void ipbd_session_when_ready(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *id);
 /* The client no longer uses s (detach or disconnect): its requests are cancelled; an anonymous
  * session of that client is closed. */

@@ -20,6 +20,7 @@
 #include "statedir.h"
 #include "strbuf.h"
 #include "ulimits.h"
+#include "version.h"
 
 #define DEFAULT_IDLE_TIMEOUT_S 1800L
 #define DEFAULT_MAX_SESSIONS 64U
@@ -44,7 +45,10 @@ static void usage(FILE *f) {
             "Daemon options:\n"
             "  --user                 run for the invoking user only (as root without it: the system\n"
             "                         service, see `ipyboxd --help` as root)\n"
-            "  --socket PATH          listen here (default: $XDG_RUNTIME_DIR/ipybox/ipybox.sock)\n"
+            "  --config FILE          (the system service, as root) its configuration (default\n"
+            "                         " IPBM_DEFAULT_CONFIG ")\n"
+            "  --socket PATH          listen here (default: $XDG_RUNTIME_DIR/ipybox/ipybox.sock; without\n"
+            "                         XDG_RUNTIME_DIR, /run/user/$UID/ipybox/ipybox.sock)\n"
             "  --idle-timeout SECONDS close named sessions no client has used for this long (default %ld)\n"
             "  --max-sessions N       sessions at once (default %u)\n"
             "  --warm N               keep N sessions started ahead with the options below alone, so\n"
@@ -52,7 +56,8 @@ static void usage(FILE *f) {
             "                         gets a running kernel at once (default 0; each holds a sandbox and\n"
             "                         its kernel, about 45 MiB, and counts against --max-sessions)\n"
             "  --max-clients N        connections at once (default %u)\n"
-            "  -v, --verbose          also log every client and debugging detail\n"
+            "  -v, --verbose          also log every client and debugging detail (-vv: the same)\n"
+            "  -V, --version          print the version and exit\n"
             "  -h, --help             this text\n\n"
             "Sandbox options below are defaults for every session; a client's createSession args add to\n"
             "them.\n\n%s",
@@ -70,13 +75,6 @@ bool ipbd_valid_name(const char *name) {
             return false;
     }
     return true;
-}
-
-char *ipbd_default_socket(void) {
-    const char *rt = getenv("XDG_RUNTIME_DIR");
-    if (!rt || rt[0] != '/')
-        return NULL;
-    return ipb_strdupf("%s/ipybox/ipybox.sock", rt);
 }
 
 static int parse_count(const char *opt, const char *v, long lo, long hi, long *ret) {
@@ -163,7 +161,7 @@ static int bind_socket(const char *path) {
 
 int ipbd_main(int argc, char **argv) {
     ipb_log_init("ipyboxd", IPB_LOG_WARN);
-    bool user = false, frontend = false;
+    bool user = false, frontend = false, help = false;
     int verbose = 0;
     const char *sock_opt = NULL;
     long idle = DEFAULT_IDLE_TIMEOUT_S, max_sessions = DEFAULT_MAX_SESSIONS, max_clients = DEFAULT_MAX_CLIENTS;
@@ -188,13 +186,16 @@ int ipbd_main(int argc, char **argv) {
             user = true;
         else if (!strcmp(a, "--frontend"))
             frontend = user = true; /* started by the system service's monitor, as the user */
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
-            verbose++;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
+        else if (!strcmp(a, "--verbose") || (a[0] == '-' && a[1] == 'v' && !a[strspn(a + 1, "v") + 1]))
+            verbose += !strcmp(a, "--verbose") ? 1 : (int)strlen(a) - 1; /* -v, -vv, ... */
+        else if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+            printf("ipyboxd %s\n", IPYBOX_VERSION);
             free(sargs);
             return 0;
-        } else if (!strcmp(a, "--socket"))
+        }
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            help = true;
+        else if (!strcmp(a, "--socket"))
             sock_opt = v;
         else if (!strcmp(a, "--idle-timeout"))
             bad = parse_count(a, v, 1, 7L * 24 * 3600, &idle);
@@ -213,9 +214,14 @@ int ipbd_main(int argc, char **argv) {
         if (takes)
             i++;
     }
+    if (help && (user || geteuid() != 0)) {
+        usage(stdout);
+        free(sargs);
+        return 0;
+    }
     if (!user) {
         free(sargs);
-        return ipbm_main(argc, argv);
+        return ipbm_main(argc, argv); /* as root, --help too: the system service's */
     }
     if (warm > max_sessions) {
         log_error("--warm %ld is more than --max-sessions %ld", warm, max_sessions);
@@ -256,7 +262,8 @@ int ipbd_main(int argc, char **argv) {
 
     char *sock = sock_opt ? strdup(sock_opt) : ipbd_default_socket();
     if (!sock) {
-        log_error("XDG_RUNTIME_DIR is not set: name the socket with --socket PATH");
+        log_error("XDG_RUNTIME_DIR is not set and /run/user/%u is missing or not this user's alone: name the socket "
+                  "with --socket PATH", (unsigned)geteuid());
         free(sargs);
         return 2;
     }

@@ -605,8 +605,11 @@ static void worker_line(struct ipbd *d, struct ipbd_session *s, const char *line
         if (c && p->kind == P_CALL) {
             json_object_set(m, "id", p->id);
             ipbd_client_send(d, c, json_incref(m));
+        } else if (c && p->kind == P_CREATE && !s->closing) {
+            if (ipbd_client_attach(d, c, s))
+                ipbd_client_send(d, c, jrpc_result(p->id, json_pack("{s:s}", "name", s->name)));
         } else if (c && p->kind == P_CREATE) {
-            ipbd_client_send(d, c, jrpc_result(p->id, json_pack("{s:s}", "name", s->name)));
+            ipbd_client_send(d, c, jrpc_error(p->id, IPBD_SESSION_GONE, "The session was closed while it started"));
         }
         pending_free(d, p);
     } else if (method && id && !strcmp(method, "elicitation/create")) {

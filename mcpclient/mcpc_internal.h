@@ -9,9 +9,7 @@
 #include "error.h"
 #include "mcp_client.h"
 
-#ifndef IPYBOX_VERSION
-#define IPYBOX_VERSION "0.1.0"
-#endif
+#include "version.h"
 
 #define MCPC_DEFAULT_CONNECT_MS 30000
 #define MCPC_DEFAULT_CALL_MS 120000

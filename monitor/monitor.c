@@ -428,7 +428,8 @@ static void usage(FILE *f) {
             "Options:\n"
             "  --config FILE  the configuration (default " IPBM_DEFAULT_CONFIG "; a missing default file\n"
             "                 means the built-in defaults)\n"
-            "  -v, --verbose  log more\n"
+            "  -v, --verbose  log more (-vv: the same)\n"
+            "  -V, --version  print the version and exit\n"
             "  -h, --help     this text\n\n"
             "Sandbox options given here are defaults for every session; clients add their own. Per session\n"
             "a client may ask for --memory SIZE, --max-processes N and --cpu-weight N within the bounds of\n"
@@ -706,8 +707,10 @@ int ipbm_main(int argc, char **argv) {
             }
             config = argv[++i];
             given = true;
-        } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose"))
+        } else if (!strcmp(argv[i], "--verbose"))
             M->verbose++;
+        else if (argv[i][0] == '-' && argv[i][1] == 'v' && !argv[i][strspn(argv[i] + 1, "v") + 1])
+            M->verbose += (int)strlen(argv[i]) - 1; /* -v, -vv, ... */
         else
             sargs[ns++] = argv[i];
     }

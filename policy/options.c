@@ -466,6 +466,10 @@ int ipb_options_parse(ipb_options *o, int argc, char **argv, int *ret_next, ipb_
         }
         if (a[0] != '-')
             break;
+        if (a[1] == 'v' && a[2] == 'v' && !a[strspn(a + 1, "v") + 1]) { /* -vv, -vvv: as many -v */
+            o->verbose += (int)strlen(a) - 1;
+            continue;
+        }
         const char *eq = strchr(a, '=');
         size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
         size_t k;
@@ -585,7 +589,7 @@ const char *ipb_options_help(void) {
            "  --require-shell-escape    With --approve-shell: subprocess, os.system, os.exec*, os.spawn*,\n"
            "                            os.posix_spawn* and pty.spawn raise RuntimeError outside an\n"
            "                            approved command (a Python-level guard, not a boundary).\n"
-           "  -v, --verbose             More log lines on stderr (repeat for debug).\n"
+           "  -v, --verbose             More log lines on stderr (repeat, or -vv, for debug).\n"
            "  -h, --help                This help.\n";
 }
 

@@ -17,6 +17,7 @@
 #include "fdio.h"
 #include "log.h"
 #include "mountplan.h"
+#include "stderrnote.h"
 #include "tree.h"
 
 /* ipc endpoints: <ip>-<port>; fixed ports so the names are known in advance. */
@@ -114,18 +115,11 @@ static int connect_channel(ipb_kernel *k, int ch, ipb_error **err) {
 void ipb_kernel_death_report(ipb_kernel *k, char *buf, size_t len) {
     char how[160];
     ipb_describe_status(k->exit_status, how, sizeof(how));
-    /* Only the last few lines of stderr, as text. */
-    const char *tail = k->stderr_tail;
-    size_t tl = k->stderr_len;
-    int lines = 0;
-    for (size_t i = tl; i > 0; i--) {
-        if (tail[i - 1] == '\n' && i != tl && ++lines == 8) {
-            tail += i;
-            tl -= i;
-            break;
-        }
-    }
-    snprintf(buf, len, "The kernel died (it %s).%s%.*s", how, tl ? " Its last output on stderr:\n" : "", (int)tl, tail);
+    /* Only the last few lines of stderr that may say why, as text: a kernel's start writes
+     * warnings that never do (stderrnote.c). */
+    char rel[sizeof(k->stderr_tail) + 1];
+    size_t tl = ipb_stderr_relevant(k->stderr_tail, k->stderr_len, 8, rel, sizeof(rel));
+    snprintf(buf, len, "The kernel died (it %s).%s%.*s", how, tl ? " Its last output on stderr:\n" : "", (int)tl, rel);
 }
 
 bool ipb_kernel_lacks_ipykernel(const ipb_kernel *k, char *why, size_t len) {

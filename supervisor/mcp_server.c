@@ -17,8 +17,8 @@
 #include "shellgate.h"
 #include "toolchan.h"
 #include "tools.h"
+#include "version.h"
 
-#define IPYBOX_VERSION "0.1.0"
 #define PROGRESS_INTERVAL_MS 50
 #define OUT_PIPE_SIZE (1 << 20) /* the most an unprivileged process may ask for by default */
 /* Pending output goes out once this much is waiting (large output then streams in pieces the

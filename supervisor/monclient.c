@@ -228,7 +228,7 @@ static int monitor_fd_locked(void) {
 
 static const char *who(void) {
     return private_mon ? "the private monitor of root's ipybox (its sandboxes run in the uid pool of "
-                         "/etc/ipybox/ipyboxd.conf)"
+                         "the service's ipyboxd.conf)"
                        : "the ipyboxd service";
 }
 

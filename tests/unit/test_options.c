@@ -152,6 +152,20 @@ START_TEST(parse_flag_with_value) {
 }
 END_TEST
 
+START_TEST(parse_repeated_verbose) {
+    ipb_options o;
+    int next = -1;
+    ck_assert_int_eq(parse_words(&o, WORDS("-vv"), &next, NULL), 0);
+    ck_assert_int_eq(o.verbose, 2);
+    ipb_options_free(&o);
+    ck_assert_int_eq(parse_words(&o, WORDS("-v", "-vvv", "--verbose"), &next, NULL), 0);
+    ck_assert_int_eq(o.verbose, 5);
+    ipb_options_free(&o);
+    expect_parse_error(WORDS("-vx"), "unknown option '-vx'");
+    expect_parse_error(WORDS("-vv=1"), "unknown option");
+}
+END_TEST
+
 START_TEST(parse_stops_at_double_dash) {
     ipb_options o;
     int next = -1;
@@ -601,6 +615,7 @@ static Suite *options_suite(void) {
     tcase_add_test(p, parse_equals_form);
     tcase_add_test(p, parse_missing_value);
     tcase_add_test(p, parse_unknown_option);
+    tcase_add_test(p, parse_repeated_verbose);
     tcase_add_test(p, parse_flag_with_value);
     tcase_add_test(p, parse_stops_at_double_dash);
     tcase_add_test(p, parse_stops_at_first_word);

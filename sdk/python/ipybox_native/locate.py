@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import stat
 from typing import List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,10 +37,33 @@ def find_binary(explicit: Optional[str] = None) -> Tuple[Optional[str], List[str
     return None, tried
 
 
+def _private_dir(path: str, uid: int, missing_ok: bool) -> bool:
+    """A directory no other user controls: ours, not writable by group or others."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return missing_ok
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not st.st_mode & 0o022
+
+
+def runtime_dir_fallback() -> Optional[str]:
+    """/run/user/$UID when XDG_RUNTIME_DIR is not set and that directory (and its ipybox/,
+    when there) is this user's alone, as `ipybox mcp` and `ipyboxd --user` decide."""
+    uid = os.geteuid()
+    d = "/run/user/%d" % uid
+    if _private_dir(d, uid, False) and _private_dir(os.path.join(d, "ipybox"), uid, True):
+        return d
+    return None
+
+
 def daemon_sockets() -> List[str]:
     """The sockets `ipybox mcp` tries: the user's own daemon, then the system service's."""
     paths = []
     rt = os.environ.get("XDG_RUNTIME_DIR")
+    if not rt:
+        rt = runtime_dir_fallback()
     if rt and rt.startswith("/"):
         paths.append(os.path.join(rt, "ipybox", "ipybox.sock"))
     try:

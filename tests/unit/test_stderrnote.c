@@ -1,0 +1,79 @@
+/* Unit tests for the filter of a dead kernel's stderr (supervisor/stderrnote.c): the known
+ * noise of a kernel's start is left out, what may explain a death is kept, in order, and only
+ * the last lines. */
+#include <check.h>
+#include <string.h>
+
+#include "run_suite.h"
+#include "stderrnote.h"
+
+static char out[4096];
+
+static const char *filter(const char *tail, int max_lines) {
+    size_t n = ipb_stderr_relevant(tail, strlen(tail), max_lines, out, sizeof(out));
+    ck_assert_uint_eq(n, strlen(out));
+    return out;
+}
+
+START_TEST(drops_ipykernel_noise) {
+    ck_assert_str_eq(filter("[IPKernelApp] WARNING | debugpy_stream undefined, debugging will not be enabled\n", 8), "");
+    ck_assert_str_eq(
+        filter("/usr/lib/python3/dist-packages/traitlets/traitlets.py:1385: DeprecationWarning: Passing unrecognized "
+               "arguments to super(Foo).__init__\n  warn(\n"
+               "/usr/lib/python3/dist-packages/ipykernel/iostream.py:12: UserWarning: something\n"
+               "    import x\n"
+               "0.00s - Debugger warning: It seems that frozen modules are being used, which may\n"
+               "0.00s - make the debugger miss breakpoints. Please pass -Xfrozen_modules=off\n"
+               "\n",
+               8),
+        "");
+}
+END_TEST
+
+START_TEST(keeps_what_explains) {
+    const char *tail = "[IPKernelApp] WARNING | debugpy_stream undefined, debugging will not be enabled\n"
+                       "Traceback (most recent call last):\n"
+                       "  File \"/app/x.py\", line 1, in <module>\n"
+                       "MemoryError\n"
+                       "Fatal Python error: Segmentation fault\n"
+                       "Killed\n";
+    ck_assert_str_eq(filter(tail, 8), "Traceback (most recent call last):\n"
+                                      "  File \"/app/x.py\", line 1, in <module>\n"
+                                      "MemoryError\n"
+                                      "Fatal Python error: Segmentation fault\n"
+                                      "Killed\n");
+    /* A warning of the user's own code, of a kind that may matter, is kept with its line. */
+    ck_assert_str_eq(filter("/app/m.py:3: RuntimeWarning: overflow encountered\n  y = x * 1e308\n", 8),
+                     "/app/m.py:3: RuntimeWarning: overflow encountered\n  y = x * 1e308\n");
+}
+END_TEST
+
+START_TEST(keeps_last_lines_only) {
+    ck_assert_str_eq(filter("a\nb\nc\nd\n", 2), "c\nd\n");
+    ck_assert_str_eq(filter("a\n\n\nb\r\nc", 8), "a\nb\nc\n"); /* no final newline, CR and blanks */
+    ck_assert_str_eq(filter("", 8), "");
+    /* An indented line not under a dropped warning is kept (part of a traceback). */
+    ck_assert_str_eq(filter("x.py:1: DeprecationWarning: d\n  src\nError: boom\n  detail\n", 8),
+                     "Error: boom\n  detail\n");
+}
+END_TEST
+
+START_TEST(bounded_output) {
+    char small[8];
+    size_t n = ipb_stderr_relevant("abcdef\nxyz\n", 11, 8, small, sizeof(small));
+    ck_assert_uint_lt(n, sizeof(small));
+    ck_assert_uint_eq(n, strlen(small));
+    ck_assert_str_eq(small, "abcdef\n");
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("stderrnote");
+    TCase *tc = tcase_create("filter");
+    tcase_add_test(tc, drops_ipykernel_noise);
+    tcase_add_test(tc, keeps_what_explains);
+    tcase_add_test(tc, keeps_last_lines_only);
+    tcase_add_test(tc, bounded_output);
+    suite_add_tcase(s, tc);
+    return ipb_run_suite(s);
+}
