@@ -111,7 +111,9 @@ bool ipb_egress_notes_any(const ipb_egress_notes *n) { return n->n > 0 || n->mor
 
 void ipb_egress_note_line(const ipb_egress_note *e, char *buf, size_t len) {
     char dest[IPB_EGRESS_NOTE_HOST + 32], times[32] = "", tail[IPB_EGRESS_NOTE_ALLOW + 96] = "";
-    if (e->dns)
+    if (!e->host[0])
+        snprintf(dest, sizeof(dest), "a connection"); /* no destination: a cap */
+    else if (e->dns)
         snprintf(dest, sizeof(dest), "DNS lookup of %s", e->host);
     else if (e->is_addr && strchr(e->host, ':'))
         snprintf(dest, sizeof(dest), "[%s]:%u", e->host, e->port);

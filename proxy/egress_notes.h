@@ -15,7 +15,7 @@
 #define IPB_EGRESS_NOTE_LINE 512   /* a formatted line fits */
 
 typedef struct ipb_egress_note {
-    char host[IPB_EGRESS_NOTE_HOST]; /* escaped (ipb_egress_escape) */
+    char host[IPB_EGRESS_NOTE_HOST]; /* escaped (ipb_egress_escape); "": no destination (a cap) */
     bool is_addr;                    /* host is an address */
     bool dns;                        /* a DNS lookup (no port) */
     uint16_t port;

@@ -123,6 +123,10 @@ static bool over_cap(struct ipb_proxy *p, struct sbx *sb, int fd) {
     if (sb->nconns < p->max_conns)
         return false;
     proxy_warn(sb, "refused a connection: %u connections are open, the most a sandbox may have", sb->nconns);
+    char why[120];
+    snprintf(why, sizeof(why), "%u connections are open, the most a sandbox may have (--max-connections)",
+             sb->nconns);
+    proxy_note(p, sb, NOTE_OTHER, "", 0, NULL, false, 0, why);
     close(fd);
     return true;
 }

@@ -26,8 +26,8 @@ void ipb_refusals_add_meta(const ipb_egress_notes *n, json_t *meta) {
     for (size_t i = 0; i < n->n; i++) {
         const ipb_egress_note *e = &n->list[i];
         json_t *o = json_object();
-        json_object_set_new(o, e->is_addr ? "address" : "host", json_string(e->host));
-        json_object_set_new(o, "port", e->dns ? json_null() : json_integer(e->port));
+        json_object_set_new(o, e->is_addr ? "address" : "host", e->host[0] ? json_string(e->host) : json_null());
+        json_object_set_new(o, "port", e->dns || !e->host[0] ? json_null() : json_integer(e->port));
         json_object_set_new(o, "dns", json_boolean(e->dns));
         json_object_set_new(o, "reason", json_string(e->why));
         json_object_set_new(o, "allow", e->allow[0] ? json_string(e->allow) : json_null());

@@ -14,6 +14,7 @@ void ipb_refusals_begin(ipb_sandbox *sb);
 void ipb_refusals_take(ipb_sandbox *sb, ipb_egress_notes *out);
 /* One line each ("[ipybox] egress refused: ..."), each after a newline when text has some. */
 void ipb_refusals_append_text(const ipb_egress_notes *n, ipb_buf *text);
-/* [{host|address, port, dns, reason, allow, count}, ...]; the count past the list goes to
- * meta's egressRefusedMore. Adds nothing when there were none. */
+/* [{host|address, port, dns, reason, allow, count}, ...] (host and port null for a refusal
+ * of no destination: the connection cap); the count past the list goes to meta's
+ * egressRefusedMore. Adds nothing when there were none. */
 void ipb_refusals_add_meta(const ipb_egress_notes *n, json_t *meta);

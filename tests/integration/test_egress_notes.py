@@ -167,6 +167,28 @@ class InTheResult(NotesCase):
                          text)
 
 
+class ConnectionCap(NotesCase):
+    def test_a_connection_over_the_cap_is_told(self):
+        with self.session("--max-connections", "2") as c:
+            # Two connections held by the proxy (a request head it waits 10 s to complete),
+            # then a third over the cap.
+            text, r = self.run_cell(c, '''
+held = []
+for i in range(2):
+    s = socket.create_connection(("%s", 80), timeout=10)
+    s.sendall(b"GET / HTTP/1.1\\r\\n")
+    held.append(s)
+print(raw("%s", 80, timeout=10))
+for s in held:
+    s.close()
+''' % (A_V4, A_V4))
+        self.assertIn(PREFIX + "a connection" + DASH + "2 connections are open, the most a sandbox may have "
+                      "(--max-connections)", refusal_lines(text), text)
+        cap = [e for e in meta_of(r)["egressRefused"] if "host" in e and e["host"] is None]
+        self.assertEqual(len(cap), 1, meta_of(r))
+        self.assertIsNone(cap[0]["port"])
+
+
 class DedupAndCap(NotesCase):
     def test_fifty_refusals_of_thirty_names(self):
         with self.session() as c:

@@ -151,6 +151,11 @@ START_TEST(lines) {
     ck_assert_str_eq(line, "[ipybox] egress refused: [2001:db8::5]:8080 \xe2\x80\x94 the address is not allowed; "
                            "allow it with --allowed-domain 2001:db8::5 (with no list now, that starts one: list "
                            "every destination needed)");
+    /* No destination: the connection cap. */
+    e = add(&n, "", 0, "2 connections are open, the most a sandbox may have (--max-connections)");
+    ipb_egress_note_line(e, line, sizeof(line));
+    ck_assert_str_eq(line, "[ipybox] egress refused: a connection \xe2\x80\x94 2 connections are open, the most a "
+                           "sandbox may have (--max-connections)");
     /* The longest note still fits a line, and a line is one line. */
     char big[400];
     memset(big, '\n', sizeof(big));
