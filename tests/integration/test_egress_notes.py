@@ -6,12 +6,14 @@ this test builds (tests/lib/testhosts.py); the option each line suggests really 
 escaped so that they cannot forge a line; refusals made between cells not told; the same
 lines on `ipybox run`'s stderr; and a session of ipyboxd --user."""
 import os
+import select
 import shutil
 import socket
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -287,6 +289,38 @@ class IpyboxRun(SandboxCase):
             "the name is not allowed; allow it with --allowed-domain b.ipybox.test"
         self.assertIn(line + "\n", r.stderr)
         self.assertEqual(r.stderr.count(PREFIX), 1, r.stderr)
+
+
+    def test_run_tells_the_line_while_the_command_runs(self):
+        # The command looks the name up, then waits for its stdin to close: the line must
+        # come before that.
+        cmd = HOSTS.wrap([IPYBOX, "run", *self.opts("--allowed-domain", "a.ipybox.test"), "--", "/usr/bin/python3",
+                          "-c", "import socket, sys\n"
+                          "try:\n    socket.getaddrinfo('b.ipybox.test', 443, socket.AF_INET)\n"
+                          "except socket.gaierror:\n    print('refused', flush=True)\n"
+                          "sys.stdin.read()\n"])
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            err = b""
+            deadline = time.monotonic() + 60
+            while PREFIX.encode() not in err and time.monotonic() < deadline:
+                r, _, _ = select.select([p.stderr], [], [], 1)
+                if r:
+                    chunk = os.read(p.stderr.fileno(), 65536)
+                    if not chunk:
+                        break
+                    err += chunk
+            self.assertIsNone(p.poll(), "the command ended before the line came: " + err.decode(errors="replace"))
+            self.assertIn(PREFIX.encode() + "DNS lookup of b.ipybox.test".encode(), err)
+        finally:
+            p.stdin.close()
+            out, rest = p.stdout.read(), p.stderr.read()
+            p.wait(60)
+            p.stdout.close()
+            p.stderr.close()
+        self.assertEqual(p.returncode, 0, (err + rest).decode(errors="replace"))
+        self.assertEqual(out, b"refused\n")
+        self.assertEqual((err + rest).count(PREFIX.encode()), 1)
 
 
 class Daemon(unittest.TestCase):
