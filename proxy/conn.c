@@ -73,12 +73,14 @@ void conn_note(struct conn *c, enum note_kind k, const char *host, const ipb_add
     uint16_t port = c->port ? c->port : c->oport;
     c->noted = true;
     if (!host && !a) {
-        if (c->name[0])
+        if (c->name[0]) {
             host = c->name;
-        else if (c->have_odst)
+        } else if (c->have_odst) {
             a = &c->odst;
-        else
-            host = "(the proxy itself)";
+        } else {
+            host = "127.0.0.1"; /* made to the proxy's own port, nothing named yet */
+            port = 1023;
+        }
     }
     proxy_note(c->p, c->sb, k, host, host ? strlen(host) : 0, a, false, port, why);
 }
