@@ -13,12 +13,15 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "fdio.h"
 #include "log.h"
 #include "proxy.h"
 #include "sandbox.h"
 #include "shimcfg.h"
 #include "statedir.h"
+
+#define REFUSALS_MS 1000
 
 static void run_usage(FILE *f) {
     fprintf(f, "Usage: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n\n"
@@ -36,6 +39,22 @@ static void run_usage(FILE *f) {
                "  --container-env-from NAME=VAR  Variable NAME for the sandbox with the value of VAR in\n"
                "                            this process's environment (repeatable; VAR must be set).\n",
             ipb_options_help());
+}
+
+/* What the egress proxy refused that was not told yet, one line each on stderr, among the
+ * command's own (the same lines a cell's result carries; escaped by the proxy). */
+static void tell_refusals(const ipb_sandbox *sb) {
+    ipb_egress_notes n;
+    if (ipb_proxy_take_notes(sb->proxy, sb->proxy_id, &n) < 0)
+        return;
+    char line[IPB_EGRESS_NOTE_LINE];
+    for (size_t i = 0; i < n.n; i++) {
+        ipb_egress_note_line(&n.list[i], line, sizeof(line));
+        dprintf(2, "%s\n", line);
+    }
+    ipb_egress_notes_more_line(&n, line, sizeof(line));
+    if (line[0])
+        dprintf(2, "%s\n", line);
 }
 
 /* The command's stdio is relayed through pipes: the sandbox never holds a descriptor of
@@ -220,6 +239,7 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     bool tty_in = isatty(0);
+    long told_at = ipb_now_ms();
     for (;;) {
         /* A terminal is read only while we are its foreground job: a background `ipybox run`
          * must not be stopped (SIGTTIN) by what is typed for the shell. Looked at again every
@@ -228,10 +248,15 @@ int cmd_run(int argc, char **argv) {
         struct pollfd p[6] = {{sb.fd, POLLIN, 0}, {sfd, POLLIN, 0},
                               {rin.dst >= 0 && !rin.len && !bg ? rin.src : -1, POLLIN, 0},
                               {rin.len ? rin.dst : -1, POLLOUT, 0}, {rout.src, POLLIN, 0}, {rerr.src, POLLIN, 0}};
-        if (poll(p, 6, bg ? 250 : -1) < 0) {
+        /* Refusals are told within a second, also while the command says nothing. */
+        if (poll(p, 6, bg ? 250 : REFUSALS_MS) < 0) {
             if (errno == EINTR)
                 continue;
             break;
+        }
+        if (ipb_now_ms() - told_at >= REFUSALS_MS) {
+            tell_refusals(&sb);
+            told_at = ipb_now_ms();
         }
         relay_in(&rin, p[2].revents, p[3].revents);
         if (p[4].revents)
@@ -248,6 +273,7 @@ int cmd_run(int argc, char **argv) {
         struct shim_msg m;
         int r = shim_recv(sb.fd, &m);
         if (r <= 0) {
+            tell_refusals(&sb);
             rc = ipb_sandbox_wait_exit(&sb);
             break;
         }
@@ -258,6 +284,7 @@ int cmd_run(int argc, char **argv) {
         } else if (m.type == SHIM_EV_EXITED) {
             if (!start_failed)
                 rc = WIFEXITED(m.arg) ? WEXITSTATUS(m.arg) : 128 + WTERMSIG(m.arg);
+            tell_refusals(&sb);
             ipb_sandbox_wait_exit(&sb);
             break;
         }

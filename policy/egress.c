@@ -596,3 +596,46 @@ bool ipb_egress_decide(const ipb_egress_policy *p, const char *host, const ipb_a
 bool ipb_egress_unread_ok(const ipb_egress_policy *p, const ipb_addr *dialled) {
     return p->n_rules == 0 && ipb_egress_addr_allowed(p, dialled, false, false, NULL);
 }
+
+/* An address an entry can open, but that a suggestion must not invite: the host's own, its
+ * loopback and cloud metadata (also as carried inside an IPv6 address). */
+static bool never_suggested(const ipb_egress_policy *p, const ipb_addr *a) {
+    ipb_addr v4;
+    bool has_v4 = embedded_v4(a, &v4);
+    for (int k = 0; k < (has_v4 ? 2 : 1); k++) {
+        const ipb_addr *x = k ? &v4 : a;
+        for (size_t i = 0; i < p->n_host_addrs; i++)
+            if (ipb_addr_equal(&p->host_addrs[i], x))
+                return true;
+        const special_block *b = special_block_of(x);
+        if (b && (strstr(b->why, "loopback") || strstr(b->why, "metadata") || strstr(b->why, "unspecified")))
+            return true;
+    }
+    return false;
+}
+
+bool ipb_egress_suggest_entry(const ipb_egress_policy *p, const char *name, const ipb_addr *a, bool by_name, char *out,
+                              size_t len) {
+    char entry[IPB_NAME_MAX + 1];
+    if (name)
+        snprintf(entry, sizeof(entry), "%s", name);
+    else if (a && !never_suggested(p, a))
+        ipb_addr_format(a, entry, sizeof(entry));
+    else
+        return false;
+    ipb_egress_policy scratch = *p;
+    scratch.rules = malloc((p->n_rules + 1) * sizeof(*scratch.rules));
+    if (!scratch.rules)
+        return false;
+    if (p->n_rules)
+        memcpy(scratch.rules, p->rules, p->n_rules * sizeof(*p->rules));
+    ipb_error *err = NULL;
+    bool ok = ipb_egress_add_rule(&scratch, entry, &err) == 0 &&
+              (name ? ipb_egress_name_allowed(&scratch, name, NULL)
+                    : ipb_egress_addr_allowed(&scratch, a, by_name, false, NULL));
+    ipb_error_free(err);
+    free(scratch.rules);
+    if (ok)
+        snprintf(out, len, "--allowed-domain %s", entry);
+    return ok;
+}

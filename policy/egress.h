@@ -143,6 +143,15 @@ bool ipb_egress_decide(const ipb_egress_policy *p, const char *host, const ipb_a
  * is read first, as the name it carries decides. */
 bool ipb_egress_unread_ok(const ipb_egress_policy *p, const ipb_addr *dialled);
 
+/* The --allowed-domain entry that would lift a refusal, checked against a copy of the policy
+ * with that entry added: for a name (normalised), the name itself; for an address, the
+ * address (judged on its own, or with by_name as an answer for an allowed name). The entry
+ * goes into out; false when no entry of that kind would allow it (a metadata name), or for an
+ * address never suggested although an entry could open it: the host's own, loopback, cloud
+ * metadata, unspecified. */
+bool ipb_egress_suggest_entry(const ipb_egress_policy *p, const char *name, const ipb_addr *a, bool by_name, char *out,
+                              size_t len);
+
 /* The pinned addresses of a name (repeated --resolve for one name adds addresses): up to max
  * into out; returns how many there are. */
 size_t ipb_egress_pins(const ipb_egress_policy *p, const char *name, ipb_addr *out, size_t max);

@@ -69,6 +69,22 @@ static void tell_client(struct conn *c, const char *msg, size_t len) {
     }
 }
 
+void conn_note(struct conn *c, enum note_kind k, const char *host, const ipb_addr *a, const char *why) {
+    uint16_t port = c->port ? c->port : c->oport;
+    c->noted = true;
+    if (!host && !a) {
+        if (c->name[0]) {
+            host = c->name;
+        } else if (c->have_odst) {
+            a = &c->odst;
+        } else {
+            host = "127.0.0.1"; /* made to the proxy's own port, nothing named yet */
+            port = 1023;
+        }
+    }
+    proxy_note(c->p, c->sb, k, host, host ? strlen(host) : 0, a, false, port, why);
+}
+
 /* Refuses at once: a one-line 403 where HTTP allows, else a plain close. */
 void conn_refuse(struct conn *c, const char *fmt, ...) {
     char why[300], dst[80];
@@ -78,6 +94,8 @@ void conn_refuse(struct conn *c, const char *fmt, ...) {
     va_end(ap);
     dest_text(c, dst, sizeof(dst));
     proxy_warn(c->sb, "refused a connection to %s%s%s: %s", dst, c->name[0] ? " for " : "", c->name, why);
+    if (!c->noted)
+        conn_note(c, NOTE_OTHER, NULL, NULL, why);
     if (c->tunnel ? c->http : (c->http || c->connect_mode || c->explicit_)) {
         char resp[512];
         int body = (int)strlen(why) + 9;
@@ -223,6 +241,7 @@ void tunnel_decide(struct conn *c) {
         tunnel_open(c);
         return;
     }
+    conn_note(c, NOTE_NAME, s->host, NULL, why);
     conn_refuse(c, "%s inside the CONNECT tunnel, %s: %s", name_kind(s), s->host, why);
 }
 
@@ -288,6 +307,7 @@ void conn_late_peek(struct conn *c) {
     }
     const char *why;
     if (s->host[0] && !later_name_ok(c, &why)) {
+        conn_note(c, NOTE_NAME, s->host, NULL, why);
         conn_refuse(c, "%s sent after a silent start, %s: %s", name_kind(s), s->host, why);
         return;
     }
@@ -372,8 +392,13 @@ static void follow(struct conn *c, const ipb_egress_verdict *v) {
         if (v->addr.family) {
             char t[64];
             ipb_addr_format(&v->addr, t, sizeof(t));
+            conn_note(c, NOTE_ADDR, NULL, &v->addr, v->why);
             conn_refuse(c, "address %s: %s", t, v->why);
         } else {
+            if (v->name[0])
+                conn_note(c, NOTE_NAME, v->name, NULL, v->why);
+            else if (c->sn.host[0])
+                conn_note(c, NOTE_OTHER, c->sn.host, NULL, v->why); /* a malformed name, as sent */
             conn_refuse(c, "%s", v->why);
         }
         return;
@@ -405,20 +430,32 @@ static void follow(struct conn *c, const ipb_egress_verdict *v) {
 
 void conn_resolved(struct conn *c, const ipb_resolve_req *r) {
     if (r->gai_err) {
+        char why[160];
+        snprintf(why, sizeof(why), "the host cannot resolve the name (%s)", gai_strerror(r->gai_err));
+        conn_note(c, NOTE_OTHER, NULL, NULL, why);
         conn_refuse(c, "cannot resolve %s: %s", c->name, gai_strerror(r->gai_err));
         return;
     }
     ipb_addr ok[IPB_RESOLVE_MAX];
     size_t n = 0;
     const char *why = NULL;
+    const ipb_addr *first = NULL;
     for (size_t i = 0; i < r->n; i++) {
         const char *w = NULL;
         if (ipb_egress_addr_allowed(c->p->policy, &r->addrs[i], true, false, &w))
             ok[n++] = r->addrs[i];
-        else if (!why)
+        else if (!why) {
             why = w;
+            first = &r->addrs[i];
+        }
     }
     if (!n) {
+        char a[64] = "", note[IPB_EGRESS_NOTE_WHY];
+        if (first)
+            ipb_addr_format(first, a, sizeof(a));
+        snprintf(note, sizeof(note), "the name resolves only to refused addresses (%s%s%s)", a, a[0] ? ": " : "",
+                 why ? why : "none");
+        conn_note(c, NOTE_RESOLVED, c->name, first, note);
         conn_refuse(c, "%s resolves only to refused addresses (%s)", c->name, why ? why : "none");
         return;
     }

@@ -58,13 +58,47 @@ static size_t filter_answer(struct ipb_proxy *p, struct sbx *sb, const ipb_dns_q
                             bool pinned, ipb_addr *out) {
     size_t k = 0;
     int fam = q->qtype == IPB_DNS_A ? AF_INET : AF_INET6;
-    for (size_t i = 0; i < n; i++)
-        if (in[i].family == fam && ipb_egress_addr_allowed(p->policy, &in[i], true, pinned, NULL))
+    const char *why = NULL;
+    const ipb_addr *first = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *w = NULL;
+        if (in[i].family != fam)
+            continue;
+        if (ipb_egress_addr_allowed(p->policy, &in[i], true, pinned, &w))
             out[k++] = in[i];
+        else if (!first) {
+            first = &in[i];
+            why = w;
+        }
+    }
+    if (!k && first) {
+        /* Allowed, but nothing it resolves to may be reached: an empty answer, said so. */
+        char a[64], note[IPB_EGRESS_NOTE_WHY];
+        ipb_addr_format(first, a, sizeof(a));
+        snprintf(note, sizeof(note), "the name resolves only to refused addresses (%s: %s)", a, why ? why : "refused");
+        proxy_note(p, sb, NOTE_RESOLVED, q->name, strlen(q->name), first, true, 0, note);
+    }
     dns_remember(sb, q->name, out, k);
     log_info("egress: sandbox %s: DNS %s %s answered with %zu address%s", sb->label, qtype_name(q->qtype), q->name, k,
              k == 1 ? "" : "es");
     return k;
+}
+
+/* The question's name as sent (labels joined by '.', bytes as they are; escaped when noted). */
+static size_t raw_name(const ipb_dns_query *q, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t off = 0; off < q->question_len && q->question[off];) {
+        size_t l = q->question[off];
+        if (off + 1 + l > q->question_len)
+            break;
+        if (o && o < cap - 1)
+            out[o++] = '.';
+        for (size_t i = 0; i < l && o < cap - 1; i++)
+            out[o++] = (char)q->question[off + 1 + i];
+        off += 1 + l;
+    }
+    out[o] = '\0';
+    return o;
 }
 
 /* Decides a query. Returns an answer's length in ans, or 0 with *pending set to a request
@@ -84,11 +118,15 @@ static size_t dns_query(struct ipb_proxy *p, struct sbx *sb, const uint8_t *msg,
     const char *why = NULL;
     if (!q.name_ok) {
         proxy_warn(sb, "DNS: refused a query for a malformed name");
+        char raw[IPB_NAME_MAX + 2];
+        size_t rlen = raw_name(&q, raw, sizeof(raw));
+        proxy_note(p, sb, NOTE_OTHER, raw, rlen, NULL, true, 0, "not a valid host name");
         return ipb_dns_build_answer(&q, IPB_DNS_NXDOMAIN, NULL, 0, TTL, ans, cap);
     }
     if (!ipb_egress_name_allowed(p->policy, q.name, &why)) {
         proxy_warn(sb, "DNS: refused %s %s: %s (answered NXDOMAIN, nothing sent upstream)", qtype_name(q.qtype),
                    q.name, why ? why : "not allowed");
+        proxy_note(p, sb, NOTE_NAME, q.name, strlen(q.name), NULL, true, 0, why ? why : "not allowed");
         return ipb_dns_build_answer(&q, IPB_DNS_NXDOMAIN, NULL, 0, TTL, ans, cap);
     }
     if (q.qtype != IPB_DNS_A && q.qtype != IPB_DNS_AAAA)

@@ -21,12 +21,13 @@
 /* A queue drained when a sandbox's processes end: at most a listener's backlog. */
 #define DRAIN_MAX 4096
 
-enum cmd_op { CMD_ATTACH = 1, CMD_DETACH, CMD_END, CMD_STOP };
+enum cmd_op { CMD_ATTACH = 1, CMD_DETACH, CMD_END, CMD_STOP, CMD_TAKE_NOTES, CMD_CLEAR_NOTES };
 struct cmd {
     enum cmd_op op;
     struct sbx *sb;
     uint32_t id;
-    unsigned *ret; /* CMD_END: how many were ended */
+    unsigned *ret;              /* CMD_END: how many were ended; CMD_TAKE_NOTES: 1 when served */
+    ipb_egress_notes *notes;    /* CMD_TAKE_NOTES */
 };
 
 long proxy_now_ms(void) {
@@ -62,6 +63,43 @@ void proxy_warn(struct sbx *sb, const char *fmt, ...) {
     log_warn("egress: sandbox %s: %s", sb->label, msg);
 }
 
+void proxy_note(struct ipb_proxy *p, struct sbx *sb, enum note_kind k, const char *host, size_t host_len,
+                const ipb_addr *a, bool dns, uint16_t port, const char *why) {
+    char atext[64];
+    ipb_addr lit;
+    if (!host) {
+        if (!a)
+            return;
+        ipb_addr_format(a, atext, sizeof(atext));
+        host = atext;
+        host_len = strlen(atext);
+    } else if (k == NOTE_NAME && ipb_addr_parse(host, host_len, &lit)) {
+        /* An address literal where a name goes is judged as an address. */
+        k = NOTE_ADDR;
+        a = &lit;
+    }
+    ipb_egress_note *e = ipb_egress_notes_add(&sb->notes, host, host_len, dns, port, why ? why : "refused");
+    if (!e)
+        return; /* told already, or only counted */
+    e->is_addr = host == atext || (k == NOTE_ADDR && a == &lit);
+    char name[IPB_NAME_MAX + 1];
+    bool ok = false;
+    switch (k) {
+    case NOTE_NAME:
+        ok = ipb_name_normalize(host, host_len, name) &&
+             ipb_egress_suggest_entry(p->policy, name, NULL, false, e->allow, sizeof(e->allow));
+        e->no_option = !ok; /* a name no entry allows: a metadata name */
+        break;
+    case NOTE_ADDR:
+        ok = a && ipb_egress_suggest_entry(p->policy, NULL, a, false, e->allow, sizeof(e->allow));
+        break;
+    case NOTE_RESOLVED: /* an allowed name: the reason says where it leads; nothing to suggest */
+    case NOTE_OTHER:
+        return;
+    }
+    e->starts_list = ok && p->policy->n_rules == 0;
+}
+
 int proxy_watch(struct ipb_proxy *p, struct watch *w, uint32_t events) {
     struct epoll_event ev = {.events = events, .data.ptr = w};
     return epoll_ctl(p->ep, EPOLL_CTL_ADD, w->fd, &ev);
@@ -85,6 +123,10 @@ static bool over_cap(struct ipb_proxy *p, struct sbx *sb, int fd) {
     if (sb->nconns < p->max_conns)
         return false;
     proxy_warn(sb, "refused a connection: %u connections are open, the most a sandbox may have", sb->nconns);
+    char why[120];
+    snprintf(why, sizeof(why), "%u connections are open, the most a sandbox may have (--max-connections)",
+             sb->nconns);
+    proxy_note(p, sb, NOTE_OTHER, "", 0, NULL, false, 0, why);
     close(fd);
     return true;
 }
@@ -304,6 +346,19 @@ static void command(struct ipb_proxy *p) {
                 break;
             }
         break;
+    case CMD_TAKE_NOTES:
+        for (struct sbx *sb = p->sbs; sb; sb = sb->next)
+            if (sb->id == c.id) {
+                ipb_egress_notes_take(&sb->notes, c.notes);
+                *c.ret = 1;
+                break;
+            }
+        break;
+    case CMD_CLEAR_NOTES:
+        for (struct sbx *sb = p->sbs; sb; sb = sb->next)
+            if (sb->id == c.id)
+                ipb_egress_notes_clear(&sb->notes);
+        break;
     case CMD_STOP:
         while (p->sbs)
             sbx_detach(p, p->sbs);
@@ -489,7 +544,7 @@ int ipb_proxy_attach(ipb_proxy *p, const char *label, ipb_egress_fds *fds, uint3
     pthread_mutex_lock(&p->call_lock);
     sb->id = ++p->next_id;
     pthread_mutex_unlock(&p->call_lock);
-    struct cmd c = {CMD_ATTACH, sb, sb->id, NULL};
+    struct cmd c = {CMD_ATTACH, sb, sb->id, NULL, NULL};
     if (call(p, &c) < 0) {
         sbx_free_fds(sb);
         free(sb);
@@ -503,23 +558,41 @@ unsigned ipb_proxy_end_all(ipb_proxy *p, uint32_t id) {
     unsigned n = 0;
     if (!p || !id)
         return 0;
-    struct cmd c = {CMD_END, NULL, id, &n};
+    struct cmd c = {CMD_END, NULL, id, &n, NULL};
     if (call(p, &c) < 0)
         return 0;
     return n;
 }
 
+int ipb_proxy_take_notes(ipb_proxy *p, uint32_t id, ipb_egress_notes *out) {
+    unsigned served = 0;
+    ipb_egress_notes_clear(out);
+    if (!p || !id)
+        return -1;
+    struct cmd c = {CMD_TAKE_NOTES, NULL, id, &served, out};
+    if (call(p, &c) < 0 || !served)
+        return -1;
+    return 0;
+}
+
+void ipb_proxy_clear_notes(ipb_proxy *p, uint32_t id) {
+    if (!p || !id)
+        return;
+    struct cmd c = {CMD_CLEAR_NOTES, NULL, id, NULL, NULL};
+    call(p, &c);
+}
+
 void ipb_proxy_detach(ipb_proxy *p, uint32_t id) {
     if (!p || !id)
         return;
-    struct cmd c = {CMD_DETACH, NULL, id, NULL};
+    struct cmd c = {CMD_DETACH, NULL, id, NULL, NULL};
     call(p, &c);
 }
 
 void ipb_proxy_stop(ipb_proxy *p) {
     if (!p)
         return;
-    struct cmd c = {CMD_STOP, NULL, 0, NULL};
+    struct cmd c = {CMD_STOP, NULL, 0, NULL, NULL};
     if (call(p, &c) == 0)
         pthread_join(p->thread, NULL);
     ipb_resolver_stop(p->res);

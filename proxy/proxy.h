@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "egress.h"
+#include "egress_notes.h"
 #include "error.h"
 #include "netns.h"
 
@@ -26,6 +27,12 @@ int ipb_proxy_attach(ipb_proxy *p, const char *label, ipb_egress_fds *fds, uint3
  * its processes are dead, or what survives it belongs to what ended. Logs one line when
  * something was ended; returns how many connections and DNS queries were, once done. */
 unsigned ipb_proxy_end_all(ipb_proxy *p, uint32_t id);
+/* The refusals of the sandbox's destinations not taken yet (egress_notes.h), into out (emptied
+ * first); a destination taken once is not told again until the notes are cleared. Returns -1
+ * when the sandbox is not served. */
+int ipb_proxy_take_notes(ipb_proxy *p, uint32_t id, ipb_egress_notes *out);
+/* Forgets the sandbox's refusals: what comes next is told afresh (a cell begins). */
+void ipb_proxy_clear_notes(ipb_proxy *p, uint32_t id);
 /* Stops serving a sandbox and closes its connections; returns once done. */
 void ipb_proxy_detach(ipb_proxy *p, uint32_t id);
 /* Stops the loop and frees everything. */

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "dnswire.h"
+#include "egress_notes.h"
 #include "egress.h"
 #include "netns.h"
 #include "proxy.h"
@@ -44,6 +45,7 @@ struct sbx {
     long log_window;           /* rate limit for repetitive warnings */
     unsigned log_count, log_dropped;
     bool dead;
+    ipb_egress_notes notes;    /* refusals for the cell's result (ipb_proxy_take_notes) */
     struct sbx *next;
 };
 
@@ -83,6 +85,7 @@ struct conn {
     size_t ncand, cur;
     int conn_errno;      /* why the last upstream attempt failed */
     bool pinned;
+    bool noted;          /* the refusal was noted with its kind (conn_note) */
     struct preq *rq;
     struct half h[2];    /* 0: client -> upstream, 1: upstream -> client */
     struct conn *ready_next, *grave_next;
@@ -124,6 +127,15 @@ void proxy_close_conn(struct conn *c);
 struct conn *proxy_new_conn(struct ipb_proxy *p, struct sbx *sb, int fd);
 /* A warning, rate-limited per sandbox (at most 20 a second, then a count). */
 void proxy_warn(struct sbx *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Which option could lift a refusal: a name entry, an address entry, or none to suggest
+ * (NOTE_RESOLVED: an allowed name that resolves only to refused addresses; its reason says
+ * so, and an address entry for what it resolves to is not invited). */
+enum note_kind { NOTE_OTHER, NOTE_NAME, NOTE_ADDR, NOTE_RESOLVED };
+/* Keeps a refusal for the cell's result (egress_notes.h). host: the name (or address literal)
+ * refused, or NULL for the address a; dns: a lookup, port unused. The option suggested is
+ * checked against the policy (ipb_egress_suggest_entry). */
+void proxy_note(struct ipb_proxy *p, struct sbx *sb, enum note_kind k, const char *host, size_t host_len,
+                const ipb_addr *a, bool dns, uint16_t port, const char *why);
 void proxy_addr_port(const ipb_addr *a, uint16_t port, char *buf, size_t len);
 int proxy_watch(struct ipb_proxy *p, struct watch *w, uint32_t events);
 
@@ -147,6 +159,9 @@ void conn_judge_later(struct conn *c);
 void conn_late_peek(struct conn *c);
 /* Refuses at once: a one-line 403 where HTTP allows, else a plain close. */
 void conn_refuse(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Notes the coming refusal with its kind (proxy_note; host NULL: the address a, or the
+ * connection's name or destination); conn_refuse alone notes it as NOTE_OTHER. */
+void conn_note(struct conn *c, enum note_kind k, const char *host, const ipb_addr *a, const char *why);
 
 /* relay.c */
 int relay_start(struct conn *c);

@@ -33,7 +33,9 @@ static const char instructions[] =
     "execute_ipython_cell calls until reset. /app is the workspace (upload_file / download_file). "
     "Use `!pip install` for packages and top-level `await` for async code (never asyncio.run()). "
     "Network connections go through ipybox's egress proxy, which allows only the destinations the "
-    "user permitted (all public ones unless they named a list).";
+    "user permitted (all public ones unless they named a list); a refused destination is named at the "
+    "end of the cell's result (\"[ipybox] egress refused: ...\"), with the option "
+    "the user could start ipybox with to allow it.";
 
 /* Past this much queued, the client's input is not read either (it would only add answers
  * nobody reads); the kernel's output stops at IPB_OUTQ_HIGH already. */

@@ -12,6 +12,7 @@
 #include "fdio.h"
 #include "files.h"
 #include "pathrules.h"
+#include "refusals.h"
 #include "strbuf.h"
 #include "transfer.h"
 
@@ -266,6 +267,7 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     /* A death since the last cell is told first: this cell ran in a fresh kernel. */
     char *lost = ipb_session_take_lost(s);
     ipb_exec_result res;
+    ipb_refusals_begin(&s->kernel.sb);
     if (ipb_execute(&s->kernel, code, timeout, (size_t)max_chars, hooks, &res, &err) < 0) {
         bool gone = s->kernel.sb.fd < 0; /* the sandbox ended under this call */
         json_t *r = gone ? error_result("%s%sThe sandbox ended before this cell could finish (%s). The next call starts a "
@@ -302,6 +304,9 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     if (res.images_dropped)
         ipb_buf_appendf(&text, "\n[%zu more images were dropped: at most %d per cell]", res.images_dropped,
                         IPB_MAX_IMAGES);
+    ipb_egress_notes refused;
+    ipb_refusals_take(&s->kernel.sb, &refused);
+    ipb_refusals_append_text(&refused, &text);
     if (res.note)
         ipb_buf_appendf(&text, "%s%s", text.len ? "\n" : "", res.note);
     json_t *block = json_pack("{s:s, s:s}", "type", "text", "text", ipb_buf_cstr(&text));
@@ -313,6 +318,7 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     json_t *meta = execution_meta(&res, meta_images);
     if (lost_told)
         json_object_set_new(meta, "kernelLost", json_true());
+    ipb_refusals_add_meta(&refused, meta);
     ipb_exec_result_free(&res);
     return json_pack("{s:o, s:b, s:{s:o}}", "content", content, "isError", is_error, "_meta", IPB_META_EXECUTION, meta);
 }
