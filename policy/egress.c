@@ -161,7 +161,7 @@ static const special_block special_blocks[] = {
     {AF_INET6, {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01}, 48, "a local-use NAT64 address"},
     {AF_INET6, {0x01}, 64, "a discard-only address"},
     {AF_INET6, {0x20, 0x01, 0x00, 0x00}, 32, "a Teredo address"},
-    {AF_INET6, {0xfd, 0x00, 0x0e, 0xc2, [15] = 0x54}, 128, "a cloud metadata address"},
+    {AF_INET6, {0xfd, 0x00, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54}, 128, "a cloud metadata address"}, /* fd00:ec2::254 */
     {AF_INET6, {0xfc}, 7, "a private (unique local) address"},
     {AF_INET6, {0xfe, 0x80}, 10, "a link-local address"},
     {AF_INET6, {0xfe, 0xc0}, 10, "a site-local address"},

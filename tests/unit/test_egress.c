@@ -139,6 +139,14 @@ START_TEST(no_entries_allow_public_only) {
         ck_assert_msg(!addr_ok(&p, special[i], false), "allowed %s", special[i]);
         ck_assert_msg(!addr_ok(&p, special[i], true), "allowed %s through a name", special[i]);
     }
+    /* The cloud metadata addresses are named as such (AWS's IPv6 one is fd00:ec2::254). */
+    static const char *const metadata[] = {"169.254.169.254", "100.100.100.200", "fd00:ec2::254"};
+    for (size_t i = 0; i < sizeof(metadata) / sizeof(*metadata); i++) {
+        const char *why = NULL;
+        ipb_addr x = addr(metadata[i]);
+        ck_assert(!ipb_egress_addr_allowed(&p, &x, false, false, &why));
+        ck_assert_msg(why && strstr(why, "metadata"), "%s: %s", metadata[i], why ? why : "(none)");
+    }
     /* NAT64 and 6to4 of a public IPv4 address are public. */
     ck_assert(addr_ok(&p, "64:ff9b::5db8:d822", false));
     ck_assert(addr_ok(&p, "2002:5db8:d822::1", false));
