@@ -320,6 +320,9 @@ class Sandbox:
 
     async def _start_failure(self, e: ConnectionLost) -> SandboxError:
         """The supervisor ended before it was ready: its own sentence from stderr."""
+        if self.transport == "daemon":
+            return SandboxError("ipyboxd at %s closed the connection before the session started (%s); see the "
+                                "daemon's log" % (self.socket_path, e))
         await self._wait_exit(10)
         status = self._proc.returncode if self._proc else None
         lines = [ln for ln in self._stderr if ln.strip()]
