@@ -198,6 +198,12 @@ class Peer:
     def close(self):
         self.reader.feed_eof()
 
+    close_error = None  # what wait_closed() raises (a broken pipe, say)
+
+    async def wait_closed(self):
+        if self.close_error is not None:
+            raise self.close_error
+
     def say(self, msg):
         import json
         self.reader.feed_data((json.dumps(msg) + "\n").encode())
@@ -221,6 +227,12 @@ class Rpc(unittest.IsolatedAsyncioTestCase):
 
     async def asyncTearDown(self):
         await self.conn.close()
+
+    async def test_close_takes_a_broken_pipe_quietly(self):
+        # A supervisor that ended first leaves a BrokenPipeError in its stdin's close waiter.
+        self.peer.close_error = BrokenPipeError(32, "Broken pipe")
+        await self.conn.close()
+        self.assertIsNotNone(self.conn.lost)
 
     async def test_progress_comes_before_the_result_and_to_its_call_only(self):
         seen = []
