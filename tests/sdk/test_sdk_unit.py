@@ -174,8 +174,10 @@ class Results(unittest.TestCase):
             self.assertEqual((str(back), back.result.text), (str(e), e.result.text))
 
     def test_ipybox_names_are_there(self):
-        self.assertIs(ib.CodeExecutor, ib.Sandbox)
-        self.assertIs(ib.CodeExecutionResult, ib.ExecutionResult)
+        # CodeExecutor follows ipybox's shapes (test_ipybox_port_unit.py); the rest are aliases.
+        self.assertTrue(issubclass(ib.CodeExecutor, ib.Sandbox))
+        self.assertIsInstance(ib.ExecutionResult(), ib.CodeExecutionResult)
+        self.assertIs(ib.CodeExecutionChunk, ib.OutputChunk)
         self.assertIs(ib.CodeExecutionError, ib.ExecutionError)
 
 
@@ -197,6 +199,12 @@ class Peer:
 
     def close(self):
         self.reader.feed_eof()
+
+    close_error = None  # what wait_closed() raises (a broken pipe, say)
+
+    async def wait_closed(self):
+        if self.close_error is not None:
+            raise self.close_error
 
     def say(self, msg):
         import json
@@ -221,6 +229,12 @@ class Rpc(unittest.IsolatedAsyncioTestCase):
 
     async def asyncTearDown(self):
         await self.conn.close()
+
+    async def test_close_takes_a_broken_pipe_quietly(self):
+        # A supervisor that ended first leaves a BrokenPipeError in its stdin's close waiter.
+        self.peer.close_error = BrokenPipeError(32, "Broken pipe")
+        await self.conn.close()
+        self.assertIsNotNone(self.conn.lost)
 
     async def test_progress_comes_before_the_result_and_to_its_call_only(self):
         seen = []
@@ -355,8 +369,8 @@ class Package(unittest.TestCase):
     def test_python_3_9_syntax_and_standard_library_only(self):
         # sys.stdlib_module_names is 3.10+; on 3.9 the modules the package may use.
         stdlib = getattr(sys, "stdlib_module_names", None) or {
-            "asyncio", "base64", "builtins", "collections", "dataclasses", "inspect", "itertools", "json", "logging",
-            "os", "pwd", "shutil", "tempfile", "threading", "time", "typing"}
+            "abc", "asyncio", "base64", "builtins", "collections", "dataclasses", "inspect", "itertools", "json",
+            "logging", "os", "pathlib", "pwd", "shutil", "tempfile", "threading", "time", "typing", "uuid"}
         for name, src in self.sources():
             tree = parse_as_3_9(src, name)
             for node in ast.walk(tree):

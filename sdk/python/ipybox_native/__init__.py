@@ -18,12 +18,11 @@ __version__ = "0.1.0"
 from .errors import (ApprovalRejected, Cancelled, ConnectionLost, ExecutionError, IpyboxError,  # noqa: E402
                      KernelDied, OperationError, SandboxError, TimeoutError)
 from .results import ApprovalRequest, ExecutionResult, Image, OutputChunk  # noqa: E402
-from .sandbox import CodeExecutor, Sandbox  # noqa: E402
+from .sandbox import Sandbox  # noqa: E402
 from .sync import SyncSandbox  # noqa: E402
+# ipybox's names, for code ported from it (compat.py): CodeExecutor follows ipybox's shapes.
+from .compat import CodeExecutionChunk, CodeExecutionResult, CodeExecutor, generate_mcp_sources  # noqa: E402
 
-#: ipybox's names, for code ported from it.
-CodeExecutionResult = ExecutionResult
-CodeExecutionChunk = OutputChunk
 CodeExecutionError = ExecutionError
 
 __all__ = [
@@ -31,5 +30,5 @@ __all__ = [
     "ExecutionResult", "OutputChunk", "Image", "ApprovalRequest",
     "IpyboxError", "SandboxError", "ConnectionLost", "OperationError", "ExecutionError", "ApprovalRejected",
     "TimeoutError", "KernelDied", "Cancelled",
-    "CodeExecutionResult", "CodeExecutionChunk", "CodeExecutionError",
+    "CodeExecutionResult", "CodeExecutionChunk", "CodeExecutionError", "generate_mcp_sources",
 ]

@@ -1,6 +1,7 @@
 """The exceptions the SDK raises. Every one derives from IpyboxError."""
 from __future__ import annotations
 
+import asyncio
 import builtins
 from typing import TYPE_CHECKING
 
@@ -69,7 +70,13 @@ class ApprovalRejected(ExecutionError):
     or "ShellCommandRejected" for a shell command, which did not run)."""
 
 
-class TimeoutError(IpyboxError, builtins.TimeoutError):
+# asyncio.TimeoutError is the built-in one from Python 3.11 on; before, a class of its own
+# (what ipybox's CodeExecutor raises, so ported code catches that).
+_TIMEOUT_BASES = (IpyboxError, builtins.TimeoutError) + (
+    (asyncio.TimeoutError,) if asyncio.TimeoutError is not builtins.TimeoutError else ())
+
+
+class TimeoutError(*_TIMEOUT_BASES):  # type: ignore[misc]
     """The cell ran past its timeout and was interrupted.
 
     `restarted` is True when the interrupt did not stop it and the kernel was restarted

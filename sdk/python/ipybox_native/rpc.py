@@ -185,6 +185,7 @@ class Connection:
             self._writer.close()
         except (ConnectionError, OSError, RuntimeError):
             pass
+        await self._closed()
         self._read_task.cancel()
         for t in list(self._tasks):
             t.cancel()
@@ -193,6 +194,32 @@ class Connection:
         except asyncio.CancelledError:
             pass
         self._lose("the connection was closed")
+
+
+    async def _closed(self) -> None:
+        """Waits until the writing side has closed and takes the exception it closed with.
+        A supervisor that ended first (a bad option) leaves a BrokenPipeError there, which
+        asyncio would otherwise print as "Future exception was never retrieved" when the
+        future is collected. A peer that reads nothing gets its transport aborted after 5 s."""
+        try:
+            waiter = asyncio.ensure_future(self._writer.wait_closed())
+        except RuntimeError:  # the loop is closing
+            return
+        # asyncio.wait, not wait_for: cancelling wait_closed() would cancel the transport's
+        # own future, which it then fails to set.
+        done, _ = await asyncio.wait({waiter}, timeout=5)
+        if not done:
+            self._writer.transport.abort()
+            done, _ = await asyncio.wait({waiter}, timeout=5)
+        if done:
+            _retrieve(waiter)
+        else:
+            waiter.add_done_callback(_retrieve)
+
+
+def _retrieve(fut: "asyncio.Future") -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 _NO_ANSWER = object()

@@ -320,6 +320,9 @@ class Sandbox:
 
     async def _start_failure(self, e: ConnectionLost) -> SandboxError:
         """The supervisor ended before it was ready: its own sentence from stderr."""
+        if self.transport == "daemon":
+            return SandboxError("ipyboxd at %s closed the connection before the session started (%s); see the "
+                                "daemon's log" % (self.socket_path, e))
         await self._wait_exit(10)
         status = self._proc.returncode if self._proc else None
         lines = [ln for ln in self._stderr if ln.strip()]
@@ -378,6 +381,7 @@ class Sandbox:
         req = ApprovalRequest(self._loop, str(call.get("server", "")), str(call.get("tool", "")),
                               args if isinstance(args, dict) else {}, str(params.get("message", "")))
         self._approvals[rid] = req
+        self._approval_created(req)
         try:
             current = self._current
             if self._approval is not None:
@@ -394,6 +398,9 @@ class Sandbox:
         if decision is None:
             return no_answer()  # withdrawn: the supervisor expects no answer
         return {"action": "accept", "content": {}} if decision else {"action": "decline"}
+
+    def _approval_created(self, req: ApprovalRequest) -> None:
+        """Called for each new approval request (CodeExecutor starts approval_timeout here)."""
 
     async def _ask_callback(self, req: ApprovalRequest) -> None:
         cb = self._approval
@@ -650,6 +657,3 @@ def _unlink(path: str) -> None:
     except FileNotFoundError:
         pass
 
-
-#: ipybox's name for the same object.
-CodeExecutor = Sandbox
