@@ -20,7 +20,7 @@ from ipybox_native.rpc import Connection, RpcError, no_answer  # noqa: E402
 
 
 KEYS = ["content", "type", "text", "data", "mimeType", "_meta", "ipybox/execution", "isError"]
-META_KEYS = ["status", "ename", "evalue", "traceback", "images", "outputBytes", "note", "path"]
+META_KEYS = ["status", "ename", "evalue", "traceback", "images", "outputBytes", "note", "path", "egressRefused", "egressRefusedMore"]
 
 
 def call_result(text, status="ok", images=(), **meta):
@@ -103,6 +103,17 @@ class Results(unittest.TestCase):
         self.assertIsNone(r.error)
         self.assertEqual(r.images, [ib.Image(png, "image/png", "/app/images/a.png")])
         self.assertNotIn("fake", repr(r.images[0]))  # bytes stay out of reprs
+
+    def test_egress_refusals_come_from_meta_and_stay_out_of_text(self):
+        line = "[ipybox] egress refused: DNS lookup of pypi.org — the name is not allowed; allow it with --allowed-domain pypi.org"
+        refused = {"host": "pypi.org", "port": None, "dns": True, "reason": "the name is not allowed",
+                   "allow": "--allowed-domain pypi.org", "count": 2}
+        res = call_result("x\n" + line + "\n", output_bytes=2, egressRefused=[refused, "junk"], egressRefusedMore=3)
+        r = ib.ExecutionResult.from_call_result(res)
+        self.assertEqual(r.text, "x\n")
+        self.assertEqual(r.egress_refused, [refused])
+        self.assertEqual(r.egress_refused_more, 3)
+        self.assertEqual(ib.ExecutionResult.from_call_result(call_result("y")).egress_refused, [])
 
     def test_each_status_raises_its_exception(self):
         tb = "Traceback...\nZeroDivisionError: division by zero\n"

@@ -43,6 +43,9 @@ class ExecutionResult:
     sentence about a timeout, a dead kernel or a limit; `ename`/`evalue`/`traceback`
     describe an exception. `kernel_lost` is true when the kernel (or its sandbox) died
     since the previous cell: this cell ran in a fresh kernel, and `note` says why.
+    `egress_refused` lists the destinations the egress proxy or DNS stub refused while the
+    cell ran (dicts with host or address, port, dns, reason, allow, count; at most 10), and
+    `egress_refused_more` counts the destinations left out.
     """
 
     text: str = ""
@@ -53,6 +56,8 @@ class ExecutionResult:
     traceback: Optional[str] = None
     note: Optional[str] = None
     kernel_lost: bool = False
+    egress_refused: List[Dict[str, Any]] = field(default_factory=list)
+    egress_refused_more: int = 0
 
     @property
     def error(self) -> Optional[BaseException]:
@@ -99,7 +104,13 @@ class ExecutionResult:
         status = _str(meta.get("status")) or ("error" if res.get("isError") else "ok")
         return cls(text=text, images=images, status=status, ename=_str(meta.get("ename")),
                    evalue=_str(meta.get("evalue")), traceback=_str(meta.get("traceback")),
-                   note=_str(meta.get("note")), kernel_lost=meta.get("kernelLost") is True)
+                   note=_str(meta.get("note")), kernel_lost=meta.get("kernelLost") is True,
+                   egress_refused=[r for r in _list(meta.get("egressRefused")) if isinstance(r, dict)],
+                   egress_refused_more=_count(meta.get("egressRefusedMore")))
+
+
+def _count(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def _dict(v: Any) -> Dict[str, Any]:
