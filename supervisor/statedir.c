@@ -472,7 +472,7 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     if (session_env(o, &d.env, err) < 0)
         goto fail;
     /* From now on, kernel code may plant symlinks in these. */
-    if (!d.workspace_owned)
+    if (!d.workspace_name) /* the state's workspaces/ counts always */
         granted_add(state, &trees, d.workspace);
     for (size_t i = 0; i < o->n_binds; i++)
         granted_add(state, &trees, d.bind_canon[i]);

@@ -62,6 +62,8 @@ int ipb_workspaces_list(ipb_ws_list *ret, ipb_error **err) {
     memset(ret, 0, sizeof(*ret));
     int rootfd = -1, sessions = -1;
     if (open_root(&ret->root, &rootfd, &sessions, err) < 0) {
+        if (rootfd >= 0)
+            close(rootfd);
         if (sessions >= 0)
             close(sessions);
         free(ret->root);
