@@ -251,6 +251,39 @@ class Prune(WorkspaceCase):
         self.assertIn("removed " + name, r.stdout)
         self.assertNotIn(name, self.workspaces())
 
+    def test_a_start_that_loses_its_workspace_to_a_prune_fails(self):
+        """As a prune does: hold the workspace exclusively, rename it aside; a session starting
+        with its name meanwhile must not use the directory being removed."""
+        import fcntl
+        ws = os.path.join(self.wsroot, "contested")
+        os.makedirs(ws)
+        fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            p = subprocess.Popen([IPYBOX, "run", "--workspace", "contested", "--", "/bin/sh", "-c",
+                                  "echo used > /app/marker"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=self.env)
+
+            def opened():
+                try:
+                    return any(os.readlink("/proc/%d/fd/%s" % (p.pid, f)) == ws
+                               for f in os.listdir("/proc/%d/fd" % p.pid))
+                except OSError:
+                    return False
+            self.assertTrue(wait_for(opened, 30), "ipybox run never opened the workspace")
+            os.rename(ws, os.path.join(self.wsroot, ".pruning-0123456789abcdef"))
+            out, err = p.communicate(timeout=60)  # it waits 2 s for the lock, then looks
+        finally:
+            os.close(fd)
+        self.assertNotEqual(p.returncode, 0, out)
+        self.assertIn("was removed (by `ipybox workspaces prune`?) while the session started", err)
+        self.assertFalse(os.path.exists(os.path.join(self.wsroot, ".pruning-0123456789abcdef", "marker")))
+        # The next prune finishes what was left under the hidden name; a listing never shows it.
+        self.assertEqual(self.listing(), {})
+        r = self.ipybox("workspaces", "prune")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.listdir(self.wsroot), [])
+
     def test_planted_symlinks_are_removed_not_followed(self):
         outside = os.path.join(self.tmp, "outside")
         os.mkdir(outside)
