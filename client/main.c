@@ -20,8 +20,8 @@ static void usage(FILE *f) {
                "         sandbox, with the tools execute_ipython_cell, upload_file, download_file, reset.\n"
                "         Client configuration: {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n"
                "  run    Run a command in a fresh sandbox: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n"
-               "  workspaces  List the workspaces (/app of each session) kept under your state directory;\n"
-               "         `ipybox workspaces prune [--older-than DAYS]` removes the unnamed ones not in use.\n\n"
+               "  workspaces  List the workspaces (/app of sessions) under your state directory;\n"
+               "         ipybox workspaces prune [--older-than DAYS] removes unnamed ones not in use.\n\n"
                "`ipybox COMMAND --help` explains the options of each command.\n");
 }
 
