@@ -109,6 +109,19 @@ class Named(WorkspaceCase):
         finally:
             d.close()
 
+    def test_sdk_sandbox_with_a_named_workspace(self):
+        sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
+        import ipybox_native as ib
+        env = {"HOME": self.home, "XDG_STATE_HOME": self.env["XDG_STATE_HOME"]}
+        for i in range(2):
+            with ib.SyncSandbox(transport="embedded", ipybox=IPYBOX, workspace="sdk-ws", env=env) as sb:
+                self.assertEqual(sb.workspace, os.path.join(self.wsroot, "sdk-ws"))
+                if i == 0:
+                    sb.execute("open('/app/kept.txt', 'w').write('sdk')")
+                else:
+                    self.assertEqual(sb.execute("print(open('/app/kept.txt').read())").text.strip(), "sdk")
+        self.assertEqual(self.workspaces(), ["sdk-ws"])
+
     def test_sdk_passes_a_name_as_a_name(self):
         sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
         from ipybox_native import options
