@@ -20,7 +20,9 @@ static void usage(FILE *f) {
                "         sandbox, with the tools execute_ipython_cell, upload_file, download_file, reset,\n"
                "         register_mcp_server.\n"
                "         Client configuration: {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n"
-               "  run    Run a command in a fresh sandbox: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n\n"
+               "  run    Run a command in a fresh sandbox: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n"
+               "  workspaces  List the workspaces (/app of sessions) under your state directory;\n"
+               "         ipybox workspaces prune [--older-than DAYS] removes unnamed ones not in use.\n\n"
                "`ipybox COMMAND --help` explains the options of each command; `ipybox --version` prints\n"
                "the version.\n");
 }
@@ -76,6 +78,8 @@ int main(int argc, char **argv) {
         return cmd_mcp(argc - 2, argv + 2);
     if (!strcmp(cmd, "run"))
         return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "workspaces"))
+        return cmd_workspaces(argc - 2, argv + 2);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

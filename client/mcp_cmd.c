@@ -216,8 +216,11 @@ int cmd_mcp(int argc, char **argv) {
     const char *ws = s.dirs.workspace_owned ? strdup(s.dirs.workspace) : NULL;
     ipb_session_close(&s);
     ipb_proxy_stop(proxy);
-    if (ws && access(ws, F_OK) == 0)
-        log_warn("workspace kept: %s", ws);
+    if (ws && access(ws, F_OK) == 0) {
+        const char *name = strrchr(ws, '/') ? strrchr(ws, '/') + 1 : ws;
+        log_warn("workspace kept: %s (it holds files: `--workspace %s` uses it again, `ipybox workspaces prune` "
+                 "removes it)", ws, name);
+    }
     free((char *)ws);
     ipb_options_free(&o);
     return 0;

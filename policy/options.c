@@ -5,11 +5,13 @@
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cleanup.h"
 #include "fdio.h"
 #include "mountplan.h"
 #include "pathrules.h"
+#include "wsname.h"
 
 int ipb_strv_push(ipb_strv *s, const char *v) {
     char **n = realloc(s->v, (s->n + 2) * sizeof(char *));
@@ -402,8 +404,12 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
             return ipb_error_set(err, 0, "--rootfs '%s': must be an absolute path", v);
         return set_str(&o->rootfs, name, v, err);
     case OPT_WORKSPACE:
-        if (v[0] != '/')
-            return ipb_error_set(err, 0, "--workspace '%s': must be an absolute path", v);
+        /* A bare name: a workspace under the state directory (wsname.h); else a host path. */
+        if (ipb_workspace_is_name(v) && ipb_workspace_name_check("--workspace", v, err) < 0)
+            return -1;
+        if (!ipb_workspace_is_name(v) && v[0] != '/')
+            return ipb_error_set(err, 0, "--workspace '%s': a host directory must be an absolute path (a bare name, "
+                                         "without '/', names a workspace under ~/.local/state/ipybox/workspaces)", v);
         return set_str(&o->workspace, name, v, err);
     case OPT_PYTHON:
         if (v[0] != '/')
@@ -517,6 +523,18 @@ int ipb_options_finish(ipb_options *o, const char *home, ipb_error **err) {
     if (o->require_shell_escape && !o->approve_shell)
         return ipb_error_set(err, 0, "--require-shell-escape needs --approve-shell (it makes the approved forms, "
                                      "!cmd and %%%%bash..., the only ways to run a command)");
+    /* Each one given must exist now: else every upload and download would fail later, each
+     * saying less. (Resolved again, safely, at each use.) */
+    for (size_t i = 0; i < o->allowed_dirs.n; i++) {
+        struct stat st;
+        if (stat(o->allowed_dirs.v[i], &st) < 0)
+            return ipb_error_set(err, errno, "--allowed-dir %s: upload_file and download_file could not use it; "
+                                             "create it first, or name a directory that exists",
+                                 o->allowed_dirs.v[i]);
+        if (!S_ISDIR(st.st_mode))
+            return ipb_error_set(err, ENOTDIR, "--allowed-dir %s: upload_file and download_file need a directory",
+                                 o->allowed_dirs.v[i]);
+    }
     if (o->allowed_dirs.n == 0) {
         if (home && home[0] == '/' && ipb_strv_push(&o->allowed_dirs, home) < 0)
             return ipb_error_set(err, ENOMEM, "allowed directories");
@@ -531,7 +549,7 @@ int ipb_options_finish(ipb_options *o, const char *home, ipb_error **err) {
 const char *ipb_options_help(void) {
     return "Sandbox options (accepted by `ipybox run` and `ipybox mcp`):\n"
            "  --allowed-dir DIR         Host directory that upload_file/download_file may read or write\n"
-           "                            (repeatable; default: your home directory and /tmp).\n"
+           "                            (repeatable; it must exist; default: your home directory and /tmp).\n"
            "  --allowed-domain X        Destination the sandbox may reach (repeatable): a domain\n"
            "                            (example.com), a wildcard for its subdomains (*.example.com),\n"
            "                            an IPv4/IPv6 address or a CIDR block (10.1.0.0/16). Private,\n"
@@ -549,8 +567,11 @@ const char *ipb_options_help(void) {
            "  --rootfs DIR              Use DIR's /usr, /bin, /lib* and /etc files instead of the host's\n"
            "                            (a debootstrap tree works). ipybox's --container-tag names a\n"
            "                            Docker image: it is accepted and ignored, with a warning.\n"
-           "  --workspace DIR           Host directory behind /app (default: a fresh directory under\n"
-           "                            ~/.local/state/ipybox/workspaces/, kept when it is not empty).\n"
+           "  --workspace NAME|DIR      What /app is: NAME (letters, digits, . _ -) is the workspace\n"
+           "                            ~/.local/state/ipybox/workspaces/NAME, made if missing and kept\n"
+           "                            (come back to it by its name); an absolute DIR is that host\n"
+           "                            directory (its parent must exist). Default: a new unnamed one,\n"
+           "                            removed at the end when empty. See `ipybox workspaces`.\n"
            "  --python PATH             The host's interpreter to run (default /usr/bin/python3): any\n"
            "                            absolute path, such as a venv's, pyenv's, conda's or uv's\n"
            "                            bin/python; its environment is shown read-only at the same path\n"

@@ -31,7 +31,7 @@ typedef struct ipb_options {
     size_t n_binds;
     char *rootfs;            /* NULL: the host's /usr etc. */
     char *container_tag;     /* ipybox's Docker image option: accepted, ignored, warned about */
-    char *workspace;         /* NULL: fresh per-session directory */
+    char *workspace;         /* NULL: a fresh unnamed one; a name (wsname.h) or an absolute path */
     char *python;            /* interpreter path inside the sandbox */
     uint64_t tmp_size;       /* bytes, /tmp tmpfs */
     uint64_t shm_size;       /* bytes, /dev/shm tmpfs */

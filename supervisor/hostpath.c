@@ -301,14 +301,17 @@ static int named_walk(const char *what, const char *path, enum ipb_hw_mode mode,
 int ipb_host_named_open(const char *what, const char *path, enum ipb_named_kind kind, int *ret_fd, char **ret_canon,
                         ipb_error **err) {
     ipb_hw_result r;
-    enum ipb_hw_mode mode = kind == IPB_NAMED_MAKE_DIR || kind == IPB_NAMED_MAKE ? IPB_HW_MAKE : IPB_HW_READ;
+    enum ipb_hw_mode mode = kind == IPB_NAMED_MAKE_DIR || kind == IPB_NAMED_MAKE ? IPB_HW_MAKE
+                            : kind == IPB_NAMED_NEW_DIR                        ? IPB_HW_MAKE_LAST
+                                                                               : IPB_HW_READ;
     if (named_walk(what, path, mode, &r, err) < 0)
         return -1;
     struct stat st;
     int ret = -1;
     if (fstat(r.fd, &st) < 0) {
         ipb_error_set(err, errno, "%s %s", what, path);
-    } else if ((kind == IPB_NAMED_DIR || kind == IPB_NAMED_MAKE_DIR) && !S_ISDIR(st.st_mode)) {
+    } else if ((kind == IPB_NAMED_DIR || kind == IPB_NAMED_MAKE_DIR || kind == IPB_NAMED_NEW_DIR) &&
+               !S_ISDIR(st.st_mode)) {
         ipb_error_set(err, ENOTDIR, "%s %s", what, path);
     } else if (kind == IPB_NAMED_FILE && !S_ISREG(st.st_mode)) {
         ipb_error_set(err, 0, "%s '%s' is not a regular file (it is %s)", what, path, kind_of(st.st_mode));

@@ -66,6 +66,7 @@ enum ipb_named_kind {
     IPB_NAMED_DIR,      /* an existing directory */
     IPB_NAMED_MAKE_DIR, /* a directory, made (with its missing parents) where missing */
     IPB_NAMED_MAKE,     /* anything; when missing, made as a directory */
+    IPB_NAMED_NEW_DIR,  /* a directory, made where missing; its parent must exist */
     IPB_NAMED_FILE,     /* an existing regular file */
 };
 /* what: the option, for messages. *ret_fd: an O_PATH fd of what the path names.

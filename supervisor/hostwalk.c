@@ -338,7 +338,8 @@ static bool has_dotdot(const char *p) {
 }
 
 static int run(walk *w, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **err) {
-    bool follow_last = mode == IPB_HW_READ || mode == IPB_HW_HINT || mode == IPB_HW_MAKE;
+    bool follow_last =
+        mode == IPB_HW_READ || mode == IPB_HW_HINT || mode == IPB_HW_MAKE || mode == IPB_HW_MAKE_LAST;
     for (;;) {
         char comp[NAME_MAX + 1];
         bool from_link = false, last = false;
@@ -355,8 +356,17 @@ static int run(walk *w, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **e
             continue;
         }
         int fd = ipb_hw_openat2(w->cur, comp, O_PATH | O_NOFOLLOW, STEP);
+        if (fd < 0 && errno == ENOENT && mode == IPB_HW_MAKE_LAST && !last) {
+            char where[PATH_MAX];
+            disp(w, comp, where);
+            ipb_error_set(err, 0, "'%s': %s does not exist (only the last directory is made: create its parent "
+                                  "first, or check the path)", w->local_path, where);
+            if (err && *err)
+                (*err)->errnum = ENOENT;
+            return -1;
+        }
         if (fd < 0 && errno == ENOENT) {
-            if (mode == IPB_HW_PARENT || mode == IPB_HW_HINT_PARENT || mode == IPB_HW_MAKE) {
+            if (mode == IPB_HW_PARENT || mode == IPB_HW_HINT_PARENT || mode == IPB_HW_MAKE || mode == IPB_HW_MAKE_LAST) {
                 /* A missing directory is made, but never where a symlink points. */
                 if (from_link)
                     return nowhere(w, err);

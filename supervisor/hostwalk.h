@@ -19,6 +19,8 @@ enum ipb_hw_mode {
     IPB_HW_HINT_PARENT, /* the same for directories: the walk stops at the first missing one */
     IPB_HW_MAKE,        /* like IPB_HW_READ (the last one may be anything), but a missing
                          * component is made (mkdirat) as a directory */
+    IPB_HW_MAKE_LAST,   /* like IPB_HW_MAKE, but only the last component is made: a missing
+                         * parent is an error */
 };
 
 typedef struct ipb_hw_result {

@@ -20,6 +20,7 @@
 #include "tmpmark.h"
 #include "tree.h"
 #include "treehold.h"
+#include "wsname.h"
 
 int ipb_state_dir(char **ret, ipb_error **err) {
     const char *xdg = getenv("XDG_STATE_HOME");
@@ -219,7 +220,8 @@ static int check_named_path(const ipb_strv *trees, const char *what, const char 
 }
 
 static int check_named_paths(const ipb_options *o, const ipb_strv *trees, ipb_error **err) {
-    if (o->workspace && check_named_path(trees, "--workspace", o->workspace, err) < 0)
+    if (o->workspace && !ipb_workspace_is_name(o->workspace) &&
+        check_named_path(trees, "--workspace", o->workspace, err) < 0)
         return -1;
     for (size_t i = 0; i < o->n_binds; i++)
         if (check_named_path(trees, "--container-bind", o->binds[i].host, err) < 0)
@@ -326,6 +328,62 @@ int ipb_host_dir_check(const char *what, const char *path, ipb_error **err) {
     return state_reachable(what, canon ? canon : path, state, false, err);
 }
 
+/* The workspace under <state>/workspaces: name (wsname.h; made if missing), or when NULL a
+ * new unnamed one for session d->id. Only ipybox makes entries there (a session's sandbox sees
+ * its own workspace only, and no tree that holds the state directory is lent to one), and
+ * nothing there is followed as a symlink. */
+static int state_workspace_open(const char *state, const char *name, ipb_session_dirs *d, ipb_error **err) {
+    char unnamed[IPB_WS_UNNAMED_LEN + 1];
+    if (!name) {
+        if (ipb_workspace_unnamed_name(time(NULL), d->id, unnamed, sizeof(unnamed)) < 0)
+            return ipb_error_set(err, 0, "naming the session's workspace");
+        name = unnamed;
+    }
+    cleanup_free char *wsroot = NULL;
+    if (sub(&wsroot, state, "workspaces", err) < 0)
+        return -1;
+    cleanup_close int rootfd = open(wsroot, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rootfd < 0)
+        return ipb_error_set(err, errno, "opening %s", wsroot);
+    bool made = mkdirat(rootfd, name, 0700) == 0;
+    if (!made && errno != EEXIST)
+        return ipb_error_set(err, errno, "creating the workspace %s/%s", wsroot, name);
+    if (!(d->workspace_name = strdup(name)) || asprintf(&d->workspace, "%s/%s", wsroot, name) < 0) {
+        d->workspace = NULL;
+        return ipb_error_set(err, ENOMEM, "the workspace");
+    }
+    d->workspace_fd = openat(rootfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d->workspace_fd < 0)
+        return ipb_error_set(err, errno == ELOOP ? ENOTDIR : errno, "opening the workspace %s", d->workspace);
+    /* As the default workspace always was (the sandbox's user needs nothing more; workspaces/
+     * itself is 0700). */
+    if (made) {
+        cleanup_close int fd = openat(d->workspace_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0)
+            (void)fchmod(fd, 0755);
+    }
+    d->workspace_owned = made && name == unnamed;
+    return 0;
+}
+
+/* After the hold: a state workspace is still the one its name gives, and not one that
+ * `ipybox workspaces prune` took away (it renames before it removes, holding it exclusively;
+ * the hold waits for that, or gives up after a while: this tells). */
+static int state_workspace_still_named(const char *state, const ipb_session_dirs *d, ipb_error **err) {
+    if (!d->workspace_name)
+        return 0;
+    cleanup_free char *wsroot = NULL;
+    if (asprintf(&wsroot, "%s/workspaces", state) < 0)
+        return ipb_error_set(err, ENOMEM, "the workspace");
+    struct stat st;
+    cleanup_close int rootfd = open(wsroot, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rootfd >= 0 && fstatat(rootfd, d->workspace_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        (uint64_t)st.st_dev == d->workspace_id.dev && (uint64_t)st.st_ino == d->workspace_id.ino)
+        return 0;
+    return ipb_error_set(err, 0, "the workspace %s was removed (by `ipybox workspaces prune`?) while the session "
+                                 "started; start again", d->workspace);
+}
+
 int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs *ret, ipb_error **err) {
     ipb_session_dirs d;
     memset(&d, 0, sizeof(d));
@@ -367,23 +425,14 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     /* Each path the user named is resolved once, from "/" on fds; from here on the fd is what
      * counts (a session running now may swap a symlink in under any name at any moment). */
     d.held = true;
-    if (o->workspace) {
-        if (ipb_host_named_open("--workspace", o->workspace, IPB_NAMED_MAKE_DIR, &d.workspace_fd, &d.workspace,
+    if (o->workspace && !ipb_workspace_is_name(o->workspace)) {
+        /* A host directory: made when missing, but not its parents (a typo there would
+         * otherwise make a tree somewhere unexpected). */
+        if (ipb_host_named_open("--workspace", o->workspace, IPB_NAMED_NEW_DIR, &d.workspace_fd, &d.workspace,
                                 err) < 0)
             goto fail;
-    } else {
-        cleanup_free char *ws = NULL;
-        cleanup_free char *wsroot = NULL;
-        if (sub(&wsroot, state, "workspaces", err) < 0 || sub(&ws, wsroot, d.id, err) < 0)
-            goto fail;
-        chmod(ws, 0755);
-        d.workspace_fd = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (d.workspace_fd < 0) {
-            ipb_error_set(err, errno, "opening %s", ws);
-            goto fail;
-        }
-        d.workspace = steal_ptr(ws);
-        d.workspace_owned = true;
+    } else if (state_workspace_open(state, o->workspace, &d, err) < 0) {
+        goto fail;
     }
     if (file_id(d.workspace_fd, &d.workspace_id, "--workspace", d.workspace, err) < 0)
         goto fail;
@@ -415,7 +464,8 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     /* Held for the session's life; swept of a killed session's temporary files first when no
      * live session holds it (treehold.h). */
     (void)ipb_tmp_marks_open(state);
-    if (ipb_tree_hold(d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold, err) < 0)
+    if (ipb_tree_hold(d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold, err) < 0 ||
+        state_workspace_still_named(state, &d, err) < 0)
         goto fail;
     for (size_t i = 0; i < o->n_binds; i++)
         if (ipb_tree_hold(d.bind_fds[i], "--container-bind", d.bind_canon[i], &d.bind_holds[i], err) < 0)
@@ -429,7 +479,7 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     if (session_env(o, &d.env, err) < 0)
         goto fail;
     /* From now on, kernel code may plant symlinks in these. */
-    if (!d.workspace_owned)
+    if (!d.workspace_name) /* the state's workspaces/ counts always */
         granted_add(state, &trees, d.workspace);
     for (size_t i = 0; i < o->n_binds; i++)
         granted_add(state, &trees, d.bind_canon[i]);
@@ -449,6 +499,10 @@ void ipb_session_dirs_remove(ipb_session_dirs *d) {
         ipb_rm_rf(d->base);
     if (d->workspace && d->workspace_owned)
         rmdir(d->workspace); /* only when empty: the user's files stay */
+    /* Its last use, for `ipybox workspaces` and its prune: now (while still held). */
+    if (d->workspace_name && d->held && d->workspace_hold >= 0)
+        (void)futimens(d->workspace_hold, NULL);
+    free(d->workspace_name);
     free(d->base);
     free(d->root);
     free(d->home);

@@ -2,8 +2,10 @@
  * ($XDG_STATE_HOME/ipybox, default ~/.local/state/ipybox):
  *   sessions/<id>/{root,home,run,mcp,pid}  removed when the session ends (mcp: the generated
  *                                       tool package and the tool socket, /opt/ipybox inside)
- *   workspaces/<id>/                    the default /app, kept unless empty (also when the
- *                                       session was killed: the next start removes it)
+ *   workspaces/<name>/                  the workspaces (/app): named ones (--workspace NAME),
+ *                                       kept; unnamed ones (wsname.h: when and by which session),
+ *                                       kept unless empty (also when the session was killed: the
+ *                                       next start removes it). `ipybox workspaces` (workspaces.h)
  *   tmp-pending/<dev>-<ino>.<pid>       a tree that may hold a named temporary file of a
  *                                       session (tmpmark.h)
  *   mcp-homes/<name>/                   the home of sandboxed MCP server <name> (0700), kept
@@ -25,6 +27,7 @@ typedef struct ipb_session_dirs {
     char *base, *root, *home, *run, *mcp;
     char *workspace;       /* canonical */
     bool workspace_owned;  /* created for this session */
+    char *workspace_name;  /* its name under <state>/workspaces (wsname.h), or NULL: a host path */
     /* The user-named trees as resolved once (ipb_host_named_open: from "/" on fds, no
      * symlink a sandbox could have planted followed), held from then on: O_PATH fds, their
      * identities (checked again where they are bound) and canonical paths. */

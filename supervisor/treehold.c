@@ -13,6 +13,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "tmpmark.h"
+#include "wsname.h"
 
 /* How long a start waits for a tree that another process holds exclusively (a start
  * sweeping it, which is quick). Past that, the session starts without holding it: anyone who
@@ -62,13 +63,6 @@ int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_e
     return 0;
 }
 
-static bool is_id(const char *name) {
-    size_t n = 0;
-    for (; name[n]; n++)
-        if (!((name[n] >= '0' && name[n] <= '9') || (name[n] >= 'a' && name[n] <= 'f')))
-            return false;
-    return n == 16;
-}
 
 int ipb_default_workspaces_sweep(const char *state) {
     cleanup_close int sfd = open(state, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -87,11 +81,12 @@ int ipb_default_workspaces_sweep(const char *state) {
     struct dirent *de;
     while ((de = readdir(dir))) {
         struct stat st;
-        if (!is_id(de->d_name))
+        char id[17];
+        if (!ipb_workspace_unnamed_id(de->d_name, id, NULL))
             continue;
         /* A session of that id is being made (its directory comes before its workspace), runs,
          * or was killed and waits for its reaping: not now. */
-        if (sessions < 0 || fstatat(sessions, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+        if (sessions < 0 || fstatat(sessions, id, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
             continue;
         cleanup_close int fd = openat(wsroot, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         /* Held by nobody (also not named again with --workspace): rmdir removes it only if

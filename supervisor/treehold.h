@@ -18,7 +18,7 @@
  * it was removed meanwhile. what, path: for messages. */
 int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_error **err);
 
-/* Removes the default workspaces (<state>/workspaces/<16 hex>) that are empty, have no session
- * directory of the same id (being made, running or not yet reaped) and that no session holds;
+/* Removes the unnamed workspaces (<state>/workspaces/<name>, wsname.h) that are empty, have no
+ * session directory of their session's id (being made, running or not yet reaped) and that no session holds;
  * never follows a symlink. Returns how many were removed. */
 int ipb_default_workspaces_sweep(const char *state);

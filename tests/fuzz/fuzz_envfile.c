@@ -8,7 +8,7 @@
  *   (digits, optional k/m/g in either case, after which an optional i, B or iB; overflow is an
  *   error).
  *
- * FUZZ_SOURCES: policy/options.c policy/egress.c policy/pathrules.c common/fdio.c common/strbuf.c common/error.c common/nofile.c
+ * FUZZ_SOURCES: policy/options.c policy/wsname.c policy/egress.c policy/pathrules.c common/fdio.c common/strbuf.c common/error.c common/nofile.c
  * FUZZ_PKGS:
  */
 #include <ctype.h>

@@ -6,7 +6,7 @@
  * is in [0, argc], every stored value obeys its option's rule, and ipb_options_finish() and
  * ipb_sandbox_env() work on the result. ipb_options_free() must release partial results too.
  *
- * FUZZ_SOURCES: policy/options.c policy/egress.c policy/pathrules.c common/fdio.c common/strbuf.c common/error.c common/nofile.c
+ * FUZZ_SOURCES: policy/options.c policy/wsname.c policy/egress.c policy/pathrules.c common/fdio.c common/strbuf.c common/error.c common/nofile.c
  * FUZZ_PKGS:
  */
 #include <stdbool.h>

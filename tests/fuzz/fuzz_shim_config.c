@@ -4,7 +4,7 @@
  * must satisfy what the shim relies on (mode, absolute root, argv, BPF length, absolute mount
  * destinations, no NULs), and encode -> decode -> encode must reproduce the same bytes.
  *
- * FUZZ_SOURCES: kernel-shim/shim_config.c policy/mountplan.c policy/options.c policy/egress.c policy/pathrules.c common/fdio.c common/record.c common/strbuf.c common/error.c common/nofile.c
+ * FUZZ_SOURCES: kernel-shim/shim_config.c policy/mountplan.c policy/options.c policy/wsname.c policy/egress.c policy/pathrules.c common/fdio.c common/record.c common/strbuf.c common/error.c common/nofile.c
  * FUZZ_PKGS:
  */
 #include <stdint.h>

@@ -5,7 +5,7 @@
  *   documented bound (defaults within their bounds, the pool inside the uid space and clear
  *   of uid_min..uid_max, a group name without '/', ':' or blanks).
  *
- * FUZZ_SOURCES: monitor/sysconf.c policy/options.c policy/egress.c policy/pathrules.c common/fdio.c common/strbuf.c common/error.c common/nofile.c
+ * FUZZ_SOURCES: monitor/sysconf.c policy/options.c policy/wsname.c policy/egress.c policy/pathrules.c common/fdio.c common/strbuf.c common/error.c common/nofile.c
  * FUZZ_PKGS:
  */
 #include <stdint.h>

@@ -54,11 +54,13 @@ class Options(unittest.TestCase):
 
     def test_host_paths_are_made_absolute(self):
         here = os.getcwd()
-        args = to_args({"workspace": "ws", "allowed_dir": ["a", "/b"], "container_bind": {"data": "d"},
+        args = to_args({"workspace": "./ws", "allowed_dir": ["a", "/b"], "container_bind": {"data": "d"},
                         "mcp_config": "~/m.json"})
         self.assertEqual(args, ["--workspace", os.path.join(here, "ws"), "--allowed-dir", os.path.join(here, "a"),
                                 "--allowed-dir", "/b", "--container-bind", os.path.join(here, "data") + ":d",
                                 "--mcp-config", os.path.expanduser("~/m.json")])
+        # A plain name without '/' is a workspace name (ipybox workspaces), passed as it is.
+        self.assertEqual(to_args({"workspace": "ws"}), ["--workspace", "ws"])
 
     def test_sandbox_mcp_servers_is_a_flag(self):
         self.assertEqual(to_args({"sandbox_mcp_servers": True}), ["--sandbox-mcp-servers"])

@@ -205,7 +205,9 @@ START_TEST(parse_bad_values) {
     expect_parse_error(WORDS("--allowed-dir", "rel/dir"), "must be an absolute path");
     expect_parse_error(WORDS("--allowed-dir="), "must be an absolute path");
     expect_parse_error(WORDS("--rootfs", "root"), "must be an absolute path");
-    expect_parse_error(WORDS("--workspace", "ws"), "must be an absolute path");
+    /* "ws" is a workspace name (test_wsname.c); a relative path is refused. */
+    expect_parse_error(WORDS("--workspace", "sub/ws"), "must be an absolute path");
+    expect_parse_error(WORDS("--workspace", ".."), "must not start with '.'");
     expect_parse_error(WORDS("--python", "python3"), "must be an absolute path (the interpreter on this host");
     expect_parse_error(WORDS("--allowed-domain="), "needs a value");
     expect_parse_error(WORDS("--allowed-domain", "*.com"), "'*.com'");
@@ -296,12 +298,31 @@ START_TEST(finish_defaults) {
 }
 END_TEST
 
+START_TEST(finish_refuses_missing_allowed_dirs) {
+    static const char *const bad[][2] = {
+        {"/nonexistent-ipybox-unit/dir", "No such file or directory"},
+        {"/etc/passwd", "need a directory"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        ipb_options o;
+        ck_assert_int_eq(parse_words(&o, WORDS("--allowed-dir", "/tmp", "--allowed-dir", bad[i][0]), NULL, NULL), 0);
+        ipb_error *err = NULL;
+        ck_assert_int_eq(ipb_options_finish(&o, "/home/u", &err), -1);
+        ck_assert_ptr_nonnull(strstr(ipb_error_msg(err), bad[i][0]));
+        ck_assert_ptr_nonnull(strstr(ipb_error_msg(err), bad[i][1]));
+        ipb_error_free(err);
+        ipb_options_free(&o);
+    }
+}
+END_TEST
+
 START_TEST(finish_keeps_explicit_values) {
     ipb_options o;
-    ck_assert_int_eq(parse_words(&o, WORDS("--allowed-dir", "/only", "--python", "/py"), NULL, NULL), 0);
+    /* (An --allowed-dir must exist: see finish_refuses_missing_allowed_dirs.) */
+    ck_assert_int_eq(parse_words(&o, WORDS("--allowed-dir", "/usr", "--python", "/py"), NULL, NULL), 0);
     ck_assert_int_eq(ipb_options_finish(&o, "/home/u", NULL), 0);
     ck_assert_uint_eq(o.allowed_dirs.n, 1);
-    ck_assert_str_eq(o.allowed_dirs.v[0], "/only");
+    ck_assert_str_eq(o.allowed_dirs.v[0], "/usr");
     ck_assert_str_eq(o.python, "/py");
     ipb_options_free(&o);
 }
@@ -624,6 +645,7 @@ static Suite *options_suite(void) {
     tcase_add_test(p, container_bind_specs);
     tcase_add_test(p, finish_defaults);
     tcase_add_test(p, finish_keeps_explicit_values);
+    tcase_add_test(p, finish_refuses_missing_allowed_dirs);
     tcase_add_test(p, help_mentions_every_option);
     tcase_add_test(p, shell_approval_options);
     suite_add_tcase(s, p);

@@ -313,6 +313,10 @@ START_TEST(default_workspaces_swept) {
         "state/ipybox/workspaces/00000000000000a3", /* not empty */
         "state/ipybox/workspaces/00000000000000a4", /* empty, held (named with --workspace) */
         "state/ipybox/workspaces/not-an-id",        /* not one of ours */
+        /* Unnamed ones as named now (wsname.h): when, and the session's id. */
+        "state/ipybox/workspaces/2026-11-26T130512Z-00000000000000b1", /* empty, no session: goes */
+        "state/ipybox/workspaces/2026-11-26T130513Z-00000000000000b2", /* its session dir is there */
+        "state/ipybox/sessions/00000000000000b2",
         "outside/empty",
     };
     char path[PATH_MAX], target[PATH_MAX];
@@ -328,8 +332,10 @@ START_TEST(default_workspaces_swept) {
     int held = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     ck_assert_int_eq(flock(held, LOCK_SH), 0);
     p(path, "state/ipybox");
-    ck_assert_int_eq(ipb_default_workspaces_sweep(path), 1);
+    ck_assert_int_eq(ipb_default_workspaces_sweep(path), 2);
     ck_assert(!exists("state/ipybox/workspaces/00000000000000a1"));
+    ck_assert(!exists("state/ipybox/workspaces/2026-11-26T130512Z-00000000000000b1"));
+    ck_assert(exists("state/ipybox/workspaces/2026-11-26T130513Z-00000000000000b2"));
     ck_assert(exists("state/ipybox/workspaces/00000000000000a2"));
     ck_assert(exists("state/ipybox/workspaces/00000000000000a3/notes.txt"));
     ck_assert(exists("state/ipybox/workspaces/00000000000000a4"));

@@ -65,6 +65,13 @@ def _pairs(name: str, value: Any, sep: str) -> List[str]:
     return _strings(name, value)
 
 
+def _workspace_name(value: Any) -> bool:
+    """Whether workspace= names a workspace under ipybox's state directory (a plain string
+    without '/', as `--workspace NAME`) rather than a host directory (a path with '/', "~...",
+    or a pathlib.Path)."""
+    return isinstance(value, str) and "/" not in value and not value.startswith("~")
+
+
 def to_args(options: Mapping[str, Any]) -> List[str]:
     """Command-line arguments for the given options; None values are left out. Raises
     TypeError for an unknown option or a value of the wrong kind, naming it."""
@@ -91,7 +98,7 @@ def to_args(options: Mapping[str, Any]) -> List[str]:
             values = _strings(name, value)
         else:
             values = _pairs(name, value, kind[-1])
-        if name in PATH_OPTIONS:
+        if name in PATH_OPTIONS and not (name == "workspace" and _workspace_name(value)):
             values = [os.path.abspath(os.path.expanduser(v)) for v in values]
         for v in values:
             args += [flag, v]
