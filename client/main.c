@@ -19,7 +19,8 @@ static void usage(FILE *f) {
                "  mcp    MCP server on stdin/stdout for desktop agents: a stateful IPython kernel in a\n"
                "         sandbox, with the tools execute_ipython_cell, upload_file, download_file, reset.\n"
                "         Client configuration: {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n"
-               "  run    Run a command in a fresh sandbox: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n\n"
+               "  run    Run a command in a fresh sandbox: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n"
+               "  doctor Check that ipybox mcp can start here; says how to fix what cannot\n\n"
                "`ipybox COMMAND --help` explains the options of each command.\n");
 }
 
@@ -74,6 +75,8 @@ int main(int argc, char **argv) {
         return cmd_mcp(argc - 2, argv + 2);
     if (!strcmp(cmd, "run"))
         return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "doctor"))
+        return cmd_doctor(argc - 2, argv + 2);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;
