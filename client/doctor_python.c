@@ -5,12 +5,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +25,8 @@
 static const char probe[] =
     "import sys, importlib.util\n"
     "print('ipybox-doctor python', sys.version.split()[0])\n"
+    "print('ipybox-doctor env', 'venv' if sys.prefix != sys.base_prefix else 'system' "
+    "if sys.prefix.startswith('/usr') else 'other')\n"
     "try:\n"
     "    import ipykernel\n"
     "    print('ipybox-doctor ipykernel ok', getattr(ipykernel, '__version__', '?'))\n"
@@ -109,25 +113,29 @@ static bool probe_value(const char *out, const char *key, char *val, size_t len)
     return false;
 }
 
-/* Debian's interpreter (under /usr or /bin once links are followed) gets its packages from
- * apt; any other from its own pip. */
-static void install_hint(const char *python, bool system, const char *module, char *out, size_t len) {
-    if (system)
+/* Debian's interpreter (its prefix under /usr) gets its packages from apt; a venv from its
+ * own pip or from Debian's packages through --system-site-packages; any other from its pip. */
+static void install_hint(const char *python, const char *env, const char *module, char *out, size_t len) {
+    if (!strcmp(env, "system"))
         snprintf(out, len, "apt-get install python3-%s", module);
     else if (!strcmp(module, "pip"))
         snprintf(out, len, "%s -m ensurepip", python);
+    else if (!strcmp(env, "venv"))
+        snprintf(out, len, "%s -m pip install %s, or make the venv with --system-site-packages over Debian's "
+                 "python3-%s (apt-get install python3-%s)", python, module, module, module);
     else
         snprintf(out, len, "%s -m pip install %s", python, module);
 }
 
 bool doctor_check_python(doctor *d, const char *python) {
-    char real[PATH_MAX];
-    if (!realpath(python, real) || access(real, X_OK) < 0) {
+    struct stat st;
+    int e = stat(python, &st) < 0 ? errno : !S_ISREG(st.st_mode) ? EISDIR : access(python, X_OK) < 0 ? errno : 0;
+    if (e) {
         doctor_say(d, DOCTOR_FAIL, "python", "%s: %s; name an interpreter with --python PATH (Debian's: apt-get "
-                   "install python3 python3-ipykernel)", python, strerror(errno));
+                   "install python3 python3-ipykernel)", python,
+                   e == EISDIR ? "not a regular file" : strerror(e));
         return false;
     }
-    bool system = !strncmp(real, "/usr/", 5) || !strncmp(real, "/bin/", 5);
     char out[PROBE_MAX_OUTPUT], version[64], state[256] = "", fix[PATH_MAX + 64];
     int r = run_probe(python, out, sizeof(out));
     if (r == -1 || r == -2 || !probe_value(out, "python", version, sizeof(version))) {
@@ -139,11 +147,13 @@ bool doctor_check_python(doctor *d, const char *python) {
                    first[0] ? first : "it printed nothing");
         return false;
     }
+    char env[16] = "other";
+    probe_value(out, "env", env, sizeof(env));
     bool ok = true;
     if (probe_value(out, "ipykernel", state, sizeof(state)) && !strncmp(state, "ok", 2)) {
         doctor_say(d, DOCTOR_OK, "python", "%s (Python %s) imports ipykernel %s", python, version, state + 3);
     } else {
-        install_hint(python, system, "ipykernel", fix, sizeof(fix));
+        install_hint(python, env, "ipykernel", fix, sizeof(fix));
         doctor_say(d, DOCTOR_FAIL, "python", "%s (Python %s) cannot import ipykernel (%s), which runs the kernel: "
                    "%s", python, version, state[0] && strncmp(state, "missing ", 8) == 0 ? state + 8 : "no answer", fix);
         ok = false;
@@ -157,7 +167,7 @@ bool doctor_check_python(doctor *d, const char *python) {
         if (probe_value(out, m, state, sizeof(state)) && !strncmp(state, "ok", 2)) {
             doctor_say(d, DOCTOR_OK, m, "importable by %s (%s)", python, optional[i][1]);
         } else {
-            install_hint(python, system, m, fix, sizeof(fix));
+            install_hint(python, env, m, fix, sizeof(fix));
             doctor_say(d, DOCTOR_WARN, m, "not importable by %s, so no %s: %s", python, optional[i][1], fix);
         }
     }
