@@ -85,16 +85,16 @@ static bool daemon_answers(int fd) {
 }
 
 /* The sockets ipybox mcp tries, in its order (mcp_cmd.c): the user's daemon, then the system
- * service's. Returns whether ipybox mcp could go on (a system socket that is there but cannot
- * be used stops it, unless IPYBOX_FALLBACK=embedded). */
-static bool check_daemon(doctor *d) {
+ * service's. A system socket that is there but cannot be used fails the check: ipybox mcp
+ * stops there too, unless IPYBOX_FALLBACK=embedded. */
+static void check_daemon(doctor *d) {
     struct passwd *pw = getpwuid(getuid());
     char *paths[2] = {ipbd_default_socket(),
                       pw && pw->pw_name[0] && !strchr(pw->pw_name, '/')
                           ? ipb_strdupf("/run/ipybox/%s/ipybox.sock", pw->pw_name) : NULL};
     const char *fallback = getenv("IPYBOX_FALLBACK");
     bool may_fall_back = fallback && !strcmp(fallback, "embedded");
-    bool go_on = true, found = false;
+    bool found = false;
     for (int i = 0; i < 2 && !found; i++) {
         if (!paths[i])
             continue;
@@ -113,7 +113,6 @@ static bool check_daemon(doctor *d) {
                 doctor_say(d, DOCTOR_WARN, "daemon", "ipyboxd at %s accepts connections but does not answer within "
                            "%d s; ipybox mcp would wait for it (IPYBOX_CONNECT_TIMEOUT)", paths[i],
                            DAEMON_ANSWER_MS / 1000);
-            go_on = answers || i == 0 || may_fall_back;
             found = true;
         } else if (e != ENOENT && i == 1) {
             doctor_say(d, may_fall_back ? DOCTOR_WARN : DOCTOR_FAIL, "daemon",
@@ -121,7 +120,6 @@ static bool check_daemon(doctor *d) {
                        may_fall_back ? "; IPYBOX_FALLBACK=embedded: ipybox mcp runs the embedded supervisor"
                                      : ", so ipybox mcp would stop: ask the administrator (systemctl status ipyboxd, "
                                        "`users =` in ipyboxd.conf), or pass --embedded");
-            go_on = may_fall_back;
             found = true;
         } else if (e != ENOENT) {
             doctor_say(d, DOCTOR_WARN, "daemon", "no ipyboxd at %s (%s)", paths[i], strerror(e));
@@ -133,7 +131,6 @@ static bool check_daemon(doctor *d) {
                    paths[0] ? paths[0] : "XDG_RUNTIME_DIR is not set", paths[1] ? paths[1] : "no user name");
     free(paths[0]);
     free(paths[1]);
-    return go_on;
 }
 
 /* A sandbox as ipybox mcp makes one (its proxy, session, kernel), 1+1 in it, and all gone. */
@@ -206,14 +203,13 @@ int cmd_doctor(int argc, char **argv) {
     bool nft = doctor_check_nftables(&d, userns);
     doctor_check_cgroups(&d, &o);
     bool python = doctor_check_python(&d, o.python);
-    bool daemon = check_daemon(&d);
+    check_daemon(&d);
     if (quick)
         doctor_say(&d, DOCTOR_SKIP, "sandbox", "not started (--quick)");
     else if (!userns || !nft || !python)
         doctor_say(&d, DOCTOR_SKIP, "sandbox", "not started: a needed check above failed");
     else
         check_sandbox(&d, &o);
-    (void)daemon;
     if (d.failed)
         printf("ipybox mcp would not start: %d check%s failed (FAIL above)\n", d.failed, d.failed == 1 ? "" : "s");
     else
