@@ -7,6 +7,8 @@ int cmd_run(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 /* `ipybox workspaces [prune]` (workspaces_cmd.c) */
 int cmd_workspaces(int argc, char **argv);
+/* `ipybox doctor` (doctor.c). */
+int cmd_doctor(int argc, char **argv);
 /* Parses a subcommand's options and fills defaults. Returns 0 to go on, or an exit code + 1
  * (so 1 means exit 0 after --help, 3 means exit 2 after an error). *ret_next is the index
  * of the first word after the options. */

@@ -22,7 +22,8 @@ static void usage(FILE *f) {
                "         Client configuration: {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n"
                "  run    Run a command in a fresh sandbox: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n"
                "  workspaces  List the workspaces (/app of sessions) under your state directory;\n"
-               "         ipybox workspaces prune [--older-than DAYS] removes unnamed ones not in use.\n\n"
+               "         ipybox workspaces prune [--older-than DAYS] removes unnamed ones not in use.\n"
+               "  doctor Check that ipybox mcp can start here; says how to fix what cannot.\n\n"
                "`ipybox COMMAND --help` explains the options of each command; `ipybox --version` prints\n"
                "the version.\n");
 }
@@ -80,6 +81,8 @@ int main(int argc, char **argv) {
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "workspaces"))
         return cmd_workspaces(argc - 2, argv + 2);
+    if (!strcmp(cmd, "doctor"))
+        return cmd_doctor(argc - 2, argv + 2);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

@@ -171,19 +171,13 @@ static void tell(const char *notice) {
         fprintf(stderr, "ipybox: %s\n", notice);
 }
 
-enum ipb_ulimits_kind ipb_ulimits_setup(const ipb_options *o) {
-    if (U.done)
-        return U.kind;
-    U.done = true;
-    U.memory_max = o->memory_max;
-    U.pids_max = o->pids_max;
-    U.cpu_weight = o->cpu_weight;
+/* The choice for U's limits: U.kind and U.desc, and in notice what cannot be enforced. */
+static void choose(char *notice, size_t nlen) {
     if (!U.memory_max && !U.pids_max && !U.cpu_weight) {
         U.kind = IPB_ULIMITS_NONE;
         snprintf(U.desc, sizeof(U.desc), "none asked for");
-        return U.kind;
+        return;
     }
-    char notice[1500] = "";
     if (scope_possible(U.no_scope, sizeof(U.no_scope))) {
         U.kind = IPB_ULIMITS_SCOPE;
         snprintf(U.desc, sizeof(U.desc), "a transient scope of the user's systemd manager per sandbox (cgroup v2)");
@@ -195,15 +189,28 @@ enum ipb_ulimits_kind ipb_ulimits_setup(const ipb_options *o) {
         snprintf(p, sizeof(p), CG_ROOT "/user.slice/user-%u.slice/user@%u.service/cgroup.controllers",
                  (unsigned)geteuid(), (unsigned)geteuid());
         if (U.cpu_weight && ipb_read_file(p, 4096, &ctrls, &len) == 0 && !ipbm_list_has_word(ctrls, "cpu")) {
-            part(notice, sizeof(notice), "--cpu-weight %u cannot be enforced here: the user's systemd manager "
+            part(notice, nlen, "--cpu-weight %u cannot be enforced here: the user's systemd manager "
                  "does not delegate the cpu controller (user@%u.service has %.*s); the kernel gets the default "
                  "CPU share", U.cpu_weight, (unsigned)geteuid(), (int)strcspn(ctrls, "\n"), ctrls);
             U.cpu_told = true;
         }
         free(ctrls);
     } else {
-        choose_fallback(notice, sizeof(notice));
+        choose_fallback(notice, nlen);
     }
+}
+
+enum ipb_ulimits_kind ipb_ulimits_setup(const ipb_options *o) {
+    if (U.done)
+        return U.kind;
+    U.done = true;
+    U.memory_max = o->memory_max;
+    U.pids_max = o->pids_max;
+    U.cpu_weight = o->cpu_weight;
+    char notice[1500] = "";
+    choose(notice, sizeof(notice));
+    if (U.kind == IPB_ULIMITS_NONE)
+        return U.kind;
     log_info("limits in user mode: %s", U.desc);
     if (!getenv(IPB_ULIMITS_TOLD_ENV))
         tell(notice);
@@ -211,6 +218,23 @@ enum ipb_ulimits_kind ipb_ulimits_setup(const ipb_options *o) {
 }
 
 const char *ipb_ulimits_describe(void) { return U.desc; }
+
+enum ipb_ulimits_kind ipb_ulimits_probe(uint64_t memory_max, unsigned pids_max, unsigned cpu_weight, char *desc,
+                                        size_t desclen, char *notice, size_t nlen) {
+    /* The same choice on a copy of the state, which is put back: a later ipb_ulimits_setup
+     * chooses for its own options. */
+    typeof(U) saved = U;
+    U.memory_max = memory_max;
+    U.pids_max = pids_max;
+    U.cpu_weight = cpu_weight;
+    U.cpu_told = false;
+    notice[0] = '\0';
+    choose(notice, nlen);
+    enum ipb_ulimits_kind kind = U.kind;
+    snprintf(desc, desclen, "%s", U.desc);
+    U = saved;
+    return kind;
+}
 
 void ipb_ulimits_rlimit_values(uint64_t *memory_max, unsigned *pids_max) {
     bool rl = U.kind == IPB_ULIMITS_RLIMIT;

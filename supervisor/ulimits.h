@@ -34,6 +34,11 @@ enum ipb_ulimits_kind { IPB_ULIMITS_NONE, IPB_ULIMITS_SCOPE, IPB_ULIMITS_CGROUP1
 enum ipb_ulimits_kind ipb_ulimits_setup(const ipb_options *o);
 /* A sentence for logs: which mechanism applies which limit. */
 const char *ipb_ulimits_describe(void);
+/* What ipb_ulimits_setup would choose for these limits, without choosing it or saying
+ * anything: the kind, in desc the sentence ipb_ulimits_describe would give, and in notice
+ * what could not be enforced ("" when all can). For ipybox doctor. */
+enum ipb_ulimits_kind ipb_ulimits_probe(uint64_t memory_max, unsigned pids_max, unsigned cpu_weight, char *desc,
+                                        size_t desclen, char *notice, size_t nlen);
 
 /* One sandbox's share, between ipb_ulimits_prepare and ipb_ulimits_release. */
 typedef struct ipb_ulimits_sb {
