@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "crlines.h"
 #include "jsonfast.h"
 #include "log.h"
 #include "output.h"
@@ -25,6 +26,8 @@
 
 typedef struct exec_state {
     ipb_output out;
+    ipb_crlines cr;  /* the line in progress, for '\r' collapsing */
+    ipb_buf crout;   /* what the collapser let out, passed on at once */
     ipb_exec_result *res;
     const ipb_exec_hooks *h;
     bool got_reply, got_idle, raised;
@@ -35,16 +38,44 @@ typedef struct exec_state {
 
 static void state_free(exec_state *s) {
     ipb_output_free(&s->out);
+    ipb_crlines_free(&s->cr);
+    ipb_buf_free(&s->crout);
     free(s->scratch);
     s->scratch = NULL;
 }
 
-/* Output text; json_body, when given, is the same text as a JSON string body that needs no
- * cleaning (see jsonfast.h), which progress can forward as it is. */
-static void emit_text(exec_state *s, const char *text, size_t len, const char *json_body, size_t json_len) {
+/* Final text to the result and to progress; json_body, when given, is the same text as a
+ * JSON string body that needs no cleaning (see jsonfast.h), which progress can forward as it
+ * is. */
+static void deliver(exec_state *s, const char *text, size_t len, const char *json_body, size_t json_len) {
     ipb_output_append(&s->out, text, len);
     if (s->h && s->h->on_output && len)
         s->h->on_output(s->h->ud, text, len, json_body, json_len);
+}
+
+/* Output text, with carriage returns collapsed as a terminal shows them (crlines.h): whole
+ * plain lines go on as they are (with their JSON body), the line in progress waits for its
+ * newline. */
+static void emit_text(exec_state *s, const char *text, size_t len, const char *json_body, size_t json_len) {
+    size_t plain = ipb_crlines_plain_prefix(&s->cr, text, len);
+    if (plain == len) {
+        deliver(s, text, len, json_body, json_len);
+        return;
+    }
+    if (plain)
+        deliver(s, text, plain, NULL, 0);
+    ipb_buf_reset(&s->crout);
+    ipb_crlines_feed(&s->cr, text + plain, len - plain, &s->crout);
+    if (s->crout.len)
+        deliver(s, s->crout.data, s->crout.len, NULL, 0);
+}
+
+/* The output ended: the line in progress as it stands. */
+static void emit_held(exec_state *s) {
+    ipb_buf_reset(&s->crout);
+    ipb_crlines_finish(&s->cr, &s->crout);
+    if (s->crout.len)
+        deliver(s, s->crout.data, s->crout.len, NULL, 0);
 }
 
 static void emit(exec_state *s, const char *text, size_t len) {
@@ -362,6 +393,7 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
             outcome = IPB_EXEC_ERROR;
     }
     ret->outcome = outcome;
+    emit_held(&s);
     ret->text = ipb_output_finish(&s.out);
     ret->output_len = ret->text ? strlen(ret->text) : 0;
     state_free(&s);
