@@ -257,6 +257,14 @@ static void drain(ipb_kernel *k, exec_state *s, const char *msg_id) {
     }
 }
 
+long ipb_exec_tick_wait(const ipb_exec_hooks *h) {
+    if (!h || !h->on_tick || h->tick_ms <= 0)
+        return -1;
+    long wait = h->tick_ms;
+    long due = h->tick_due ? h->tick_due(h->ud) : -1;
+    return due >= 0 && due < wait ? due : wait;
+}
+
 int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_chars, const ipb_exec_hooks *h,
                 ipb_exec_result *ret, ipb_error **err) {
     memset(ret, 0, sizeof(*ret));
@@ -311,8 +319,9 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         long left = deadline - ipb_now_ms();
         if (resend_at && resend_at - before < left)
             left = resend_at - before;
-        if (h && h->on_tick && h->tick_ms > 0 && left > h->tick_ms)
-            left = h->tick_ms;
+        long tick = ipb_exec_tick_wait(h);
+        if (tick >= 0 && left > tick)
+            left = tick;
         if (zmq_poll(items, n, left > 0 ? left : 0) < 0 && zmq_errno() != EINTR) {
             state_free(&s);
             return ipb_error_set(err, zmq_errno(), "waiting for the kernel");
