@@ -438,7 +438,9 @@ static void pump_input(ipb_mcp_server *srv, bool busy) {
         if (r == 0)
             break;
         if (r == -E2BIG) {
-            send_msg(srv, jrpc_error(NULL, JRPC_INVALID_REQUEST, "Message too large (over 16 MiB); dropped"));
+            json_t *id = jrpc_reader_take_dropped_id(&srv->rd);
+            send_msg(srv, jrpc_error(id, JRPC_INVALID_REQUEST, JRPC_TOO_LARGE_MSG));
+            json_decref(id);
             continue;
         }
         if (r < 0)
