@@ -52,6 +52,10 @@ static int commit(ipb_crlines *c, ipb_buf *out) {
             n = 0;
         }
         uint32_t cell = c->cells[i];
+        if (cell < 0x80) {
+            chunk[n++] = (char)cell;
+            continue;
+        }
         size_t l = cell_len(cell);
         for (size_t k = 0; k < l; k++)
             chunk[n++] = (char)(cell >> (8 * k));
@@ -60,21 +64,28 @@ static int commit(ipb_crlines *c, ipb_buf *out) {
     return n && ipb_buf_append(out, chunk, n) < 0 ? -ENOMEM : 0;
 }
 
+/* Room for one more cell (the line is let out at IPB_CRLINES_HOLD_MAX, so never more). */
+static int grow(ipb_crlines *c) {
+    if (c->len < c->cap)
+        return 0;
+    size_t cap = c->cap ? 2 * c->cap : 256;
+    if (cap > IPB_CRLINES_HOLD_MAX)
+        cap = IPB_CRLINES_HOLD_MAX;
+    uint32_t *n = realloc(c->cells, cap * sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    c->cells = n;
+    c->cap = cap;
+    return 0;
+}
+
 static int put(ipb_crlines *c, uint32_t cell) {
     if (c->col < c->len) {
         c->cells[c->col++] = cell;
         return 0;
     }
-    if (c->len == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 256;
-        if (cap > IPB_CRLINES_HOLD_MAX)
-            cap = IPB_CRLINES_HOLD_MAX;
-        uint32_t *n = realloc(c->cells, cap * sizeof(*n));
-        if (!n)
-            return -ENOMEM;
-        c->cells = n;
-        c->cap = cap;
-    }
+    if (grow(c) < 0)
+        return -ENOMEM;
     c->cells[c->len++] = cell;
     c->col = c->len;
     return 0;
@@ -119,6 +130,24 @@ static int feed(ipb_crlines *c, const unsigned char *s, size_t len, ipb_buf *out
         if (ch == '\r') {
             c->col = 0;
             i++;
+            continue;
+        }
+        if (ch < 0x80 && c->col == c->len) {
+            /* ASCII at the end of the line (the usual long line): appended in a tight loop. */
+            if (grow(c) < 0)
+                return -ENOMEM;
+            size_t k = 0, room = c->cap - c->len;
+            for (; k < room && i + k < len; k++) {
+                unsigned char b = s[i + k];
+                if (b >= 0x80 || b == '\r' || b == '\n')
+                    break;
+                c->cells[c->len + k] = b;
+            }
+            c->len += k;
+            c->col = c->len;
+            i += k;
+            if (c->len >= IPB_CRLINES_HOLD_MAX && commit(c, out) < 0)
+                return -ENOMEM;
             continue;
         }
         uint32_t cell;

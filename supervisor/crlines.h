@@ -20,6 +20,8 @@ typedef struct ipb_crlines {
     size_t part_len;
 } ipb_crlines;
 
+/* Whether part of a line is held (what comes next may overwrite it). */
+static inline int ipb_crlines_holding(const ipb_crlines *c) { return c->len || c->part_len; }
 /* How many bytes at the start of text may go out as they are: nothing is held, and the
  * prefix ends with '\n' and has no '\r'. */
 size_t ipb_crlines_plain_prefix(const ipb_crlines *c, const char *text, size_t len);

@@ -53,21 +53,49 @@ static void deliver(exec_state *s, const char *text, size_t len, const char *jso
         s->h->on_output(s->h->ud, text, len, json_body, json_len);
 }
 
-/* Output text, with carriage returns collapsed as a terminal shows them (crlines.h): whole
- * plain lines go on as they are (with their JSON body), the line in progress waits for its
- * newline. */
+/* Text through the collapser, what it lets out passed on. */
+static void collapse(exec_state *s, const char *text, size_t len) {
+    ipb_buf_reset(&s->crout);
+    ipb_crlines_feed(&s->cr, text, len, &s->crout);
+    if (s->crout.len)
+        deliver(s, s->crout.data, s->crout.len, NULL, 0);
+}
+
+/* The JSON body of text[0..n) when body is that of text, or NULL. */
+static const char *body_of_prefix(const char *body, size_t body_len, size_t n, size_t *ret_len) {
+    *ret_len = body ? ipb_json_body_prefix(body, body_len, n) : 0;
+    return *ret_len ? body : NULL;
+}
+
+/* Output text, with carriage returns collapsed as a terminal shows them (crlines.h). Only the
+ * line in progress goes through the collapser: the rest of a held line up to its newline, and
+ * a last line without one. Whole lines without '\r' between go on as they are, with their
+ * piece of the JSON body, so that large output is still forwarded without escaping it again. */
 static void emit_text(exec_state *s, const char *text, size_t len, const char *json_body, size_t json_len) {
+    if (ipb_crlines_holding(&s->cr)) {
+        const char *nl = memchr(text, '\n', len);
+        size_t head = nl ? (size_t)(nl - text) + 1 : len;
+        collapse(s, text, head);
+        if (head == len)
+            return;
+        size_t skip;
+        json_body = body_of_prefix(json_body, json_len, head, &skip);
+        json_body = json_body ? json_body + skip : NULL;
+        json_len = json_body ? json_len - skip : 0;
+        text += head;
+        len -= head;
+    }
     size_t plain = ipb_crlines_plain_prefix(&s->cr, text, len);
     if (plain == len) {
         deliver(s, text, len, json_body, json_len);
         return;
     }
-    if (plain)
-        deliver(s, text, plain, NULL, 0);
-    ipb_buf_reset(&s->crout);
-    ipb_crlines_feed(&s->cr, text + plain, len - plain, &s->crout);
-    if (s->crout.len)
-        deliver(s, s->crout.data, s->crout.len, NULL, 0);
+    if (plain) {
+        size_t bl;
+        const char *b = body_of_prefix(json_body, json_len, plain, &bl);
+        deliver(s, text, plain, b, bl);
+    }
+    collapse(s, text + plain, len - plain);
 }
 
 /* The output ended: the line in progress as it stands. */

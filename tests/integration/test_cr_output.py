@@ -37,7 +37,7 @@ class CarriageReturns(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         require_sandbox(cls)
-        cls.c = McpClient()
+        cls.c = McpClient("--embedded")
 
     @classmethod
     def tearDownClass(cls):
