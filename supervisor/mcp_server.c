@@ -257,7 +257,7 @@ static void heartbeat(ipb_mcp_server *srv, long now) {
 static long tick_due(void *ud) {
     ipb_mcp_server *srv = ud;
     long now = ipb_now_ms(), due = -1;
-    if (srv->pending.len)
+    if (srv->pending.len && !srv->q.broken) /* (pending that cannot go is not due: no spinning) */
         due = srv->last_flush_ms + PROGRESS_INTERVAL_MS;
     if (srv->progress_token && (due < 0 || srv->last_sent_ms + HEARTBEAT_MS < due))
         due = srv->last_sent_ms + HEARTBEAT_MS;
