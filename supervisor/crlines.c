@@ -43,6 +43,12 @@ static size_t decode(const unsigned char *s, size_t n, uint32_t *ret) {
 
 /* Appends the held line and empties it. */
 static int commit(ipb_crlines *c, ipb_buf *out) {
+    if (c->bytes.len) {
+        int r = ipb_buf_append(out, c->bytes.data, c->bytes.len);
+        ipb_buf_reset(&c->bytes);
+        c->bytes_chars = 0;
+        return r < 0 ? -ENOMEM : 0;
+    }
     char chunk[4096];
     size_t n = 0;
     for (size_t i = 0; i < c->len; i++) {
@@ -68,6 +74,8 @@ static int commit(ipb_crlines *c, ipb_buf *out) {
 static int grow(ipb_crlines *c) {
     if (c->len < c->cap)
         return 0;
+    if (c->cap >= IPB_CRLINES_HOLD_MAX)
+        return -ENOMEM; /* (cannot happen: a full line is let out first) */
     size_t cap = c->cap ? 2 * c->cap : 256;
     if (cap > IPB_CRLINES_HOLD_MAX)
         cap = IPB_CRLINES_HOLD_MAX;
@@ -91,8 +99,49 @@ static int put(ipb_crlines *c, uint32_t cell) {
     return 0;
 }
 
+/* The held bytes into cells (the cursor moves or a stray byte comes): each was appended as
+ * one well-formed character, so decoding them again cuts them the same way. */
+static int to_cells(ipb_crlines *c) {
+    const unsigned char *b = (const unsigned char *)c->bytes.data;
+    for (size_t i = 0; i < c->bytes.len;) {
+        uint32_t cell;
+        size_t k = decode(b + i, c->bytes.len - i, &cell);
+        if (k == 0 || put(c, cell) < 0)
+            return -ENOMEM; /* (k == 0 cannot happen: only whole characters are held) */
+        i += k;
+    }
+    ipb_buf_reset(&c->bytes);
+    c->bytes_chars = 0;
+    return 0;
+}
+
+/* The length of the run of ASCII at s that holds no '\r' or '\n', eight bytes at a time. */
+static size_t plain_ascii_run(const unsigned char *s, size_t n) {
+#define HAS_ZERO_BYTE(v) (((v)-0x0101010101010101ULL) & ~(v)&0x8080808080808080ULL)
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t w;
+        memcpy(&w, s + k, 8);
+        if ((w & 0x8080808080808080ULL) | HAS_ZERO_BYTE(w ^ 0x0d0d0d0d0d0d0d0dULL) |
+            HAS_ZERO_BYTE(w ^ 0x0a0a0a0a0a0a0a0aULL))
+            break;
+    }
+#undef HAS_ZERO_BYTE
+    while (k < n && s[k] < 0x80 && s[k] != '\r' && s[k] != '\n')
+        k++;
+    return k;
+}
+
+/* Appends to the held bytes: n bytes that are `chars` well-formed characters. */
+static int add_bytes(ipb_crlines *c, const unsigned char *s, size_t n, size_t chars, ipb_buf *out) {
+    if (ipb_buf_append(&c->bytes, s, n) < 0)
+        return -ENOMEM;
+    c->bytes_chars += chars;
+    return c->bytes_chars >= IPB_CRLINES_HOLD_MAX ? commit(c, out) : 0;
+}
+
 size_t ipb_crlines_plain_prefix(const ipb_crlines *c, const char *text, size_t len) {
-    if (c->len || c->part_len || !len)
+    if (ipb_crlines_holding(c) || !len)
         return 0;
     const char *cr = memchr(text, '\r', len);
     const char *nl = memrchr(text, '\n', cr ? (size_t)(cr - text) : len);
@@ -104,7 +153,7 @@ static int feed(ipb_crlines *c, const unsigned char *s, size_t len, ipb_buf *out
     size_t next_cr = 0; /* where the next '\r' at or after i is (len: none); valid while >= i */
     bool cr_known = false;
     while (i < len) {
-        if (c->len == 0) {
+        if (c->len == 0 && c->bytes.len == 0) {
             /* Nothing held: whole lines before the next '\r' go out as they are. */
             if (!cr_known || next_cr < i) {
                 const unsigned char *cr = memchr(s + i, '\r', len - i);
@@ -128,8 +177,19 @@ static int feed(ipb_crlines *c, const unsigned char *s, size_t len, ipb_buf *out
             continue;
         }
         if (ch == '\r') {
+            if (c->bytes.len && to_cells(c) < 0)
+                return -ENOMEM;
             c->col = 0;
             i++;
+            continue;
+        }
+        if (ch < 0x80 && c->len == 0) {
+            /* A line without '\r' so far: its bytes, copied as they are. */
+            size_t room = IPB_CRLINES_HOLD_MAX - c->bytes_chars;
+            size_t k = plain_ascii_run(s + i, len - i < room ? len - i : room);
+            if (add_bytes(c, s + i, k, k, out) < 0)
+                return -ENOMEM;
+            i += k;
             continue;
         }
         if (ch < 0x80 && c->col == c->len) {
@@ -157,6 +217,14 @@ static int feed(ipb_crlines *c, const unsigned char *s, size_t len, ipb_buf *out
             c->part_len = len - i;
             return 0;
         }
+        if (c->len == 0 && (cell & 0xFF00u) != RAW_MARK) {
+            if (add_bytes(c, s + i, k, 1, out) < 0)
+                return -ENOMEM;
+            i += k;
+            continue;
+        }
+        if (c->bytes.len && to_cells(c) < 0)
+            return -ENOMEM;
         if (put(c, cell) < 0)
             return -ENOMEM;
         i += k;
@@ -185,14 +253,24 @@ int ipb_crlines_feed(ipb_crlines *c, const char *text, size_t len, ipb_buf *out)
 }
 
 int ipb_crlines_finish(ipb_crlines *c, ipb_buf *out) {
-    int r = commit(c, out);
-    if (r == 0 && c->part_len && ipb_buf_append(out, c->part, c->part_len) < 0)
-        r = -ENOMEM;
+    int r = 0;
+    /* A sequence cut short by the end: its bytes are stray ones, written at the cursor. */
+    for (size_t k = 0; k < c->part_len && r == 0; k++) {
+        if (c->bytes.len)
+            r = to_cells(c);
+        if (r == 0)
+            r = put(c, c->part[k] | RAW_MARK);
+        if (r == 0 && c->len >= IPB_CRLINES_HOLD_MAX)
+            r = commit(c, out);
+    }
     c->part_len = 0;
+    if (r == 0)
+        r = commit(c, out);
     return r;
 }
 
 void ipb_crlines_free(ipb_crlines *c) {
     free(c->cells);
+    ipb_buf_free(&c->bytes);
     memset(c, 0, sizeof(*c));
 }
