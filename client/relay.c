@@ -5,7 +5,10 @@
  * a call still held starts only if the client is reading, that is stdout is open and what was
  * written to it has been taken (within RELAY_DRAIN_MS); otherwise the held calls are dropped
  * unstarted and the bridge leaves. The same rule as the embedded supervisor's: EOF on stdin
- * alone ends nothing that runs, and starts nothing that nobody would read. */
+ * alone ends nothing that runs, and starts nothing that nobody would read. A line from the
+ * client longer than JSON-RPC's 16 MiB is answered here (by its id when it can be read) and
+ * dropped, as the daemon would: the relay's memory stays bounded, and the call it held is not
+ * left waiting for an answer the daemon could not address. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -22,6 +25,7 @@
 
 #include "cli.h"
 #include "fdio.h"
+#include "jsonrpc.h"
 #include "log.h"
 #include "strbuf.h"
 
@@ -46,6 +50,7 @@ struct relay {
     unsigned nheld;
     size_t held_bytes;
     bool in_open, shut;
+    bool in_discarding; /* inside an oversized line from the client, dropping to its newline */
     long drain_deadline; /* stdin closed, a call held: the client must read by then */
     bool failed;         /* the daemon or stdout is gone */
 };
@@ -83,13 +88,23 @@ static void to_daemon(struct relay *r, const char *data, size_t len) {
     }
 }
 
-static void answer_error(struct relay *r, json_t *id, const char *msg) {
-    json_t *m = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error", "code", -32603, "message", msg);
+static void answer_error_code(struct relay *r, json_t *id, int code, const char *msg) {
+    json_t *m = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", "code",
+                          code, "message", msg);
     char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
     json_decref(m);
     if (s && (ipb_write_all(1, s, strlen(s)) < 0 || ipb_write_all(1, "\n", 1) < 0))
         r->failed = true;
     free(s);
+}
+
+static void answer_error(struct relay *r, json_t *id, const char *msg) { answer_error_code(r, id, -32603, msg); }
+
+/* A line over the limit, of which text[0..len) is at hand: answered, not passed on. */
+static void too_large(struct relay *r, const char *text, size_t len) {
+    json_t *id = jrpc_peek_id(text, len);
+    answer_error_code(r, id, JRPC_INVALID_REQUEST, JRPC_TOO_LARGE_MSG);
+    json_decref(id);
 }
 
 static void drop_held(struct relay *r) {
@@ -145,6 +160,10 @@ static void next_call(struct relay *r) {
 
 /* One line from the client (with its '\n'). */
 static void client_line(struct relay *r, char *line, size_t len) {
+    if (len > JRPC_MAX_LINE + 1) {
+        too_large(r, line, len);
+        return;
+    }
     json_t *m = json_loadb(line, len, 0, NULL);
     const char *method = json_string_value(json_object_get(m, "method"));
     json_t *id = json_object_get(m, "id");
@@ -259,8 +278,21 @@ int cli_relay(int fd) {
             if (n < 0 && errno == EINTR)
                 continue;
             if (n > 0) {
-                ipb_buf_append(&r.in, buf, (size_t)n);
+                const char *data = buf;
+                size_t len = (size_t)n;
+                if (r.in_discarding) {
+                    const char *nl = memchr(data, '\n', len);
+                    r.in_discarding = !nl;
+                    len = nl ? len - (size_t)(nl + 1 - data) : 0;
+                    data = nl ? nl + 1 : data;
+                }
+                ipb_buf_append(&r.in, data, len);
                 lines(&r, &r.in, client_line, true);
+                if (r.in.len > JRPC_MAX_LINE) {
+                    too_large(&r, r.in.data, r.in.len);
+                    ipb_buf_free(&r.in);
+                    r.in_discarding = true;
+                }
             } else {
                 /* No more requests. Nobody reading either: leaving cancels what runs. */
                 r.in_open = false;

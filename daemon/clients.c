@@ -275,7 +275,9 @@ static void readable(struct ipbd *d, struct ipbd_client *c) {
         if (k == 0 || c->dead)
             break;
         if (k == -E2BIG) {
-            ipbd_client_send(d, c, jrpc_error(NULL, JRPC_INVALID_REQUEST, "Message too large (over 16 MiB); dropped"));
+            json_t *id = jrpc_reader_take_dropped_id(&c->rd);
+            ipbd_client_send(d, c, jrpc_error(id, JRPC_INVALID_REQUEST, JRPC_TOO_LARGE_MSG));
+            json_decref(id);
             continue;
         }
         if (k < 0)

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "crlines.h"
 #include "jsonfast.h"
 #include "log.h"
 #include "output.h"
@@ -25,6 +26,8 @@
 
 typedef struct exec_state {
     ipb_output out;
+    ipb_crlines cr;  /* the line in progress, for '\r' collapsing */
+    ipb_buf crout;   /* what the collapser let out, passed on at once */
     ipb_exec_result *res;
     const ipb_exec_hooks *h;
     bool got_reply, got_idle, raised;
@@ -35,16 +38,72 @@ typedef struct exec_state {
 
 static void state_free(exec_state *s) {
     ipb_output_free(&s->out);
+    ipb_crlines_free(&s->cr);
+    ipb_buf_free(&s->crout);
     free(s->scratch);
     s->scratch = NULL;
 }
 
-/* Output text; json_body, when given, is the same text as a JSON string body that needs no
- * cleaning (see jsonfast.h), which progress can forward as it is. */
-static void emit_text(exec_state *s, const char *text, size_t len, const char *json_body, size_t json_len) {
+/* Final text to the result and to progress; json_body, when given, is the same text as a
+ * JSON string body that needs no cleaning (see jsonfast.h), which progress can forward as it
+ * is. */
+static void deliver(exec_state *s, const char *text, size_t len, const char *json_body, size_t json_len) {
     ipb_output_append(&s->out, text, len);
     if (s->h && s->h->on_output && len)
         s->h->on_output(s->h->ud, text, len, json_body, json_len);
+}
+
+/* Text through the collapser, what it lets out passed on. */
+static void collapse(exec_state *s, const char *text, size_t len) {
+    ipb_buf_reset(&s->crout);
+    ipb_crlines_feed(&s->cr, text, len, &s->crout);
+    if (s->crout.len)
+        deliver(s, s->crout.data, s->crout.len, NULL, 0);
+}
+
+/* The JSON body of text[0..n) when body is that of text, or NULL. */
+static const char *body_of_prefix(const char *body, size_t body_len, size_t n, size_t *ret_len) {
+    *ret_len = body ? ipb_json_body_prefix(body, body_len, n) : 0;
+    return *ret_len ? body : NULL;
+}
+
+/* Output text, with carriage returns collapsed as a terminal shows them (crlines.h). Only the
+ * line in progress goes through the collapser: the rest of a held line up to its newline, and
+ * a last line without one. Whole lines without '\r' between go on as they are, with their
+ * piece of the JSON body, so that large output is still forwarded without escaping it again. */
+static void emit_text(exec_state *s, const char *text, size_t len, const char *json_body, size_t json_len) {
+    if (ipb_crlines_holding(&s->cr)) {
+        const char *nl = memchr(text, '\n', len);
+        size_t head = nl ? (size_t)(nl - text) + 1 : len;
+        collapse(s, text, head);
+        if (head == len)
+            return;
+        size_t skip;
+        json_body = body_of_prefix(json_body, json_len, head, &skip);
+        json_body = json_body ? json_body + skip : NULL;
+        json_len = json_body ? json_len - skip : 0;
+        text += head;
+        len -= head;
+    }
+    size_t plain = ipb_crlines_plain_prefix(&s->cr, text, len);
+    if (plain == len) {
+        deliver(s, text, len, json_body, json_len);
+        return;
+    }
+    if (plain) {
+        size_t bl;
+        const char *b = body_of_prefix(json_body, json_len, plain, &bl);
+        deliver(s, text, plain, b, bl);
+    }
+    collapse(s, text + plain, len - plain);
+}
+
+/* The output ended: the line in progress as it stands. */
+static void emit_held(exec_state *s) {
+    ipb_buf_reset(&s->crout);
+    ipb_crlines_finish(&s->cr, &s->crout);
+    if (s->crout.len)
+        deliver(s, s->crout.data, s->crout.len, NULL, 0);
 }
 
 static void emit(exec_state *s, const char *text, size_t len) {
@@ -226,6 +285,14 @@ static void drain(ipb_kernel *k, exec_state *s, const char *msg_id) {
     }
 }
 
+long ipb_exec_tick_wait(const ipb_exec_hooks *h) {
+    if (!h || !h->on_tick || h->tick_ms <= 0)
+        return -1;
+    long wait = h->tick_ms;
+    long due = h->tick_due ? h->tick_due(h->ud) : -1;
+    return due >= 0 && due < wait ? due : wait;
+}
+
 int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_chars, const ipb_exec_hooks *h,
                 ipb_exec_result *ret, ipb_error **err) {
     memset(ret, 0, sizeof(*ret));
@@ -280,8 +347,9 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         long left = deadline - ipb_now_ms();
         if (resend_at && resend_at - before < left)
             left = resend_at - before;
-        if (h && h->on_tick && h->tick_ms > 0 && left > h->tick_ms)
-            left = h->tick_ms;
+        long tick = ipb_exec_tick_wait(h);
+        if (tick >= 0 && left > tick)
+            left = tick;
         if (zmq_poll(items, n, left > 0 ? left : 0) < 0 && zmq_errno() != EINTR) {
             state_free(&s);
             return ipb_error_set(err, zmq_errno(), "waiting for the kernel");
@@ -362,6 +430,7 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
             outcome = IPB_EXEC_ERROR;
     }
     ret->outcome = outcome;
+    emit_held(&s);
     ret->text = ipb_output_finish(&s.out);
     ret->output_len = ret->text ? strlen(ret->text) : 0;
     state_free(&s);

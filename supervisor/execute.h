@@ -21,6 +21,8 @@ typedef struct ipb_exec_hooks {
     void (*on_output)(void *ud, const char *text, size_t len, const char *json_body, size_t json_len);
     void (*on_tick)(void *ud);                            /* at least every tick_ms while running */
     int tick_ms;
+    long (*tick_due)(void *ud);                           /* ms until on_tick is due (sooner than
+                                                           * tick_ms); < 0: nothing due; NULL: none */
     int tool_fd;                                          /* the tool channel, watched too; -1: none */
     void (*on_tool)(void *ud);                            /* tool_fd is readable */
     bool (*paused)(void *ud);                             /* true: the timeout does not run (approval) */
@@ -61,6 +63,10 @@ typedef struct ipb_exec_result {
     size_t n_images;
     size_t images_dropped;
 } ipb_exec_result;
+
+/* How long a wait for the kernel or a transfer may last before on_tick is due: at most
+ * tick_ms, sooner when tick_due says so; -1: no tick. */
+long ipb_exec_tick_wait(const ipb_exec_hooks *h);
 
 int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_chars, const ipb_exec_hooks *h,
                 ipb_exec_result *ret, ipb_error **err);

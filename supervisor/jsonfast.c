@@ -282,6 +282,41 @@ size_t ipb_json_unescape_chunk(const char *body, size_t len, char *out, size_t c
     return i;
 }
 
+size_t ipb_json_body_prefix(const char *body, size_t len, size_t text_len) {
+    size_t i = 0, o = 0;
+    while (o < text_len) {
+        if (i >= len)
+            return 0;
+        const char *bs = memchr(body + i, '\\', len - i);
+        size_t run = bs ? (size_t)(bs - (body + i)) : len - i;
+        if (run >= text_len - o)
+            return i + (text_len - o);
+        o += run;
+        i += run;
+        if (i >= len || len - i < 2)
+            return 0;
+        if (body[i + 1] != 'u') {
+            o += 1;
+            i += 2;
+            continue;
+        }
+        uint32_t cp, lo;
+        if (len - i < 6 || hex4(body + i + 2, &cp) < 0)
+            return 0;
+        size_t used = 6;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (len - i < 12 || hex4(body + i + 8, &lo) < 0)
+                return 0;
+            cp = 0x10000;
+            used = 12;
+        }
+        char u[4];
+        o += put_utf8(u, cp);
+        i += used;
+    }
+    return o == text_len ? i : 0;
+}
+
 int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, char **ret_text,
                               size_t *ret_text_len) {
     ipb_stream_view v;

@@ -28,6 +28,10 @@ int ipb_stream_content_scan(const char *json, size_t len, ipb_stream_view *v);
  * body bytes consumed (so the next call continues there); *out_len gets the bytes written.
  * A chunk never ends inside a character, so chunks are valid UTF-8 on their own. */
 size_t ipb_json_unescape_chunk(const char *body, size_t len, char *out, size_t cap, size_t *out_len);
+/* How much of a string body accepted by the scanner decodes to exactly its first text_len
+ * bytes (so that a piece of the text can be forwarded with its own piece of the body); 0 when
+ * text_len falls inside what one escape stands for, or past the end. */
+size_t ipb_json_body_prefix(const char *body, size_t len, size_t text_len);
 
 /* Decodes `{"name": STRING, "text": STRING}` (either order, whitespace allowed). Returns 1 and
  * malloc'd, NUL-terminated name and text (text may contain NULs; *ret_text_len is its length),

@@ -2,6 +2,7 @@
 #include "jsonlimit.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,12 +57,25 @@ static char *dup_bytes(const char *p, size_t n) {
     return s;
 }
 
+/* The line at the start of the buffer, n bytes of it at hand, is dropped: its id is kept. */
+static void note_dropped(jrpc_reader *r, size_t n) {
+    json_decref(r->dropped_id);
+    r->dropped_id = jrpc_peek_id(r->buf.data, n);
+}
+
+json_t *jrpc_reader_take_dropped_id(jrpc_reader *r) {
+    json_t *id = r->dropped_id;
+    r->dropped_id = NULL;
+    return id;
+}
+
 int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
     free(r->line);
     r->line = NULL;
     char *nl = r->buf.len ? memchr(r->buf.data, '\n', r->buf.len) : NULL;
     if (!nl) {
         if (r->buf.len > line_max(r)) {
+            note_dropped(r, r->buf.len);
             ipb_buf_reset(&r->buf);
             r->discarding = true;
             return -E2BIG;
@@ -80,6 +94,7 @@ int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
     }
     size_t l = (size_t)(nl - r->buf.data);
     if (l > line_max(r)) {
+        note_dropped(r, l);
         ipb_buf_consume(&r->buf, l + 1);
         return -E2BIG;
     }
@@ -95,9 +110,136 @@ int jrpc_reader_next(jrpc_reader *r, char **line, size_t *len) {
 }
 
 void jrpc_reader_free(jrpc_reader *r) {
+    json_decref(r->dropped_id);
+    r->dropped_id = NULL;
     ipb_buf_free(&r->buf);
     free(r->line);
     r->line = NULL;
+}
+
+/* --- the id of a message cut short ------------------------------------------------------- */
+
+enum peek { PEEK_OK, PEEK_END, PEEK_BAD }; /* PEEK_END: the text ends first */
+
+static void skip_ws(const char *s, size_t len, size_t *i) {
+    while (*i < len && (s[*i] == ' ' || s[*i] == '\t' || s[*i] == '\n' || s[*i] == '\r'))
+        (*i)++;
+}
+
+/* A string starting at s[*i] == '"'; *i moves past its closing quote. */
+static enum peek skip_string(const char *s, size_t len, size_t *i) {
+    for (size_t k = *i + 1; k < len; k++) {
+        unsigned char c = (unsigned char)s[k];
+        if (c == '"') {
+            *i = k + 1;
+            return PEEK_OK;
+        }
+        if (c < 0x20)
+            return PEEK_BAD;
+        if (c == '\\')
+            k++;
+    }
+    return PEEK_END;
+}
+
+/* Any value: strings, nesting and bare words (numbers, true, false, null). What is inside a
+ * nested value is not checked: only where it ends matters. */
+static enum peek skip_value(const char *s, size_t len, size_t *i) {
+    size_t depth = 0;
+    while (*i < len) {
+        char c = s[*i];
+        if (c == '"') {
+            enum peek p = skip_string(s, len, i);
+            if (p != PEEK_OK)
+                return p;
+        } else if (c == '{' || c == '[') {
+            depth++;
+            (*i)++;
+        } else if (c == '}' || c == ']') {
+            if (!depth)
+                return PEEK_BAD;
+            depth--;
+            (*i)++;
+        } else if (depth) {
+            (*i)++;
+        } else if (strchr("-+.0123456789eEabcdefghijklmnopqrstuvwxyz", c) && c) {
+            while (*i < len && s[*i] && strchr("-+.0123456789eEabcdefghijklmnopqrstuvwxyz", s[*i]))
+                (*i)++;
+            return *i < len ? PEEK_OK : PEEK_END;
+        } else {
+            return PEEK_BAD;
+        }
+        if (!depth)
+            return PEEK_OK;
+    }
+    return PEEK_END;
+}
+
+json_t *jrpc_peek_id(const char *s, size_t len) {
+    size_t i = 0;
+    json_t *found = NULL;
+    bool seen = false;
+    skip_ws(s, len, &i);
+    if (i >= len || s[i] != '{')
+        return NULL;
+    i++;
+    for (bool first = true;; first = false) {
+        skip_ws(s, len, &i);
+        if (i >= len)
+            break;
+        if (first && s[i] == '}')
+            break;
+        if (s[i] != '"')
+            goto bad;
+        size_t k0 = i;
+        enum peek p = skip_string(s, len, &i);
+        if (p == PEEK_END)
+            break;
+        if (p == PEEK_BAD)
+            goto bad;
+        /* The key, decoded when it has escapes ("\u0069d" is "id" too); no escaped form of a
+         * two-character key is longer than 14 bytes with its quotes. */
+        bool is_id = i - k0 == 4 && !memcmp(s + k0, "\"id\"", 4);
+        if (!is_id && memchr(s + k0, '\\', i - k0) && i - k0 <= 14) {
+            json_t *key = json_loadb(s + k0, i - k0, JSON_DECODE_ANY, NULL);
+            is_id = key && json_string_length(key) == 2 && !memcmp(json_string_value(key), "id", 2);
+            json_decref(key);
+        }
+        skip_ws(s, len, &i);
+        if (i >= len)
+            break;
+        if (s[i] != ':')
+            goto bad;
+        i++;
+        skip_ws(s, len, &i);
+        size_t v0 = i;
+        p = skip_value(s, len, &i);
+        if (p == PEEK_BAD)
+            goto bad;
+        if (is_id) {
+            /* Only a whole value counts, and only one. */
+            if (p == PEEK_END || seen || i - v0 > JRPC_PEEK_ID_MAX)
+                goto bad;
+            seen = true;
+            found = json_loadb(s + v0, i - v0, JSON_DECODE_ANY, NULL);
+            if (!found || !(json_is_string(found) || json_is_integer(found)))
+                goto bad;
+        }
+        if (p == PEEK_END)
+            break;
+        skip_ws(s, len, &i);
+        if (i >= len)
+            break;
+        if (s[i] == '}')
+            break;
+        if (s[i] != ',')
+            goto bad;
+        i++;
+    }
+    return found;
+bad:
+    json_decref(found);
+    return NULL;
 }
 
 static void invalid(jrpc_msg *m, int code, const char *msg) {

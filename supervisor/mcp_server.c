@@ -20,6 +20,12 @@
 #include "version.h"
 
 #define PROGRESS_INTERVAL_MS 50
+/* A call with a progress token hears from us at least this often, output or not, so that a
+ * client that resets its request timeout on progress keeps waiting for a silent cell. */
+#define HEARTBEAT_MS 10000
+/* The longest the loop sleeps while a call runs when nothing is due sooner (a client gone
+ * with its input already closed is noticed at the next wake). */
+#define IDLE_TICK_MS 250
 #define OUT_PIPE_SIZE (1 << 20) /* the most an unprivileged process may ask for by default */
 /* Pending output goes out once this much is waiting (large output then streams in pieces the
  * client can parse while the next are prepared), or after the interval. */
@@ -93,6 +99,7 @@ static void send_progress(ipb_mcp_server *srv, const char *more, size_t more_len
                            {(void *)tail, sizeof(tail) - 1}};
     if (head && ipb_outq_push(&srv->q, iov, 4, false) < 0)
         log_error("cannot write to the MCP client; stopping");
+    srv->last_sent_ms = ipb_now_ms();
     free(token);
     free(head);
     /* Keep a small buffer between chunks, not the largest one ever seen. */
@@ -229,11 +236,50 @@ static void on_approval_answer(ipb_mcp_server *srv, const char *qid, json_t *roo
         ipb_toolchan_decide(chan, call, false, "the MCP client's answer to the approval request was not understood");
 }
 
+/* A call that has sent nothing for HEARTBEAT_MS says it is still running, with the time it
+ * has run. Marked in _meta, so that clients that show progress messages as the cell's output
+ * can leave it out. */
+static void heartbeat(ipb_mcp_server *srv, long now) {
+    srv->last_sent_ms = now; /* also when it cannot go: tried again an interval later */
+    if (srv->q.broken || ipb_outq_len(&srv->q) >= IPB_OUTQ_HIGH)
+        return; /* the client is not reading what it was sent already */
+    long secs = (now - srv->call_start_ms + 500) / 1000;
+    char message[64];
+    snprintf(message, sizeof(message), "still running, %ld s", secs);
+    srv->progress += 1;
+    queue_line(srv, jrpc_notification("notifications/progress",
+                                      json_pack("{s:O, s:I, s:s, s:{s:{s:I}}}", "progressToken", srv->progress_token,
+                                                "progress", (json_int_t)srv->progress, "message", message, "_meta",
+                                                "ipybox/heartbeat", "elapsedSeconds", (json_int_t)secs)),
+               false);
+}
+
+/* How long until on_tick has something to do: pending output, a heartbeat, an approval's
+ * deadline. */
+static long tick_due(void *ud) {
+    ipb_mcp_server *srv = ud;
+    long now = ipb_now_ms(), due = -1;
+    if (srv->pending.len && !srv->q.broken) /* (pending that cannot go is not due: no spinning) */
+        due = srv->last_flush_ms + PROGRESS_INTERVAL_MS;
+    if (srv->progress_token && (due < 0 || srv->last_sent_ms + HEARTBEAT_MS < due))
+        due = srv->last_sent_ms + HEARTBEAT_MS;
+    const char *qid;
+    json_t *v;
+    json_object_foreach(srv->approvals, qid, v) {
+        long d = (long)json_integer_value(json_array_get(v, 1));
+        if (due < 0 || d < due)
+            due = d;
+    }
+    return due < 0 ? -1 : due > now ? due - now : 0;
+}
+
 /* Output waiting longer than the interval goes out even when no more output follows. */
 static void on_tick(void *ud) {
     ipb_mcp_server *srv = ud;
     if (srv->pending.len && ipb_now_ms() - srv->last_flush_ms >= PROGRESS_INTERVAL_MS)
         flush_progress(srv);
+    if (srv->progress_token && ipb_now_ms() - srv->last_sent_ms >= HEARTBEAT_MS)
+        heartbeat(srv, ipb_now_ms());
     /* Collected first: a decision can put the next call's question (the object changes). */
     long now = ipb_now_ms();
     unsigned long late[IPB_TOOLCHAN_MAX_CONNS];
@@ -394,7 +440,9 @@ static void pump_input(ipb_mcp_server *srv, bool busy) {
         if (r == 0)
             break;
         if (r == -E2BIG) {
-            send_msg(srv, jrpc_error(NULL, JRPC_INVALID_REQUEST, "Message too large (over 16 MiB); dropped"));
+            json_t *id = jrpc_reader_take_dropped_id(&srv->rd);
+            send_msg(srv, jrpc_error(id, JRPC_INVALID_REQUEST, JRPC_TOO_LARGE_MSG));
+            json_decref(id);
             continue;
         }
         if (r < 0)
@@ -424,11 +472,11 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
     if (srv->progress_token && !json_is_string(srv->progress_token) && !json_is_integer(srv->progress_token))
         srv->progress_token = NULL;
     srv->progress = 0;
-    srv->last_flush_ms = ipb_now_ms();
+    srv->last_flush_ms = srv->call_start_ms = srv->last_sent_ms = ipb_now_ms();
     ipb_buf_reset(&srv->pending);
     ipb_exec_hooks hooks = {.ud = srv, .extra_fd = srv->rd.eof ? -1 : srv->in_fd, .on_extra = on_extra,
                             .cancelled = cancelled, .on_output = on_output,
-                            .on_tick = on_tick, .tick_ms = PROGRESS_INTERVAL_MS,
+                            .on_tick = on_tick, .tick_ms = IDLE_TICK_MS, .tick_due = tick_due,
                             .tool_fd = ipb_toolchan_fd(srv->session->chan), .on_tool = on_tool,
                             .paused = tool_paused, .on_interrupt = on_interrupt,
                             .out_fd = srv->q.poll_fd, .out_waiting = out_waiting, .out_full = out_full,

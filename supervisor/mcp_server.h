@@ -23,6 +23,8 @@ typedef struct ipb_mcp_server {
     double progress;
     ipb_buf pending;               /* output not yet sent as progress */
     long last_flush_ms;
+    long call_start_ms;            /* when the running call began */
+    long last_sent_ms;             /* when its last progress notification was queued */
     ipb_outq q;                    /* what the client has not taken yet */
     bool interrupting;             /* the running call is being interrupted or cancelled */
     size_t progress_dropped;       /* progress text not sent: the call was ending and the

@@ -163,8 +163,9 @@ int ipb_transfer_run(const ipb_transfer_req *req, int timeout_ms, const ipb_exec
     bool abandoned = false, while_committing = false;
     for (;;) {
         long left = (commit_deadline ? commit_deadline : deadline) - now;
-        if (h && h->tick_ms > 0 && left > h->tick_ms)
-            left = h->tick_ms;
+        long tick = ipb_exec_tick_wait(h);
+        if (tick >= 0 && left > tick)
+            left = tick;
         struct pollfd p[2] = {{j->done_fd, POLLIN, 0}, {watch_extra ? h->extra_fd : -1, POLLIN, 0}};
         /* poll cannot fail here but for EINTR; if it did, the transfer is abandoned below */
         bool poll_failed = poll(p, 2, left > 0 ? (int)left : 0) < 0 && errno != EINTR;

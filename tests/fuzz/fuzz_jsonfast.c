@@ -5,7 +5,9 @@
  *    must accept too and yield an object of exactly "name" and "text" with the same values.
  *    The scanner must agree, and decoding its body in small chunks (a cap taken from the
  *    input) must give the same text, every chunk valid UTF-8 on its own, and the clean flag
- *    must be false exactly when the text holds NUL or ESC.
+ *    must be false exactly when the text holds NUL or ESC. ipb_json_body_prefix, at a few
+ *    text offsets (each newline's end among them, which always has one): the body prefix it
+ *    gives decodes to exactly that much of the text.
  * 2. ipb_json_escape_body_append: for input that is valid UTF-8 (as jansson judges), the
  *    escaped body in quotes must decode back to the same bytes. */
 #include <jansson.h>
@@ -41,6 +43,23 @@ static void check_chunks(const char *json, size_t size, const char *text, size_t
     }
     if (got != tlen)
         abort();
+    char *whole = malloc(tlen + 16);
+    if (!whole)
+        abort();
+    for (size_t k = 0; k <= tlen; k += 1 + tlen / 7) {
+        const char *nl = memchr(text + k, '\n', tlen - k);
+        size_t offs[2] = {k, nl ? (size_t)(nl - text) + 1 : k};
+        for (int w = 0; w < 2; w++) {
+            size_t bp = ipb_json_body_prefix(v.text, v.text_len, offs[w]);
+            if (w == 1 && nl && !bp)
+                abort();
+            size_t n = 0;
+            if (bp && (ipb_json_unescape_chunk(v.text, bp, whole, tlen + 16, &n) != bp || n != offs[w] ||
+                       memcmp(whole, text, n)))
+                abort();
+        }
+    }
+    free(whole);
     free(v.name);
 }
 

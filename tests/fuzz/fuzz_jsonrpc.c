@@ -6,6 +6,9 @@
  *    data-derived point; every line it returns is checked against an independent splitter
  *    (lines end at '\n', one trailing '\r' is dropped, a last unterminated line counts) and then
  *    fed to jrpc_parse() exactly as mcp_server.c does.
+ * 3. jrpc_peek_id() on the whole input and on a data-derived prefix (a message cut short): an id it
+ *    reads is a string or an integer, and when jansson parses the whole input as an object
+ *    without duplicate keys, it is that object's "id".
  *
  * FUZZ_SOURCES: supervisor/jsonrpc.c common/jsonlimit.c common/strbuf.c common/error.c common/nofile.c
  * FUZZ_PKGS: jansson
@@ -134,6 +137,21 @@ static void check_reader(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+static void check_peek(const char *text, size_t size) {
+    json_t *whole = json_loadb(text, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
+    json_t *truth = json_is_object(whole) ? json_object_get(whole, "id") : NULL;
+    size_t cut = size ? (size_t)(unsigned char)text[size - 1] * size / 256 : 0;
+    const size_t lens[2] = {size, cut};
+    for (int k = 0; k < 2; k++) {
+        json_t *id = jrpc_peek_id(text, lens[k]);
+        CHECK(!id || json_is_string(id) || json_is_integer(id));
+        if (id && whole)
+            CHECK(truth && json_equal(id, truth));
+        json_decref(id);
+    }
+    json_decref(whole);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* An exact-size copy so that any read past `size` is caught by ASan. */
     char *copy = malloc(size ? size : 1);
@@ -141,6 +159,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     memcpy(copy, data, size);
     check_parse(copy, size);
+    check_peek(copy, size);
     free(copy);
     check_reader(data, size);
     return 0;

@@ -155,6 +155,32 @@ START_TEST(chunks_end_on_character_boundaries) {
 }
 END_TEST
 
+START_TEST(body_prefix_maps_text_offsets) {
+    const char body[] = "ab\\u00e9\\ud83d\\ude00\xe2\x82\xac\\n\xf0\x9f\x98\x80xyz\\\"\\\\0123456789";
+    const char want[] = "ab\xc3\xa9\xf0\x9f\x98\x80\xe2\x82\xac\n\xf0\x9f\x98\x80xyz\"\\0123456789";
+    size_t blen = sizeof(body) - 1, tlen = sizeof(want) - 1;
+    size_t boundaries = 0;
+    for (size_t k = 0; k <= tlen + 1; k++) {
+        size_t bp = ipb_json_body_prefix(body, blen, k);
+        if (k > tlen) {
+            ck_assert_uint_eq(bp, 0);
+            continue;
+        }
+        if (!bp && k)
+            continue; /* inside what one escape stands for */
+        boundaries++;
+        char out[128];
+        size_t n = 0;
+        ck_assert_uint_eq(ipb_json_unescape_chunk(body, bp, out, sizeof(out), &n), bp);
+        ck_assert_msg(n == k && !memcmp(out, want, k), "prefix %zu: body %zu decodes to %zu bytes", k, bp, n);
+    }
+    /* Every offset but those inside the two bytes of \u00e9 and the four of the surrogate pair. */
+    ck_assert_uint_eq(boundaries, tlen + 1 - 1 - 3);
+    ck_assert_uint_eq(ipb_json_body_prefix(body, blen, 11), 23); /* before the \\n */
+    ck_assert_uint_eq(ipb_json_body_prefix(body, blen, 12), 25); /* just after it */
+}
+END_TEST
+
 START_TEST(escape_body_joins) {
     ipb_buf out = {0};
     ck_assert_int_eq(ipb_buf_append(&out, "\"", 1), 0);
@@ -181,6 +207,7 @@ int main(void) {
     tcase_add_test(c, scan_leaves_the_body_in_place);
     tcase_add_test(c, scan_flags_escaped_nul_and_esc);
     tcase_add_test(c, chunks_end_on_character_boundaries);
+    tcase_add_test(c, body_prefix_maps_text_offsets);
     tcase_add_test(c, escape_body_joins);
     suite_add_tcase(s, c);
     return ipb_run_suite(s);

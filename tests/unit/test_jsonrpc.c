@@ -459,6 +459,78 @@ START_TEST(reader_fill_max_reads_at_most_about_the_limit) {
 }
 END_TEST
 
+/* The id of a message cut short: the value text of jrpc_peek_id(), or "NULL". */
+static char *peek(const char *s) {
+    json_t *id = jrpc_peek_id(s, strlen(s));
+    char *t = id ? json_dumps(id, JSON_ENCODE_ANY) : strdup("NULL");
+    json_decref(id);
+    return t;
+}
+#define EXPECT_PEEK(text, want)                                                       \
+    do {                                                                              \
+        char *got_ = peek(text);                                                      \
+        ck_assert_msg(!strcmp(got_, want), "%s: got %s, want %s", text, got_, want);  \
+        free(got_);                                                                   \
+    } while (0)
+
+START_TEST(peek_id_found_at_top_level) {
+    EXPECT_PEEK("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"x\":\"aaaa", "7");
+    EXPECT_PEEK(" { \"id\" : \"abc\" , \"params\": [1,2,{\"id\":3}", "\"abc\"");
+    EXPECT_PEEK("{\"params\":{\"id\":1,\"a\":[\"}\\\"\"]},\"id\":-42,\"method\":\"x\"", "-42");
+    EXPECT_PEEK("{\"\\u0069d\":5,\"params\":\"", "5");   /* an escaped key is the same key */
+    EXPECT_PEEK("{\"method\":\"m\",\"id\":\"a\\\"b\"}", "\"a\\\"b\"");
+}
+END_TEST
+
+START_TEST(peek_id_only_when_unambiguous) {
+    EXPECT_PEEK("{\"params\":{\"x\":\"aaaa", "NULL");          /* not in the part at hand */
+    EXPECT_PEEK("{\"id\":12", "NULL");                           /* the number may go on */
+    EXPECT_PEEK("{\"id\":\"ab", "NULL");                         /* the string is cut */
+    EXPECT_PEEK("{\"id\":1,\"id\":2,\"p\":\"", "NULL");          /* two ids */
+    EXPECT_PEEK("{\"id\":1.5,\"p\":\"", "NULL");                 /* not an integer */
+    EXPECT_PEEK("{\"id\":null,\"p\":\"", "NULL");
+    EXPECT_PEEK("{\"id\":{\"a\":1},\"p\":\"", "NULL");
+    EXPECT_PEEK("[{\"id\":1}", "NULL");                          /* a batch */
+    EXPECT_PEEK("{\"a\" 1,\"id\":1,\"p\":\"", "NULL");           /* malformed before it */
+    EXPECT_PEEK("{\"a\":1}}\"id\":1,", "NULL");
+    EXPECT_PEEK("{\"a\":1 \"id\":1,\"p\":\"", "NULL");
+    EXPECT_PEEK("{\"a\":]\"id\":1,", "NULL");
+    EXPECT_PEEK("{\"a\":\"x\ny\",\"id\":1,", "NULL");           /* a raw control character */
+    EXPECT_PEEK("{\"id\":\"\xff\",\"p\":\"", "NULL");            /* not UTF-8 */
+    EXPECT_PEEK("", "NULL");
+    EXPECT_PEEK("{", "NULL");
+    EXPECT_PEEK("{}", "NULL");
+}
+END_TEST
+
+START_TEST(reader_keeps_the_id_of_a_dropped_line) {
+    rd.max = 64;
+    FEED("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"code\":\"");
+    FEED("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}}\n");
+    char *line;
+    size_t len;
+    ck_assert_int_eq(jrpc_reader_next(&rd, &line, &len), -E2BIG);
+    json_t *id = jrpc_reader_take_dropped_id(&rd);
+    ck_assert(json_is_integer(id) && json_integer_value(id) == 7);
+    json_decref(id);
+    ck_assert_ptr_null(jrpc_reader_take_dropped_id(&rd)); /* taken once */
+    FEED("{\"id\":\"x\"}\n");
+    EXPECT_LINE("{\"id\":\"x\"}");
+    /* The whole line came in one read: its id after the cap is at hand too. */
+    FEED("{\"params\":{\"code\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"},\"id\":8}\n");
+    ck_assert_int_eq(jrpc_reader_next(&rd, &line, &len), -E2BIG);
+    id = jrpc_reader_take_dropped_id(&rd);
+    ck_assert(json_is_integer(id) && json_integer_value(id) == 8);
+    json_decref(id);
+    /* Its start without the id, the rest not read yet: null. */
+    FEED("{\"params\":{\"code\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    ck_assert_int_eq(jrpc_reader_next(&rd, &line, &len), -E2BIG);
+    ck_assert_ptr_null(jrpc_reader_take_dropped_id(&rd));
+    FEED("\"},\"id\":9}\n{}\n");
+    EXPECT_LINE("{}");
+}
+END_TEST
+
 static Suite *jsonrpc_suite(void) {
     Suite *s = suite_create("jsonrpc");
     TCase *p = tcase_create("parse");
@@ -486,6 +558,9 @@ static Suite *jsonrpc_suite(void) {
     tcase_add_test(r, reader_oversized_line_streamed);
     tcase_add_test(r, reader_limit_boundary);
     tcase_add_test(r, reader_fill_max_reads_at_most_about_the_limit);
+    tcase_add_test(r, reader_keeps_the_id_of_a_dropped_line);
+    tcase_add_test(r, peek_id_found_at_top_level);
+    tcase_add_test(r, peek_id_only_when_unambiguous);
     suite_add_tcase(s, r);
     {
         TCase *k = tcase_create("fixed_bugs");

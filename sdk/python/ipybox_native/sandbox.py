@@ -552,6 +552,9 @@ class Sandbox:
             self._current = call
 
             def progress(p: Dict[str, Any]) -> None:
+                meta = p.get("_meta")
+                if isinstance(meta, dict) and "ipybox/heartbeat" in meta:
+                    return  # "still running, N s": not the cell's output
                 msg = p.get("message")
                 if isinstance(msg, str) and msg:
                     queue.put_nowait(OutputChunk(msg))
