@@ -6,7 +6,13 @@ workspace is writable by the kernel of every session that has it. Its pyvenv.cfg
 which host tree the next session with `--python that-venv/bin/python` binds read-only at its own
 path: rewritten to name ~/.ssh (or any directory), it would show that directory to the sandbox.
 Only an interpreter's prefix (its standard library there) outside the trees sandboxes write may
-be bound for it."""
+be bound for it.
+
+The SDK's CodeExecutor and images_dir inside the workspace (ipybox's layout: working_dir the
+current directory, images_dir `images` in it): kernel code can make /app/images a symlink to
+any host directory, and the SDK then wrote the image bytes the sandbox chose there. Below a tree
+the kernel writes, images_dir is walked without following a symlink."""
+import asyncio
 import os
 import shutil
 import subprocess
@@ -16,6 +22,9 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from ipybox_test import BUILD, IPYBOX, require_sandbox  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "sdk", "python"))
+from ipybox_native import CodeExecutor  # noqa: E402
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SECRET = "r1-secret-3f9c1d"
@@ -96,6 +105,70 @@ class VenvHomeSteering(unittest.TestCase):
         r = self.run_ipybox("--workspace", other, "--python", self.py, "--", "/bin/ls", self.proj)
         self.assertNotEqual(r.returncode, 0, r.stdout)
         self.assertIn("which is in %s, a tree that sandboxes could write" % self.proj, r.stderr)
+
+
+# A PNG's signature, then what the sandbox wants on the host.
+PAYLOAD = b"\x89PNG\r\n\x1a\n#!/bin/sh\necho r1-pwned\n"
+DISPLAY = ("from IPython.display import display, Image\n"
+           "display(Image(data=%r))\n" % PAYLOAD)
+
+
+class ImagesDirSymlink(unittest.TestCase):
+    def setUp(self):
+        require_sandbox(self)
+        self.base = tempfile.mkdtemp(prefix="r1-images-", dir=os.path.realpath(BUILD))
+        self.addCleanup(shutil.rmtree, self.base, True)
+        self.ws = os.path.join(self.base, "ws")
+        self.victim = os.path.join(self.base, "victim")
+        os.mkdir(self.ws)
+        os.mkdir(self.victim)
+        env = {"IPYBOX_BIN": IPYBOX, "XDG_STATE_HOME": os.path.join(self.base, "state")}
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        self.addCleanup(lambda: [os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+                                 for k, v in old.items()])
+
+    def run_cells(self, *cells, images_dir="images"):
+        """CodeExecutor(working_dir=ws, images_dir=images_dir relative to ws): each cell's
+        result, or the exception it raised."""
+        async def go():
+            out = []
+            cwd = os.getcwd()
+            os.chdir(self.ws)
+            try:
+                async with CodeExecutor(working_dir=".", images_dir=images_dir) as ex:
+                    for code in cells:
+                        try:
+                            out.append(await ex.execute(code, timeout=60))
+                        except Exception as e:  # noqa: BLE001 (the refusal is the outcome)
+                            out.append(e)
+            finally:
+                os.chdir(cwd)
+            return out
+        return asyncio.run(asyncio.wait_for(go(), 300))
+
+    def test_images_written_in_the_workspace(self):
+        """No attack: the image lands in ws/images (so the refusal below is the symlink's)."""
+        (r,) = self.run_cells(DISPLAY)
+        self.assertNotIsInstance(r, Exception, r)
+        self.assertEqual(len(r.images), 1)
+        with open(os.path.join(self.ws, str(r.images[0])), "rb") as f:
+            self.assertEqual(f.read(), PAYLOAD)
+
+    def test_images_symlink_planted_by_the_kernel_is_not_followed(self):
+        plant = ("import os, shutil\n"
+                 "shutil.rmtree('/app/images', ignore_errors=True)\n"
+                 "os.symlink(%r, '/app/images')\n" % self.victim)
+        r = self.run_cells(plant + DISPLAY)[0]
+        self.assertEqual(os.listdir(self.victim), [])
+        self.assertIsInstance(r, OSError)
+        self.assertIn("which the kernel writes; it is not followed", str(r))
+
+    def test_symlink_higher_up_in_the_workspace(self):
+        plant = "import os\nos.symlink(%r, '/app/out')\n" % self.victim
+        r = self.run_cells(plant + DISPLAY, images_dir="out/plots")[0]
+        self.assertEqual(os.listdir(self.victim), [])
+        self.assertIsInstance(r, OSError)
 
 
 if __name__ == "__main__":
