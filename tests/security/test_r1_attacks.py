@@ -21,7 +21,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import BUILD, IPYBOX, require_sandbox  # noqa: E402
+from ipybox_test import BUILD, IPYBOX, McpClient, require_sandbox  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "sdk", "python"))
 from ipybox_native import CodeExecutor  # noqa: E402
@@ -105,6 +105,21 @@ class VenvHomeSteering(unittest.TestCase):
         r = self.run_ipybox("--workspace", other, "--python", self.py, "--", "/bin/ls", self.proj)
         self.assertNotEqual(r.returncode, 0, r.stdout)
         self.assertIn("which is in %s, a tree that sandboxes could write" % self.proj, r.stderr)
+
+    def test_home_rewritten_through_download_file_into_an_allowed_dir(self):
+        """The venv is not in a workspace but in an --allowed-dir: download_file (the model's,
+        with bytes the kernel wrote) replaces its pyvenv.cfg."""
+        cfg = self.cfg().replace("home = /usr/bin", "home = %s" % self.secret_dir)
+        with McpClient("--allowed-dir", self.proj, env=self.env) as c:
+            text, r = c.execute("open('/app/cfg', 'w').write(%r)" % cfg)
+            self.assertFalse(r.get("isError"), text)
+            r = c.call("download_file", {"relpath": "cfg", "local_path": os.path.join(self.venv, "pyvenv.cfg")})
+            self.assertFalse(r.get("isError"), r)
+        self.assertIn("home = %s\n" % self.secret_dir, self.cfg())
+        r = self.run_ipybox("--python", self.py, "--", "/bin/sh", "-c", "cat %s/id_ed25519" % self.secret_dir)
+        self.assertNotIn(SECRET, r.stdout + r.stderr)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("holds no Python standard library", r.stderr)
 
 
 # A PNG's signature, then what the sandbox wants on the host.
