@@ -57,13 +57,10 @@ static int beneath(int dirfd, const char *path, int flags) {
     return fd;
 }
 
-/* Whether the tree behind pfd is an interpreter's prefix, as Python's start-up (getpath) finds
- * one: its standard library's landmark, lib/pythonX.Y/os.py, a regular file beneath it. A venv's
- * pyvenv.cfg may have been rewritten by sandbox code (a venv in a workspace, a bind, an allowed
- * directory): its `home` may then name any directory, and only a real interpreter's prefix is
- * bound for it, never ~/.ssh. */
-static bool has_stdlib_landmark(int pfd) {
-    int lib = beneath(pfd, "lib", O_RDONLY | O_DIRECTORY | O_NONBLOCK);
+/* Whether dir (beneath pfd) holds a standard library: a directory python3.X (or pypy3.X) with
+ * os.py, a regular file. */
+static bool stdlib_in(int pfd, const char *dir) {
+    int lib = beneath(pfd, dir, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
     if (lib < 0)
         return false;
     DIR *d = fdopendir(lib);
@@ -75,7 +72,7 @@ static bool has_stdlib_landmark(int pfd) {
     struct dirent *de;
     /* A prefix's lib holds a few hundred entries at most; a bound on what is looked at. */
     for (int seen = 0; !found && seen < 4096 && (de = readdir(d)); seen++) {
-        if (strncmp(de->d_name, "python3", 7))
+        if (strncmp(de->d_name, "python3", 7) && strncmp(de->d_name, "pypy3", 5))
             continue;
         char rel[NAME_MAX + 8];
         snprintf(rel, sizeof(rel), "%s/os.py", de->d_name);
@@ -88,6 +85,13 @@ static bool has_stdlib_landmark(int pfd) {
     closedir(d);
     return found;
 }
+
+/* Whether the tree behind pfd is an interpreter's prefix, as Python's start-up (getpath) finds
+ * one: its standard library's landmark, lib/python3.X/os.py (lib64/ where that is the
+ * platform's library directory), beneath it. A venv's pyvenv.cfg may have been rewritten by
+ * sandbox code (a venv in a workspace, a bind, an allowed directory): its `home` may then name
+ * any directory, and only a real interpreter's prefix is bound for it, never ~/.ssh. */
+static bool has_stdlib_landmark(int pfd) { return stdlib_in(pfd, "lib") || stdlib_in(pfd, "lib64"); }
 
 /* A tree the sandbox would see at its own path: where it may go. */
 static int check_prefix(const char *python, const char *prefix, const char *state, const char *home,

@@ -295,6 +295,33 @@ START_TEST(venv_home_steered_by_sandbox_code_is_refused) {
     ck_assert_msg(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err) == 0, "%s", ipb_error_msg(err));
     ck_assert_uint_eq(e.n, 2);
     ipb_python_env_free(&e);
+    /* A prefix whose library directory is lib64 (a platlibdir of lib64), or PyPy's. */
+    mk("lib64base/bin", NULL, 0);
+    mk("lib64base/lib64/python3.12", NULL, 0);
+    mk("lib64base/lib64/python3.12/os.py", "\n", 0644);
+    write_home("lib64base/bin");
+    ck_assert_msg(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err) == 0, "%s", ipb_error_msg(err));
+    ipb_python_env_free(&e);
+    mk("pypy/bin", NULL, 0);
+    mk("pypy/lib/pypy3.10", NULL, 0);
+    mk("pypy/lib/pypy3.10/os.py", "\n", 0644);
+    write_home("pypy/bin");
+    ck_assert_msg(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err) == 0, "%s", ipb_error_msg(err));
+    ipb_python_env_free(&e);
+    /* os.py a directory, or a symlink leading out of the prefix: no landmark. */
+    mk("fakeos/bin", NULL, 0);
+    mk("fakeos/lib/python3.12/os.py", NULL, 0);
+    write_home("fakeos/bin");
+    ck_assert_int_lt(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err), 0);
+    ipb_error_freep(&err);
+    mk("outlink/bin", NULL, 0);
+    mk("outlink/lib/python3.12", NULL, 0);
+    char lnk[PATH_MAX * 2];
+    snprintf(lnk, sizeof(lnk), "%s/outlink/lib/python3.12/os.py", base);
+    ck_assert_int_eq(symlink("/usr/lib/python3.11/os.py", lnk), 0);
+    write_home("outlink/bin");
+    ck_assert_int_lt(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err), 0);
+    ipb_error_freep(&err);
 }
 END_TEST
 
