@@ -1,12 +1,15 @@
 #include "pyhost.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -21,23 +24,74 @@ void ipb_python_env_free(ipb_python_env *e) {
     memset(e, 0, sizeof(*e));
 }
 
-static int open_dir(const char *what, const char *path, char **ret_canon, ipb_file_id *ret_id, ipb_error **err) {
+/* ret_fd (may be NULL): the O_PATH fd of what was checked, for checks on the same tree. */
+static int open_dir(const char *what, const char *path, char **ret_canon, ipb_file_id *ret_id, int *ret_fd,
+                    ipb_error **err) {
     int fd = -1;
     if (ipb_host_named_open(what, path, IPB_NAMED_DIR, &fd, ret_canon, err) < 0)
         return -1;
     struct stat st;
-    int r = fstat(fd, &st);
-    int e = errno;
-    close(fd);
-    if (r < 0) {
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
         free(*ret_canon);
         *ret_canon = NULL;
         return ipb_error_set(err, e, "%s %s", what, path);
     }
     if (ret_id)
         *ret_id = (ipb_file_id){(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+    if (ret_fd)
+        *ret_fd = fd;
+    else
+        close(fd);
     return 0;
 }
+
+static int beneath(int dirfd, const char *path, int flags) {
+    struct open_how how = {.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    int fd;
+    do
+        fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+    while (fd < 0 && errno == EAGAIN);
+    return fd;
+}
+
+/* Whether dir (beneath pfd) holds a standard library: a directory python3.X (or pypy3.X) with
+ * os.py, a regular file. */
+static bool stdlib_in(int pfd, const char *dir) {
+    int lib = beneath(pfd, dir, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
+    if (lib < 0)
+        return false;
+    DIR *d = fdopendir(lib);
+    if (!d) {
+        close(lib);
+        return false;
+    }
+    bool found = false;
+    struct dirent *de;
+    /* A prefix's lib holds a few hundred entries at most; a bound on what is looked at. */
+    for (int seen = 0; !found && seen < 4096 && (de = readdir(d)); seen++) {
+        if (strncmp(de->d_name, "python3", 7) && strncmp(de->d_name, "pypy3", 5))
+            continue;
+        char rel[NAME_MAX + 8];
+        snprintf(rel, sizeof(rel), "%s/os.py", de->d_name);
+        int f = beneath(dirfd(d), rel, O_PATH);
+        struct stat st;
+        found = f >= 0 && fstat(f, &st) == 0 && S_ISREG(st.st_mode);
+        if (f >= 0)
+            close(f);
+    }
+    closedir(d);
+    return found;
+}
+
+/* Whether the tree behind pfd is an interpreter's prefix, as Python's start-up (getpath) finds
+ * one: its standard library's landmark, lib/python3.X/os.py (lib64/ where that is the
+ * platform's library directory), beneath it. A venv's pyvenv.cfg may have been rewritten by
+ * sandbox code (a venv in a workspace, a bind, an allowed directory): its `home` may then name
+ * any directory, and only a real interpreter's prefix is bound for it, never ~/.ssh. */
+static bool has_stdlib_landmark(int pfd) { return stdlib_in(pfd, "lib") || stdlib_in(pfd, "lib64"); }
 
 /* A tree the sandbox would see at its own path: where it may go. */
 static int check_prefix(const char *python, const char *prefix, const char *state, const char *home,
@@ -64,13 +118,17 @@ static int check_prefix(const char *python, const char *prefix, const char *stat
     return 0;
 }
 
-static int add_prefix(ipb_python_env *e, const char *python, const char *prefix, const char *state, const char *home,
-                      ipb_error **err) {
+/* cfg: the pyvenv.cfg whose `home` named prefix (NULL: the prefix holds what the user named):
+ * its text is not the user's word, so the tree must be an interpreter's prefix outside every
+ * tree a sandbox could write (trees, may be NULL). */
+static int add_prefix(ipb_python_env *e, const char *python, const char *prefix, const char *cfg,
+                      const ipb_strv *trees, const char *state, const char *home, ipb_error **err) {
     if (ipb_python_in_system_dirs(prefix))
         return 0; /* every sandbox sees these */
     cleanup_free char *canon = NULL;
+    cleanup_close int fd = -1;
     ipb_file_id id;
-    if (open_dir("--python", prefix, &canon, &id, err) < 0)
+    if (open_dir("--python", prefix, &canon, &id, &fd, err) < 0)
         return -1;
     if (ipb_python_in_system_dirs(canon))
         return 0;
@@ -79,6 +137,18 @@ static int add_prefix(ipb_python_env *e, const char *python, const char *prefix,
             return 0;
     if (check_prefix(python, canon, state, home, err) < 0)
         return -1;
+    for (size_t i = 0; cfg && trees && i < trees->n; i++)
+        if (ipb_path_within_tree(canon, trees->v[i]))
+            return ipb_error_set(err, 0, "--python %s: %s names as its base interpreter's prefix %s, which is in %s, "
+                                         "a tree that sandboxes could write: the base of a venv must be an "
+                                         "interpreter installed outside of them",
+                                 python, cfg, canon, trees->v[i]);
+    if (cfg && !has_stdlib_landmark(fd))
+        return ipb_error_set(err, 0, "--python %s: %s names as its base interpreter's prefix %s, which holds no "
+                                     "Python standard library (lib/python3.X/os.py); refused, as it would be shown "
+                                     "to the sandbox (a venv's pyvenv.cfg may have been rewritten by code that "
+                                     "could write it): recreate the venv from an interpreter that exists",
+                             python, cfg, canon);
     /* One that holds an earlier one replaces it. */
     for (size_t i = 0; i < e->n;) {
         if (ipb_path_within_tree(e->prefix[i], canon)) {
@@ -123,8 +193,8 @@ static int find_pyvenv(const char *dir, char **ret_cfg, ipb_error **err) {
     return 0;
 }
 
-int ipb_python_env_resolve(const char *python, const char *state, const char *home, ipb_python_env *ret,
-                           ipb_error **err) {
+int ipb_python_env_resolve(const char *python, const char *state, const char *home, const ipb_strv *trees,
+                           ipb_python_env *ret, ipb_error **err) {
     ipb_python_env e = {0};
     if (python[0] != '/')
         return ipb_error_set(err, 0, "--python '%s': must be an absolute path (the interpreter on this host, such "
@@ -138,7 +208,7 @@ int ipb_python_env_resolve(const char *python, const char *state, const char *ho
     cleanup_free char *canon_dir = NULL, *canon_exe = NULL, *cfg = NULL, *exe_dir = NULL, *exe_prefix = NULL;
     if (!dir)
         return ipb_error_set(err, ENOMEM, "--python");
-    if (open_dir("--python", dir, &canon_dir, NULL, err) < 0)
+    if (open_dir("--python", dir, &canon_dir, NULL, NULL, err) < 0)
         return -1;
     int fd = -1;
     if (ipb_host_named_open("--python", python, IPB_NAMED_FILE, &fd, &canon_exe, err) < 0) {
@@ -196,9 +266,9 @@ int ipb_python_env_resolve(const char *python, const char *state, const char *ho
         }
         *strrchr(vprefix, '/') = '\0';
         cleanup_free char *base_prefix = ipb_python_prefix_of(canon_home);
-        int r = add_prefix(&e, python, vprefix, state, home, err);
+        int r = add_prefix(&e, python, vprefix, NULL, trees, state, home, err);
         free(vprefix);
-        if (r < 0 || !base_prefix || add_prefix(&e, python, base_prefix, state, home, err) < 0)
+        if (r < 0 || !base_prefix || add_prefix(&e, python, base_prefix, cfg, trees, state, home, err) < 0)
             goto fail_oom;
         e.exec = ipb_strdupf("%s%s%s", canon_dir, strcmp(canon_dir, "/") ? "/" : "", base);
     } else {
@@ -214,7 +284,7 @@ int ipb_python_env_resolve(const char *python, const char *state, const char *ho
             e.exec = strdup(canon_exe);
     }
     /* The file itself: a venv's bin/python is a symlink to its base interpreter. */
-    if (!(exe_prefix = ipb_python_prefix_of(exe_dir)) || add_prefix(&e, python, exe_prefix, state, home, err) < 0)
+    if (!(exe_prefix = ipb_python_prefix_of(exe_dir)) || add_prefix(&e, python, exe_prefix, NULL, trees, state, home, err) < 0)
         goto fail_oom;
     if (!e.exec)
         goto fail_oom;

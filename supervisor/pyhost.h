@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "mountplan.h"
+#include "options.h"
 
 #define IPB_PYTHON_MAX_PREFIXES 3
 
@@ -23,7 +24,9 @@ typedef struct ipb_python_env {
 /* Resolves python (absolute) on the host: the interpreter must be an executable regular file;
  * a venv's base interpreter must exist; no tree may cover a place of the sandbox's own, the
  * state directory (state) or the whole home directory (home, may be NULL). Symlinks are
- * followed except one inside a tree a sandbox could write (hostpath.h). */
-int ipb_python_env_resolve(const char *python, const char *state, const char *home, ipb_python_env *ret,
-                           ipb_error **err);
+ * followed except one inside a tree a sandbox could write (hostpath.h). A venv's base, named by
+ * its pyvenv.cfg (text that sandbox code may have written), must be an interpreter's prefix
+ * (lib/python3.X/os.py) outside trees (ipb_sandbox_trees, may be NULL). */
+int ipb_python_env_resolve(const char *python, const char *state, const char *home, const ipb_strv *trees,
+                           ipb_python_env *ret, ipb_error **err);
 void ipb_python_env_free(ipb_python_env *e);

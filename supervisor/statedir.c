@@ -405,7 +405,7 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     /* The interpreter first: a wrong --python is refused before anything is made. With
      * --rootfs it names a file of that tree, as it is. */
     if (!o->rootfs && o->python && (kernel || strcmp(o->python, IPB_DEFAULT_PYTHON)) &&
-        ipb_python_env_resolve(o->python, state, getenv("HOME"), &d.python, err) < 0) {
+        ipb_python_env_resolve(o->python, state, getenv("HOME"), &trees, &d.python, err) < 0) {
         ipb_strv_free(&trees);
         return -1;
     }

@@ -147,6 +147,7 @@ static void tree_setup(void) {
     /* A base interpreter PREFIX/bin/python3.12 and a venv made from it. */
     mk("base/bin", NULL, 0);
     mk("base/lib/python3.12", NULL, 0);
+    mk("base/lib/python3.12/os.py", "# the standard library's landmark\n", 0644);
     mk("base/bin/python3.12", "#!fake\n", 0755);
     mk("home/venv/bin", NULL, 0);
     mk("home/secret", "x\n", 0600);
@@ -165,7 +166,7 @@ static int resolve(const char *rel, ipb_python_env *e, ipb_error **err) {
     char p[PATH_MAX * 2];
     snprintf(p, sizeof(p), "%s/%s", base, rel);
     memset(e, 0, sizeof(*e));
-    return ipb_python_env_resolve(p, NULL, NULL, e, err);
+    return ipb_python_env_resolve(p, NULL, NULL, NULL, e, err);
 }
 
 START_TEST(venv_binds_its_prefix_and_its_base) {
@@ -199,7 +200,7 @@ START_TEST(plain_interpreter_binds_its_prefix) {
     ck_assert_str_eq(e.prefix[0], want);
     ipb_python_env_free(&e);
     /* Debian's: nothing to bind, run by the name given. */
-    ck_assert_int_eq(ipb_python_env_resolve("/usr/bin/python3", NULL, NULL, &e, &err), 0);
+    ck_assert_int_eq(ipb_python_env_resolve("/usr/bin/python3", NULL, NULL, NULL, &e, &err), 0);
     ck_assert_uint_eq(e.n, 0);
     ck_assert_str_eq(e.exec, "/usr/bin/python3");
     ipb_python_env_free(&e);
@@ -228,7 +229,7 @@ START_TEST(refusals_say_why) {
     ck_assert_int_lt(resolve("home/notexec", &e, &err), 0);
     ck_assert_ptr_nonnull(strstr(err->msg, "not an executable file"));
     ipb_error_freep(&err);
-    ck_assert_int_lt(ipb_python_env_resolve("python3", NULL, NULL, &e, &err), 0);
+    ck_assert_int_lt(ipb_python_env_resolve("python3", NULL, NULL, NULL, &e, &err), 0);
     ck_assert_ptr_nonnull(strstr(err->msg, "must be an absolute path"));
     ipb_error_freep(&err);
     /* The base gone: the venv names it. */
@@ -243,12 +244,83 @@ START_TEST(refusals_say_why) {
     /* A tree that holds the home (HOME given as the fake home's parent's child). */
     snprintf(p, sizeof(p), "%s/home/venv/bin/python", base);
     snprintf(q, sizeof(q), "%s/home/venv", base);
-    ck_assert_int_lt(ipb_python_env_resolve(p, NULL, q, &e, &err), 0);
+    ck_assert_int_lt(ipb_python_env_resolve(p, NULL, q, NULL, &e, &err), 0);
     ck_assert_ptr_nonnull(strstr(err->msg, "holds your home directory"));
     ipb_error_freep(&err);
     /* A tree inside the state directory. */
-    ck_assert_int_lt(ipb_python_env_resolve(p, base, NULL, &e, &err), 0);
+    ck_assert_int_lt(ipb_python_env_resolve(p, base, NULL, NULL, &e, &err), 0);
     ck_assert_ptr_nonnull(strstr(err->msg, "state directory"));
+    ipb_error_freep(&err);
+}
+END_TEST
+
+/* A venv's pyvenv.cfg is text that sandbox code may have rewritten (a venv in a workspace or a
+ * bind): its `home` steers what is bound, so it must name an interpreter's prefix outside
+ * every tree a sandbox could write. */
+static void write_home(const char *home_rel) {
+    char cfg[PATH_MAX * 2];
+    snprintf(cfg, sizeof(cfg), "home = %s/%s\ninclude-system-site-packages = false\n", base, home_rel);
+    mk("home/venv/pyvenv.cfg", cfg, 0644);
+}
+
+START_TEST(venv_home_steered_by_sandbox_code_is_refused) {
+    ipb_python_env e;
+    ipb_error *err = NULL;
+    /* A directory of secrets, not an interpreter: never bound. */
+    mk("home/dotssh", NULL, 0);
+    mk("home/dotssh/id_ed25519", "key\n", 0600);
+    write_home("home/dotssh");
+    ck_assert_int_lt(resolve("home/venv/bin/python", &e, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err->msg, "holds no Python standard library"));
+    ipb_error_freep(&err);
+    /* Its bin/ too: the prefix would be home/dotssh. */
+    mk("home/dotssh/bin", NULL, 0);
+    write_home("home/dotssh/bin");
+    ck_assert_int_lt(resolve("home/venv/bin/python", &e, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err->msg, "holds no Python standard library"));
+    ipb_error_freep(&err);
+    /* A real-looking prefix, but in a tree sandboxes could write. */
+    write_home("base/bin");
+    char tree[PATH_MAX * 2], p[PATH_MAX * 2];
+    snprintf(tree, sizeof(tree), "%s/base", base);
+    snprintf(p, sizeof(p), "%s/home/venv/bin/python", base);
+    char *tv[] = {tree, NULL};
+    ipb_strv trees = {tv, 1};
+    memset(&e, 0, sizeof(e));
+    ck_assert_int_lt(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err->msg, "a tree that sandboxes could write"));
+    ipb_error_freep(&err);
+    /* The same venv, its base an interpreter's prefix elsewhere: fine. */
+    snprintf(tree, sizeof(tree), "%s/home", base);
+    ck_assert_msg(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err) == 0, "%s", ipb_error_msg(err));
+    ck_assert_uint_eq(e.n, 2);
+    ipb_python_env_free(&e);
+    /* A prefix whose library directory is lib64 (a platlibdir of lib64), or PyPy's. */
+    mk("lib64base/bin", NULL, 0);
+    mk("lib64base/lib64/python3.12", NULL, 0);
+    mk("lib64base/lib64/python3.12/os.py", "\n", 0644);
+    write_home("lib64base/bin");
+    ck_assert_msg(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err) == 0, "%s", ipb_error_msg(err));
+    ipb_python_env_free(&e);
+    mk("pypy/bin", NULL, 0);
+    mk("pypy/lib/pypy3.10", NULL, 0);
+    mk("pypy/lib/pypy3.10/os.py", "\n", 0644);
+    write_home("pypy/bin");
+    ck_assert_msg(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err) == 0, "%s", ipb_error_msg(err));
+    ipb_python_env_free(&e);
+    /* os.py a directory, or a symlink leading out of the prefix: no landmark. */
+    mk("fakeos/bin", NULL, 0);
+    mk("fakeos/lib/python3.12/os.py", NULL, 0);
+    write_home("fakeos/bin");
+    ck_assert_int_lt(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err), 0);
+    ipb_error_freep(&err);
+    mk("outlink/bin", NULL, 0);
+    mk("outlink/lib/python3.12", NULL, 0);
+    char lnk[PATH_MAX * 2];
+    snprintf(lnk, sizeof(lnk), "%s/outlink/lib/python3.12/os.py", base);
+    ck_assert_int_eq(symlink("/usr/lib/python3.11/os.py", lnk), 0);
+    write_home("outlink/bin");
+    ck_assert_int_lt(ipb_python_env_resolve(p, NULL, NULL, &trees, &e, &err), 0);
     ipb_error_freep(&err);
 }
 END_TEST
@@ -301,6 +373,7 @@ static Suite *pyenv_suite(void) {
     tcase_add_test(f, venv_binds_its_prefix_and_its_base);
     tcase_add_test(f, plain_interpreter_binds_its_prefix);
     tcase_add_test(f, refusals_say_why);
+    tcase_add_test(f, venv_home_steered_by_sandbox_code_is_refused);
     suite_add_tcase(s, f);
     return s;
 }

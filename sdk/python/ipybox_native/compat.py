@@ -5,6 +5,7 @@ paths of PNG files written to `images_dir`). `Sandbox` keeps this SDK's own shap
 from __future__ import annotations
 
 import abc
+import errno
 import json
 import logging
 import os
@@ -146,6 +147,7 @@ class CodeExecutor(Sandbox):
         if str(log_level).upper() == "DEBUG":
             options.setdefault("verbose", True)
         options.setdefault("start_timeout", max(120.0, float(kernel_init_timeout)))
+        self._sandbox_trees = _sandbox_trees(options)
         super().__init__(**options)
         self.images_dir = Path(images_dir) if images_dir is not None else Path("images")
         self.approval_timeout = approval_timeout
@@ -218,10 +220,70 @@ class CodeExecutor(Sandbox):
                                    images=[self._save(img) for img in r.images], result=r)
 
     def _save(self, img: Image) -> Path:
-        self.images_dir.mkdir(parents=True, exist_ok=True)
-        path = self.images_dir / (uuid.uuid4().hex[:8] + EXTENSIONS.get(img.mime_type, ".bin"))
-        img.save(str(path))
-        return path
+        name = uuid.uuid4().hex[:8] + EXTENSIONS.get(img.mime_type, ".bin")
+        dfd = _open_images_dir(os.path.abspath(self.images_dir), self._sandbox_trees)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(img.data)
+        return self.images_dir / name
+
+
+def _sandbox_trees(options: Dict[str, Any]) -> List[str]:
+    """The host directories the kernel writes (the workspace, --container-bind sources), as
+    given and resolved now: where sandbox code may have put symlinks."""
+    given: List[str] = []
+    if options.get("workspace") is not None:
+        given.append(os.fspath(options["workspace"]))
+    binds = options.get("container_bind")
+    if isinstance(binds, dict):
+        given += [os.fspath(k) for k in binds]
+    elif binds is not None:
+        given += [os.fspath(b).split(":", 1)[0] for b in ([binds] if isinstance(binds, (str, os.PathLike)) else binds)]
+    trees = []
+    for g in given:
+        for t in (os.path.abspath(g), os.path.realpath(g)):
+            if t not in trees:
+                trees.append(t)
+    return trees
+
+
+def _open_images_dir(path: str, trees: List[str]) -> int:
+    """A directory fd for images_dir (absolute, made where missing). Below a tree the kernel
+    writes, each component is walked from that tree's fd without following a symlink: kernel
+    code may have made `images` a symlink to any host directory, and the bytes written are the
+    sandbox's. Elsewhere the path is the caller's own."""
+    for tree in trees:
+        if path != tree and not path.startswith(tree.rstrip("/") + "/"):
+            continue
+        fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for comp in path[len(tree):].split("/"):
+                if not comp:
+                    continue
+                try:
+                    os.mkdir(comp, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                try:
+                    nfd = os.open(comp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except OSError as e:
+                    if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise OSError(e.errno, "images_dir %s: %s in it is not a directory but a symlink or a file, "
+                                      "in %s, which the kernel writes; it is not followed (sandbox code may have "
+                                      "made it)" % (path, comp, tree)) from None
+                    raise
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+    os.makedirs(path, exist_ok=True)
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
 def _allowed_domains(path: Union[str, os.PathLike]) -> List[str]:
