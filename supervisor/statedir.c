@@ -464,7 +464,9 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     /* Held for the session's life; swept of a killed session's temporary files first when no
      * live session holds it (treehold.h). */
     (void)ipb_tmp_marks_open(state);
-    if (ipb_tree_hold(d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold, err) < 0 ||
+    if ((d.workspace_name ? ipb_tree_hold_state_workspace(d.workspace_fd, "--workspace", d.workspace,
+                                                          &d.workspace_hold, err)
+                          : ipb_tree_hold(d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold, err)) < 0 ||
         state_workspace_still_named(state, &d, err) < 0)
         goto fail;
     for (size_t i = 0; i < o->n_binds; i++)

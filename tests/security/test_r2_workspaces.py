@@ -1,0 +1,87 @@
+"""Attacks on workspaces and their prune (issue 20, reviewer R2): a session must never use a
+workspace of the state directory without holding it, since `ipybox workspaces prune` may be
+between its exclusive lock and its rename (its size walk of a tree that sandbox code filled
+takes seconds) and would then remove the files of a running session."""
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from ipybox_test import IPYBOX, descendants, require_sandbox, wait_for  # noqa: E402
+
+
+class R2WorkspaceCase(unittest.TestCase):
+    def setUp(self):
+        require_sandbox(self)
+        self.tmp = tempfile.mkdtemp(prefix="ipybox-r2-")
+        self.home = os.path.join(self.tmp, "home")
+        os.mkdir(self.home)
+        self.env = dict(os.environ, HOME=self.home, XDG_STATE_HOME=os.path.join(self.home, ".local", "state"))
+        self.env.pop("XDG_RUNTIME_DIR", None)
+        self.wsroot = os.path.join(self.home, ".local", "state", "ipybox", "workspaces")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def ipybox(self, *args, timeout=120):
+        return subprocess.run([IPYBOX, *args], capture_output=True, text=True, timeout=timeout, env=self.env)
+
+
+class HoldOrFail(R2WorkspaceCase):
+    def test_a_start_never_uses_a_workspace_a_prune_holds_past_the_wait(self):
+        """The prune holds the workspace exclusively while it walks it (here: the test holds it
+        for longer than a start waits); then it renames and removes it. A session that started
+        meanwhile must have failed, not be running on the files being removed."""
+        ws = os.path.join(self.wsroot, "contested")
+        os.makedirs(ws)
+        with open(os.path.join(ws, "keep"), "w") as f:
+            f.write("user data")
+        fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            p = subprocess.Popen([IPYBOX, "run", "--workspace", "contested", "--", "/bin/sh", "-c",
+                                  "cat /app/keep && echo started > /app/marker && sleep 6 && cat /app/keep"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
+            self.procs.append(p)
+            # Until the start has given up waiting: it ended, or its sandbox runs.
+            started = wait_for(lambda: p.poll() is not None or
+                               os.path.exists(os.path.join(ws, "marker")), 60)
+            self.assertTrue(started, "ipybox run neither ended nor started its command")
+        finally:
+            os.close(fd)
+        # What the prune does next, for real: nothing holds it (per flock), so it goes.
+        r = self.ipybox("workspaces", "prune", "contested")
+        out, err = p.communicate(timeout=60)
+        self.assertNotEqual(p.returncode, 0, out)
+        self.assertIn("keeps it locked exclusively", err)
+        self.assertNotIn("started", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("removed contested", r.stdout)
+        self.assertFalse(descendants(p.pid))
+
+    def test_a_session_that_holds_its_workspace_keeps_it_from_a_prune(self):
+        """The ordinary case next to it: once a start has its hold, a prune keeps the workspace."""
+        p = subprocess.Popen([IPYBOX, "run", "--workspace", "held", "--", "/bin/sh", "-c",
+                              "echo data > /app/f && sleep 5 && cat /app/f"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
+        self.procs.append(p)
+        self.assertTrue(wait_for(lambda: os.path.exists(os.path.join(self.wsroot, "held", "f")), 60))
+        r = self.ipybox("workspaces", "prune", "held")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("kept held: in use by a running session", r.stdout)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(out.strip(), "data")
+
+
+if __name__ == "__main__":
+    unittest.main()
