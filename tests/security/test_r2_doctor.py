@@ -1,12 +1,15 @@
 """Attacks on `ipybox doctor` (issue 20, reviewer R2). Its python check runs the interpreter on
 the host, outside any sandbox, and an interpreter runs its environment's code as it starts
 (a .pth file in site-packages; -s -E do not stop that). A venv that kernel code made in a
-workspace must therefore never be run there; one of the user's own still is."""
+workspace must therefore never be run there; one of the user's own still is. A daemon socket
+whose listener never accepts must not hang the doctor."""
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -90,6 +93,39 @@ class PythonFromASandbox(R2DoctorCase):
         line = line_of(r.stdout, "python")
         self.assertTrue(line and line.startswith("ok") and "imports ipykernel" in line, r.stdout)
         self.assertTrue(os.path.exists(self.mark))
+
+
+class StuckDaemon(R2DoctorCase):
+    def test_a_socket_that_never_accepts_does_not_hang_the_doctor(self):
+        """A daemon that is stuck: its listen queue full, nothing accepted. connect() on a full
+        unix socket queue blocks until there is room; the doctor must say so and go on."""
+        d = os.path.join(self.runtime, "ipybox")
+        os.mkdir(d, 0o700)
+        path = os.path.join(d, "ipybox.sock")
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(0)
+        self.addCleanup(srv.close)
+        fillers = []
+        for _ in range(8):  # fill the queue (its length is backlog + 1)
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.setblocking(False)
+            try:
+                c.connect(path)
+            except BlockingIOError:
+                c.close()
+                break
+            fillers.append(c)
+        self.addCleanup(lambda: [c.close() for c in fillers])
+        t0 = time.monotonic()
+        try:
+            r = self.ipybox("doctor", "--quick", timeout=60)
+        except subprocess.TimeoutExpired:
+            self.fail("ipybox doctor hung on a daemon socket that never accepts")
+        self.assertLess(time.monotonic() - t0, 60)
+        line = line_of(r.stdout, "daemon")
+        self.assertTrue(line and line.startswith("warn"), r.stdout)
+        self.assertIn(path, line)
 
 
 if __name__ == "__main__":
