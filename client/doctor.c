@@ -201,6 +201,12 @@ static bool check_sandbox(doctor *d, ipb_options *o) {
     return ok;
 }
 
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
 /* --quick is ours; the rest are sandbox options, kept in order. */
 static void take_quick(int *argc, char **argv, bool *quick) {
     int k = 0;
@@ -239,8 +245,24 @@ int cmd_doctor(int argc, char **argv) {
         doctor_say(&d, DOCTOR_SKIP, "sandbox", "not started (--quick)");
     else if (!userns || !nft || !python)
         doctor_say(&d, DOCTOR_SKIP, "sandbox", "not started: a needed check above failed");
-    else
+    else {
+        /* The sandbox check ends (its cell is bounded) and cleans up before a ^C or a TERM
+         * takes effect: killed inside it, the doctor would leave its session directory and
+         * workspace behind. */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_interrupt;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
         check_sandbox(&d, &o);
+        if (interrupted) {
+            fprintf(stderr, "ipybox doctor: interrupted (the sandbox it started is removed)\n");
+            ipb_options_free(&o);
+            return 130;
+        }
+    }
     if (d.failed)
         printf("ipybox mcp would not start: %d check%s failed (FAIL above)\n", d.failed, d.failed == 1 ? "" : "s");
     else

@@ -2,9 +2,11 @@
 the host, outside any sandbox, and an interpreter runs its environment's code as it starts
 (a .pth file in site-packages; -s -E do not stop that). A venv that kernel code made in a
 workspace must therefore never be run there; one of the user's own still is. A daemon socket
-whose listener never accepts must not hang the doctor."""
+whose listener never accepts must not hang the doctor, and a ^C while its sandbox runs leaves
+nothing behind."""
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -13,7 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import BUILD, IPYBOX, require_sandbox  # noqa: E402
+from ipybox_test import BUILD, IPYBOX, descendants, require_sandbox, wait_for  # noqa: E402
 
 
 def line_of(out, check):
@@ -126,6 +128,35 @@ class StuckDaemon(R2DoctorCase):
         line = line_of(r.stdout, "daemon")
         self.assertTrue(line and line.startswith("warn"), r.stdout)
         self.assertIn(path, line)
+
+
+class Interrupted(R2DoctorCase):
+    def test_sigint_while_the_sandbox_runs_leaves_nothing_behind(self):
+        p = subprocess.Popen([IPYBOX, "doctor"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=self.env)
+        seen = set()
+
+        def sandbox_up():
+            for pid in descendants(p.pid):
+                seen.add(pid)
+                try:
+                    with open("/proc/%d/cmdline" % pid, "rb") as f:
+                        if f.read().startswith(b"ipybox-shim"):
+                            return True
+                except OSError:
+                    pass
+            return p.poll() is not None
+        self.assertTrue(wait_for(sandbox_up, 120, step=0.005))
+        self.assertIsNone(p.poll(), "the doctor ended before its sandbox was seen")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        self.assertIn(p.returncode, (0, 130), out + err)
+        self.assertTrue(wait_for(lambda: not [q for q in seen if os.path.exists("/proc/%d" % q)], 30),
+                        "processes of the doctor's sandbox outlived it")
+        state = os.path.join(self.home, "state", "ipybox")
+        for sub in ("sessions", "workspaces"):
+            left = os.listdir(os.path.join(state, sub)) if os.path.isdir(os.path.join(state, sub)) else []
+            self.assertEqual(left, [], "left in %s after a ^C: %s" % (sub, left))
 
 
 if __name__ == "__main__":
