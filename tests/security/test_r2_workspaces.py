@@ -3,11 +3,13 @@ workspace of the state directory without holding it, since `ipybox workspaces pr
 between its exclusive lock and its rename (its size walk of a tree that sandbox code filled
 takes seconds) and would then remove the files of a running session."""
 import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -81,6 +83,31 @@ class HoldOrFail(R2WorkspaceCase):
         out, err = p.communicate(timeout=60)
         self.assertEqual(p.returncode, 0, err)
         self.assertEqual(out.strip(), "data")
+
+
+class FutureTimes(R2WorkspaceCase):
+    def test_sandbox_set_future_mtimes_do_not_keep_a_workspace_from_prune(self):
+        """Kernel code stamps everything in /app with a time far ahead; once the session is
+        30 days old (the test ages what ipybox stamped itself: the top), prune --older-than 1
+        removes it all the same, and the listing's last use is not in the future."""
+        far = 4102444800  # 2100-01-01
+        r = self.ipybox("run", "--", "/usr/bin/python3", "-c",
+                        "import os; os.makedirs('/app/d'); open('/app/d/f', 'w').write('x'); "
+                        "[os.utime(p, (%d, %d)) for p in ('/app/d/f', '/app/d', '/app')]" % (far, far))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (name,) = os.listdir(self.wsroot)
+        top = os.path.join(self.wsroot, name)
+        self.assertEqual(int(os.stat(os.path.join(top, "d", "f")).st_mtime), far)
+        old = time.time() - 30 * 86400
+        os.utime(top, (old, old))
+        r = self.ipybox("workspaces", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (e,) = json.loads(r.stdout)
+        self.assertLessEqual(e["lastUsed"], time.time() + 86400)
+        r = self.ipybox("workspaces", "prune", "--older-than", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("removed " + name, r.stdout)
+        self.assertEqual(os.listdir(self.wsroot), [])
 
 
 if __name__ == "__main__":
