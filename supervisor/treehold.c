@@ -51,7 +51,7 @@ static int hold(int fd, const char *what, const char *path, bool must, int *ret_
     }
     if (r == -EWOULDBLOCK && must)
         return ipb_error_set(err, 0, "%s %s: another process keeps it locked exclusively (`ipybox workspaces prune` "
-                                     "removing it?), and a workspace of the state directory is never used without "
+                                     "removing it, or another start sweeping it), and a workspace of the state directory is never used without "
                                      "a hold, since a prune would remove it under the session: start again",
                              what, path);
     if (r == -EWOULDBLOCK) {
