@@ -85,6 +85,38 @@ class HoldOrFail(R2WorkspaceCase):
         self.assertEqual(out.strip(), "data")
 
 
+class DeeperInside(R2WorkspaceCase):
+    """A session whose bind source, or whose --workspace path, lies inside a workspace of the
+    state directory (workspaces/W/sub) holds W too: a prune removes W whole."""
+
+    def use_while_pruning(self, inside, *options):
+        """inside: where W/sub is in the sandbox."""
+        r = self.ipybox("run", "--workspace", "W", "--", "/bin/sh", "-c", "mkdir -p /app/sub && echo data > /app/sub/f")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = subprocess.Popen([IPYBOX, "run", *options, "--container-env-var", "D=" + inside, "--", "/bin/sh", "-c",
+                              "cat $D/f && touch $D/.started && sleep 4 && cat $D/f"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
+        self.procs.append(p)
+        started = os.path.join(self.wsroot, "W", "sub", ".started")
+        self.assertTrue(wait_for(lambda: os.path.exists(started) or p.poll() is not None, 60))
+        self.assertIsNone(p.poll(), p.stderr.read() if p.poll() is not None else "")
+        r = self.ipybox("workspaces", "prune", "W")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("kept W: in use by a running session", r.stdout)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(out.split(), ["data", "data"])
+        self.assertTrue(os.path.exists(os.path.join(self.wsroot, "W", "sub", "f")))
+        r = self.ipybox("workspaces", "prune", "W")
+        self.assertIn("removed W", r.stdout)
+
+    def test_a_bind_of_a_directory_inside_a_workspace(self):
+        self.use_while_pruning("/app/data", "--container-bind", os.path.join(self.wsroot, "W", "sub") + ":data")
+
+    def test_a_workspace_path_inside_a_workspace(self):
+        self.use_while_pruning("/app", "--workspace", os.path.join(self.wsroot, "W", "sub"))
+
+
 class FutureTimes(R2WorkspaceCase):
     def test_sandbox_set_future_mtimes_do_not_keep_a_workspace_from_prune(self):
         """Kernel code stamps everything in /app with a time far ahead; once the session is
