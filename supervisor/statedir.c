@@ -348,6 +348,15 @@ static int state_workspace_open(const char *state, const char *name, ipb_session
     bool made = mkdirat(rootfd, name, 0700) == 0;
     if (!made && errno != EEXIST)
         return ipb_error_set(err, errno, "creating the workspace %s/%s", wsroot, name);
+    /* A new one named in the form ipybox gives unnamed ones would be taken for one, and a
+     * plain prune would remove it (coming back to an existing unnamed one is fine). */
+    char id[17];
+    if (made && name != unnamed && ipb_workspace_unnamed_id(name, id, NULL)) {
+        (void)unlinkat(rootfd, name, AT_REMOVEDIR);
+        return ipb_error_set(err, 0, "--workspace %s: that is the form of the names ipybox gives unnamed workspaces "
+                                     "(16 hex digits, or <UTC time>Z-<16 hex digits>), which `ipybox workspaces "
+                                     "prune` removes; choose another name", name);
+    }
     if (!(d->workspace_name = strdup(name)) || asprintf(&d->workspace, "%s/%s", wsroot, name) < 0) {
         d->workspace = NULL;
         return ipb_error_set(err, ENOMEM, "the workspace");

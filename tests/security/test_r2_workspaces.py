@@ -117,6 +117,29 @@ class DeeperInside(R2WorkspaceCase):
         self.use_while_pruning("/app", "--workspace", os.path.join(self.wsroot, "W", "sub"))
 
 
+class UnnamedLookalikes(R2WorkspaceCase):
+    def test_a_new_name_in_the_unnamed_form_is_refused_and_plain_prune_keeps_named_ones(self):
+        """A name of 16 hex digits (or <UTC time>Z-<16 hex>) would be taken for an unnamed
+        workspace, which a plain prune removes with the user's files."""
+        for name in ("deadbeefcafe1234", "2026-01-02T030405Z-0123456789abcdef"):
+            r = self.ipybox("run", "--workspace", name, "--", "/bin/sh", "-c", "echo precious > /app/thesis.tex")
+            self.assertNotEqual(r.returncode, 0, name)
+            self.assertIn("the form of the names ipybox gives unnamed workspaces", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.wsroot, name)))
+        # Coming back to an existing unnamed one by its name still works (and it stays unnamed).
+        r = self.ipybox("run", "--", "/bin/sh", "-c", "echo kept > /app/f")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (unnamed,) = os.listdir(self.wsroot)
+        r = self.ipybox("run", "--workspace", unnamed, "--", "/bin/cat", "/app/f")
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "kept"), r.stderr)
+        # A named one with hex in it but not of the form: kept by a plain prune.
+        r = self.ipybox("run", "--workspace", "deadbeefcafe12345", "--", "/bin/sh", "-c", "echo x > /app/f")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.ipybox("workspaces", "prune")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.listdir(self.wsroot), ["deadbeefcafe12345"])
+
+
 class FutureTimes(R2WorkspaceCase):
     def test_sandbox_set_future_mtimes_do_not_keep_a_workspace_from_prune(self):
         """Kernel code stamps everything in /app with a time far ahead; once the session is
