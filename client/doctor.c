@@ -5,6 +5,9 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +87,31 @@ static bool daemon_answers(int fd) {
     return strstr(buf, "\"result\"") != NULL;
 }
 
+/* Connects to the daemon's socket, bounded: connect() on a unix socket whose listen queue is
+ * full (a daemon that is stuck and accepts nothing) blocks until there is room, for ever;
+ * SO_SNDTIMEO bounds it, and the ping's write too. -1 with errno; ETIMEDOUT when it was the
+ * bound. */
+static int daemon_connect_bounded(const char *path) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {DAEMON_ANSWER_MS / 1000, (DAEMON_ANSWER_MS % 1000) * 1000};
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e == EAGAIN || e == EINPROGRESS ? ETIMEDOUT : e;
+        return -1;
+    }
+    return fd;
+}
+
 /* The sockets ipybox mcp tries, in its order (mcp_cmd.c): the user's daemon, then the system
  * service's. A system socket that is there but cannot be used fails the check: ipybox mcp
  * stops there too, unless IPYBOX_FALLBACK=embedded. */
@@ -98,21 +126,24 @@ static void check_daemon(doctor *d) {
     for (int i = 0; i < 2 && !found; i++) {
         if (!paths[i])
             continue;
-        int fd = cli_daemon_connect(paths[i]);
+        int fd = daemon_connect_bounded(paths[i]);
         int e = errno;
-        if (fd >= 0) {
-            bool answers = daemon_answers(fd);
-            close(fd);
+        bool stuck = fd < 0 && e == ETIMEDOUT;
+        const char *not_what = stuck ? "is there but accepts no connection (its queue is full)"
+                                     : "accepts connections but does not answer";
+        if (fd >= 0 || stuck) {
+            bool answers = fd >= 0 && daemon_answers(fd);
+            if (fd >= 0)
+                close(fd);
             if (answers)
                 doctor_say(d, DOCTOR_OK, "daemon", "ipyboxd answers at %s: ipybox mcp will use it", paths[i]);
             else if (i == 1 && !may_fall_back)
-                doctor_say(d, DOCTOR_FAIL, "daemon", "the system service's socket %s accepts connections but does not "
-                           "answer within %d s, and ipybox mcp would stop there: systemctl status ipyboxd",
-                           paths[i], DAEMON_ANSWER_MS / 1000);
+                doctor_say(d, DOCTOR_FAIL, "daemon", "the system service's socket %s %s within %d s, and ipybox mcp "
+                           "would stop there: systemctl status ipyboxd", paths[i], not_what, DAEMON_ANSWER_MS / 1000);
             else
-                doctor_say(d, DOCTOR_WARN, "daemon", "ipyboxd at %s accepts connections but does not answer within "
-                           "%d s; ipybox mcp would wait for it (IPYBOX_CONNECT_TIMEOUT)", paths[i],
-                           DAEMON_ANSWER_MS / 1000);
+                doctor_say(d, DOCTOR_WARN, "daemon", "ipyboxd at %s %s within %d s; ipybox mcp would wait for it%s",
+                           paths[i], not_what, DAEMON_ANSWER_MS / 1000,
+                           stuck ? " (is it stuck? stop it, or remove the socket)" : " (IPYBOX_CONNECT_TIMEOUT)");
             found = true;
         } else if (e != ENOENT && i == 1) {
             doctor_say(d, may_fall_back ? DOCTOR_WARN : DOCTOR_FAIL, "daemon",
@@ -170,6 +201,12 @@ static bool check_sandbox(doctor *d, ipb_options *o) {
     return ok;
 }
 
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
 /* --quick is ours; the rest are sandbox options, kept in order. */
 static void take_quick(int *argc, char **argv, bool *quick) {
     int k = 0;
@@ -208,8 +245,24 @@ int cmd_doctor(int argc, char **argv) {
         doctor_say(&d, DOCTOR_SKIP, "sandbox", "not started (--quick)");
     else if (!userns || !nft || !python)
         doctor_say(&d, DOCTOR_SKIP, "sandbox", "not started: a needed check above failed");
-    else
+    else {
+        /* The sandbox check ends (its cell is bounded) and cleans up before a ^C or a TERM
+         * takes effect: killed inside it, the doctor would leave its session directory and
+         * workspace behind. */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_interrupt;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
         check_sandbox(&d, &o);
+        if (interrupted) {
+            fprintf(stderr, "ipybox doctor: interrupted (the sandbox it started is removed)\n");
+            ipb_options_free(&o);
+            return 130;
+        }
+    }
     if (d.failed)
         printf("ipybox mcp would not start: %d check%s failed (FAIL above)\n", d.failed, d.failed == 1 ? "" : "s");
     else

@@ -17,7 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "doctor.h"
+#include "pyenv.h"
+#include "pyhost.h"
+#include "statedir.h"
 
 #define PROBE_TIMEOUT_MS 30000
 #define PROBE_MAX_OUTPUT 8192
@@ -127,6 +131,55 @@ static void install_hint(const char *python, const char *env, const char *module
         snprintf(out, len, "%s -m pip install %s", python, module);
 }
 
+/* The tree among those sandboxes could write (statedir.h) that holds p, or NULL. */
+static const char *sandbox_tree_of(const ipb_strv *trees, const char *p) {
+    for (size_t i = 0; p && i < trees->n; i++)
+        if (ipb_path_within_tree(p, trees->v[i]))
+            return trees->v[i];
+    return NULL;
+}
+
+/* Whether the probe may run python on the host: 1 yes; 0 no, told (a WARN: the sandbox check
+ * still runs it, inside a sandbox); -1 no, told (a FAIL: ipybox mcp refuses it too). The
+ * interpreter runs its environment's code at start (site-packages' .pth files, sitecustomize),
+ * and -s -E do not stop that: one whose executable or environment lies in a tree a sandbox
+ * could write (a venv made in a workspace) would run kernel code on the host, outside any
+ * sandbox, with the user's whole account (pyhost.h). So the probe runs only what the session
+ * would resolve, and none of it inside such a tree. */
+static int host_runnable(doctor *d, const char *python) {
+    ipb_error *err = NULL;
+    cleanup_free char *state = NULL;
+    ipb_python_env env = {0};
+    if (ipb_state_dir(&state, &err) < 0 ||
+        ipb_python_env_resolve(python, state, getenv("HOME"), &env, &err) < 0) {
+        doctor_say(d, DOCTOR_FAIL, "python", "%s; ipybox mcp refuses it too", ipb_error_msg(err));
+        ipb_error_free(err);
+        return -1;
+    }
+    ipb_strv trees;
+    if (ipb_sandbox_trees(&trees, &err) < 0) {
+        doctor_say(d, DOCTOR_WARN, "python", "%s: not run on the host, since whether a sandbox could have written "
+                   "it cannot be told (%s); the sandbox check below runs it inside a sandbox", python,
+                   ipb_error_msg(err));
+        ipb_error_free(err);
+        ipb_python_env_free(&env);
+        return 0;
+    }
+    cleanup_free char *canon = realpath(python, NULL);
+    const char *tree = sandbox_tree_of(&trees, canon), *what = canon;
+    for (size_t i = 0; !tree && i < env.n; i++)
+        if ((tree = sandbox_tree_of(&trees, env.prefix[i])))
+            what = env.prefix[i];
+    if (tree)
+        doctor_say(d, DOCTOR_WARN, "python", "%s: not run on the host: %s lies in %s, a tree that a sandbox could "
+                   "write (a workspace or bind of this or an earlier session), and its code would run outside any "
+                   "sandbox; the sandbox check below runs it inside a sandbox (to use it, ipybox mcp binds it "
+                   "read-only into the sandbox)", python, what, tree);
+    ipb_strv_free(&trees);
+    ipb_python_env_free(&env);
+    return tree ? 0 : 1;
+}
+
 bool doctor_check_python(doctor *d, const char *python) {
     struct stat st;
     int e = stat(python, &st) < 0 ? errno : !S_ISREG(st.st_mode) ? EISDIR : access(python, X_OK) < 0 ? errno : 0;
@@ -136,6 +189,9 @@ bool doctor_check_python(doctor *d, const char *python) {
                    e == EISDIR ? "not a regular file" : strerror(e));
         return false;
     }
+    int runnable = host_runnable(d, python);
+    if (runnable <= 0)
+        return runnable == 0;
     char out[PROBE_MAX_OUTPUT], version[64], state[256] = "", fix[PATH_MAX + 64];
     int r = run_probe(python, out, sizeof(out));
     if (r == -1 || r == -2 || !probe_value(out, "python", version, sizeof(version))) {

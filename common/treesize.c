@@ -7,14 +7,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void count(ipb_tree_usage *u, const struct stat *st) {
+/* Modification times later than this (sandbox code sets any it likes: touch -d 2100-01-01)
+ * are not counted, so that none keeps a workspace "recent" for `prune --older-than` for ever;
+ * a day of slack for clocks that differ. Set by ipb_tree_usage_at. */
+#define FUTURE_SLACK_S 86400
+
+static void count(ipb_tree_usage *u, const struct stat *st, time_t limit) {
     u->bytes += (uint64_t)st->st_blocks * 512;
-    if (st->st_mtime > u->newest)
+    if (st->st_mtime > u->newest && st->st_mtime <= limit)
         u->newest = st->st_mtime;
 }
 
 /* Adds what the directory open at fd holds (fd is consumed). */
-static void walk(int fd, int depth, ipb_tree_usage *u) {
+static void walk(int fd, int depth, ipb_tree_usage *u, time_t limit) {
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
@@ -37,7 +42,7 @@ static void walk(int fd, int depth, ipb_tree_usage *u) {
                 u->partial = true;
             continue;
         }
-        count(u, &st);
+        count(u, &st, limit);
         if (!S_ISDIR(st.st_mode))
             continue;
         if (depth + 1 >= IPB_TREESIZE_MAX_DEPTH) {
@@ -50,7 +55,7 @@ static void walk(int fd, int depth, ipb_tree_usage *u) {
                 u->partial = true;
             continue;
         }
-        walk(sub, depth + 1, u);
+        walk(sub, depth + 1, u, limit);
         if (u->entries >= IPB_TREESIZE_MAX_ENTRIES)
             break;
     }
@@ -68,7 +73,8 @@ int ipb_tree_usage_at(int dirfd, ipb_tree_usage *ret) {
         close(fd);
         return -e;
     }
-    count(ret, &st);
-    walk(fd, 0, ret);
+    time_t limit = time(NULL) + FUTURE_SLACK_S;
+    count(ret, &st, limit);
+    walk(fd, 0, ret, limit);
     return 0;
 }

@@ -13,7 +13,8 @@
 
 typedef struct ipb_tree_usage {
     uint64_t bytes; /* allocated bytes (st_blocks * 512, as du counts), the top included */
-    time_t newest;  /* the newest mtime of the top or anything below it */
+    time_t newest;  /* the newest mtime of the top or anything below it (none more than a
+                     * day ahead of now: sandbox code can set any); 0 when none counts */
     long entries;   /* entries seen below the top */
     bool partial;   /* a bound was reached or a directory could not be read */
 } ipb_tree_usage;

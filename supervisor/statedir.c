@@ -348,6 +348,15 @@ static int state_workspace_open(const char *state, const char *name, ipb_session
     bool made = mkdirat(rootfd, name, 0700) == 0;
     if (!made && errno != EEXIST)
         return ipb_error_set(err, errno, "creating the workspace %s/%s", wsroot, name);
+    /* A new one named in the form ipybox gives unnamed ones would be taken for one, and a
+     * plain prune would remove it (coming back to an existing unnamed one is fine). */
+    char id[17];
+    if (made && name != unnamed && ipb_workspace_unnamed_id(name, id, NULL)) {
+        (void)unlinkat(rootfd, name, AT_REMOVEDIR);
+        return ipb_error_set(err, 0, "--workspace %s: that is the form of the names ipybox gives unnamed workspaces "
+                                     "(16 hex digits, or <UTC time>Z-<16 hex digits>), which `ipybox workspaces "
+                                     "prune` removes; choose another name", name);
+    }
     if (!(d->workspace_name = strdup(name)) || asprintf(&d->workspace, "%s/%s", wsroot, name) < 0) {
         d->workspace = NULL;
         return ipb_error_set(err, ENOMEM, "the workspace");
@@ -382,6 +391,49 @@ static int state_workspace_still_named(const char *state, const ipb_session_dirs
         return 0;
     return ipb_error_set(err, 0, "the workspace %s was removed (by `ipybox workspaces prune`?) while the session "
                                  "started; start again", d->workspace);
+}
+
+/* Holds the tree at fd (canonical path canon) for the session (treehold.h). One in the state
+ * directory's workspaces/ is held strictly (a prune may be about to remove it); one deeper
+ * inside a workspace there also holds that workspace, strictly, in d->top_holds: the lock of
+ * a directory covers only that directory, and a prune removes the workspace whole. */
+static int hold_tree(ipb_session_dirs *d, const char *wsroot, int fd, const char *what, const char *canon,
+                     int *ret, ipb_error **err) {
+    size_t rl = wsroot ? strlen(wsroot) : 0;
+    if (!wsroot || !canon || strncmp(canon, wsroot, rl) || canon[rl] != '/' || !canon[rl + 1])
+        return ipb_tree_hold(fd, what, canon, ret, err);
+    const char *top = canon + rl + 1;
+    size_t tl = strcspn(top, "/");
+    if (!top[tl])
+        return ipb_tree_hold_state_workspace(fd, what, canon, ret, err);
+    if (ipb_tree_hold(fd, what, canon, ret, err) < 0)
+        return -1;
+    char name[NAME_MAX + 1], topdir[PATH_MAX];
+    if (tl > NAME_MAX || snprintf(topdir, sizeof(topdir), "%.*s", (int)(rl + 1 + tl), canon) >= (int)sizeof(topdir))
+        return ipb_error_set(err, ENAMETOOLONG, "%s %s", what, canon);
+    memcpy(name, top, tl);
+    name[tl] = '\0';
+    cleanup_close int rootfd = open(wsroot, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    cleanup_close int topfd = rootfd < 0 ? -1 : openat(rootfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (topfd < 0)
+        return ipb_error_set(err, errno, "%s %s: opening the workspace %s that holds it", what, canon, topdir);
+    int *v = realloc(d->top_holds, (d->n_tops + 1) * sizeof(*v));
+    if (!v)
+        return ipb_error_set(err, ENOMEM, "%s", what);
+    d->top_holds = v;
+    d->top_holds[d->n_tops] = -1;
+    if (ipb_tree_hold_state_workspace(topfd, what, topdir, &d->top_holds[d->n_tops++], err) < 0)
+        return -1;
+    /* Held: still the one that holds the tree (a prune renames before it removes). */
+    char proc[64], where[PATH_MAX];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, where, sizeof(where) - 1);
+    if (n > 0)
+        where[n] = '\0';
+    if (n <= 0 || strncmp(where, topdir, strlen(topdir)) || where[strlen(topdir)] != '/')
+        return ipb_error_set(err, 0, "%s %s: the workspace %s that holds it was moved or removed (by `ipybox "
+                                     "workspaces prune`?) while the session started; start again", what, canon, topdir);
+    return 0;
 }
 
 int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs *ret, ipb_error **err) {
@@ -464,12 +516,20 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     /* Held for the session's life; swept of a killed session's temporary files first when no
      * live session holds it (treehold.h). */
     (void)ipb_tmp_marks_open(state);
-    if (ipb_tree_hold(d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold, err) < 0 ||
-        state_workspace_still_named(state, &d, err) < 0)
-        goto fail;
-    for (size_t i = 0; i < o->n_binds; i++)
-        if (ipb_tree_hold(d.bind_fds[i], "--container-bind", d.bind_canon[i], &d.bind_holds[i], err) < 0)
+    {
+        cleanup_free char *st = realpath(state, NULL), *wsroot = st ? ipb_strdupf("%s/workspaces", st) : NULL;
+        /* A named one by its path under the state directory as it was made (not canonical
+         * when the state directory's path has symlinks): held strictly all the same. */
+        if ((d.workspace_name ? ipb_tree_hold_state_workspace(d.workspace_fd, "--workspace", d.workspace,
+                                                              &d.workspace_hold, err)
+                              : hold_tree(&d, wsroot, d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold,
+                                          err)) < 0 ||
+            state_workspace_still_named(state, &d, err) < 0)
             goto fail;
+        for (size_t i = 0; i < o->n_binds; i++)
+            if (hold_tree(&d, wsroot, d.bind_fds[i], "--container-bind", d.bind_canon[i], &d.bind_holds[i], err) < 0)
+                goto fail;
+    }
     if (o->rootfs && ipb_host_named_open("--rootfs", o->rootfs, IPB_NAMED_DIR, &d.rootfs_fd, NULL, err) < 0)
         goto fail;
     if (o->home_dir && (ipb_host_named_open("--home", o->home_dir, IPB_NAMED_MAKE_DIR, &d.home_fd, &d.home, err) < 0 ||
@@ -524,7 +584,11 @@ void ipb_session_dirs_remove(ipb_session_dirs *d) {
         for (size_t i = 0; d->bind_holds && i < d->n_binds; i++)
             if (d->bind_holds[i] >= 0)
                 close(d->bind_holds[i]);
+        for (size_t i = 0; i < d->n_tops; i++)
+            if (d->top_holds[i] >= 0)
+                close(d->top_holds[i]);
     }
+    free(d->top_holds);
     for (size_t i = 0; d->bind_canon && i < d->n_binds; i++)
         free(d->bind_canon[i]);
     free(d->bind_fds);

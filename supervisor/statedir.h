@@ -38,6 +38,11 @@ typedef struct ipb_session_dirs {
     size_t n_binds;
     int *bind_fds;
     int *bind_holds;       /* the same for each bind source */
+    /* The workspaces under <state>/workspaces that hold the workspace or a bind source deeper
+     * inside (a --container-bind of workspaces/W/sub): held too, since a prune removes W
+     * whole (n_tops fds, each held or -1). */
+    size_t n_tops;
+    int *top_holds;
     ipb_file_id *bind_ids;
     char **bind_canon;
     int rootfs_fd;         /* -1 without --rootfs */

@@ -34,7 +34,7 @@ static int lock_waiting(int fd, int op) {
     }
 }
 
-int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_error **err) {
+static int hold(int fd, const char *what, const char *path, bool must, int *ret_fd, ipb_error **err) {
     *ret_fd = -1;
     cleanup_close int lfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (lfd < 0)
@@ -49,6 +49,11 @@ int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_e
     } else {
         return 0; /* no flock on this file system */
     }
+    if (r == -EWOULDBLOCK && must)
+        return ipb_error_set(err, 0, "%s %s: another process keeps it locked exclusively (`ipybox workspaces prune` "
+                                     "removing it, or another start sweeping it), and a workspace of the state directory is never used without "
+                                     "a hold, since a prune would remove it under the session: start again",
+                             what, path);
     if (r == -EWOULDBLOCK) {
         log_warn("%s %s: another process keeps it locked (flock, exclusively); the session starts without "
                  "holding it, so temporary files a killed session leaves there may be swept later", what, path);
@@ -61,6 +66,14 @@ int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_e
         return ipb_error_set(err, 0, "%s %s was removed while the session started; start again", what, path);
     *ret_fd = steal_fd(lfd);
     return 0;
+}
+
+int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_error **err) {
+    return hold(fd, what, path, false, ret_fd, err);
+}
+
+int ipb_tree_hold_state_workspace(int fd, const char *what, const char *path, int *ret_fd, ipb_error **err) {
+    return hold(fd, what, path, true, ret_fd, err);
 }
 
 

@@ -18,6 +18,13 @@
  * it was removed meanwhile. what, path: for messages. */
 int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_error **err);
 
+/* The same for a workspace under the state directory, except that a tree kept exclusively
+ * past the wait fails the start: only ipybox can lock one there (workspaces/ is 0700), and
+ * the one that does is a prune (or a start's sweep), which may rename it aside and remove it
+ * as soon as its size walk ends; started without a hold, the session would lose its files
+ * to it. A file system without flock still holds nothing (no prune can remove it there). */
+int ipb_tree_hold_state_workspace(int fd, const char *what, const char *path, int *ret_fd, ipb_error **err);
+
 /* Removes the unnamed workspaces (<state>/workspaces/<name>, wsname.h) that are empty, have no
  * session directory of their session's id (being made, running or not yet reaped) and that no session holds;
  * never follows a symlink. Returns how many were removed. */

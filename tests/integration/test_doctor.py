@@ -13,7 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from daemon_fixture import Daemon  # noqa: E402
-from ipybox_test import IPYBOX, require_sandbox  # noqa: E402
+from ipybox_test import BUILD, IPYBOX, require_sandbox  # noqa: E402
 
 
 def line_of(out, check):
@@ -27,7 +27,8 @@ def line_of(out, check):
 
 class DoctorCase(unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ipybox-doctor-")
+        # Not under /tmp: an interpreter there is refused (the sandbox's own /tmp), as by ipybox mcp.
+        self.tmp = tempfile.mkdtemp(prefix="ipybox-doctor-", dir=os.path.realpath(BUILD))
         self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         # A state directory of the test's own, and no daemon unless a test starts one.
         self.runtime = os.path.join(self.tmp, "run")
@@ -86,7 +87,9 @@ class DoctorCase(unittest.TestCase):
         self.assertIn("ipybox mcp would not start", r.stdout)
 
     def test_program_that_is_not_python_fails(self):
-        fake = os.path.join(self.tmp, "python3")
+        # In a tree of its own: one that held the state directory would be refused for that.
+        os.makedirs(os.path.join(self.tmp, "fake", "bin"))
+        fake = os.path.join(self.tmp, "fake", "bin", "python3")
         with open(fake, "w") as f:
             f.write("#!/bin/sh\necho 'not a python'\n")
         os.chmod(fake, 0o755)
