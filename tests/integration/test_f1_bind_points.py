@@ -10,7 +10,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import IPYBOX, McpClient, require_sandbox  # noqa: E402
+from ipybox_test import IPYBOX, McpClient, require_sandbox, wait_for  # noqa: E402
+from daemon_fixture import Daemon  # noqa: E402
 
 
 class BindPoints(unittest.TestCase):
@@ -59,6 +60,22 @@ class BindPoints(unittest.TestCase):
                            capture_output=True, text=True, timeout=120, env=self.env)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.workspaces(), [], r.stderr)
+
+    def test_a_daemon_session_too(self):
+        state = os.path.join(self.tmp, "dstate")
+        wsroot = os.path.join(state, "ipybox", "workspaces")
+        d = Daemon(state=state)
+        self.addCleanup(d.close)
+        c = d.client()
+        try:
+            c.request("ipybox/createSession", {"args": ["--container-bind", "%s:in/put" % self.data]})
+            text, r = c.execute("import os; print(os.listdir('/app/in'))")
+            self.assertEqual(text.strip(), "['put']")
+            self.assertEqual(len(os.listdir(wsroot)), 1)
+        finally:
+            c.close()
+        # The private session ends with its connection.
+        self.assertTrue(wait_for(lambda: os.listdir(wsroot) == [], 60), (os.listdir(wsroot), d.log_text()))
 
     def test_what_the_user_made_beside_them_keeps_the_workspace(self):
         err = self.session("open('/app/deep/mine.txt', 'w').write('x')",
