@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +20,13 @@
 #include "log.h"
 
 #define BRIDGE_ID "ipybox-mcp-bridge"
+
+static int answer_timeout_ms(void);
+
+int cli_connect_timeout_ms(void) {
+    int ms = answer_timeout_ms();
+    return ms < CLI_CONNECT_TIMEOUT_MS ? ms : CLI_CONNECT_TIMEOUT_MS;
+}
 
 int cli_daemon_connect(const char *path) {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -30,7 +38,20 @@ int cli_daemon_connect(const char *path) {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    /* A daemon whose listen queue is full (it does not accept) would hold a blocking connect
+     * forever; a unix socket's connect waits at most SO_SNDTIMEO, then fails with EAGAIN
+     * (a non-blocking one fails at once, and poll cannot wait for room in that queue). */
+    int ms = cli_connect_timeout_ms();
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno == EAGAIN || errno == EINPROGRESS ? ETIMEDOUT : errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    struct timeval none = {0, 0}; /* writes to the daemon block as before */
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none)) < 0) {
         int e = errno;
         close(fd);
         errno = e;

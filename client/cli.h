@@ -21,8 +21,13 @@ void cli_warn_unsupported(const ipb_options *o);
  * request with an error saying why the sandbox could not be made. Does nothing otherwise. */
 void cli_run_mcp_refuse(const char *why);
 
-/* A connected socket to the daemon at path, or -1 with errno. */
+/* A connected socket to the daemon at path, or -1 with errno: ETIMEDOUT when the daemon did
+ * not take the connection within CLI_CONNECT_TIMEOUT_MS (or IPYBOX_CONNECT_TIMEOUT, if
+ * shorter): its listen queue is full, it does not accept. */
+#define CLI_CONNECT_TIMEOUT_MS 5000
 int cli_daemon_connect(const char *path);
+/* How long cli_daemon_connect waits for the daemon to take the connection, in ms. */
+int cli_connect_timeout_ms(void);
 /* `ipybox mcp` through a daemon: a session for this connection with these sandbox options,
  * then stdio <-> socket. Returns the exit code. */
 int cli_bridge(int fd, const char *path, int argc, char **argv);

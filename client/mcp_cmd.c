@@ -100,15 +100,29 @@ static bool fallback_allowed(void) {
     return v && !strcmp(v, "embedded");
 }
 
+/* find_daemon's result for a daemon that did not take the connection in time (its listen
+ * queue is full): as one that does not answer createSession. */
+#define DAEMON_NO_ANSWER (-3)
+
+static void say_no_accept(const char *path) {
+    log_error("ipyboxd at %s did not accept the connection within %g s (its listen queue is full: the daemon "
+              "is stuck or overloaded)", path, cli_connect_timeout_ms() / 1000.0);
+}
+
 /* A daemon to use: the one named, else the user's own daemon, else the system service's
- * socket for this user. Returns a connected fd, -1 to run embedded, or -2 when the daemon
+ * socket for this user. Returns a connected fd, -1 to run embedded, -2 when the daemon
  * named, or the system service's socket that is there, cannot be used: the embedded
  * supervisor would run without the administrator's limits, so only --embedded or
- * IPYBOX_FALLBACK=embedded choose it then. */
+ * IPYBOX_FALLBACK=embedded choose it then; DAEMON_NO_ANSWER when a daemon did not take the
+ * connection in time (*ret_path: its socket). */
 static int find_daemon(const char *connect, char **ret_path) {
     if (connect) {
         *ret_path = strdup(connect);
         int fd = *ret_path ? cli_daemon_connect(*ret_path) : -1;
+        if (fd < 0 && *ret_path && errno == ETIMEDOUT) {
+            say_no_accept(connect);
+            return DAEMON_NO_ANSWER;
+        }
         if (fd < 0)
             log_error("cannot reach ipyboxd at %s: %s", connect, strerror(errno));
         return fd >= 0 ? fd : -2;
@@ -124,16 +138,23 @@ static int find_daemon(const char *connect, char **ret_path) {
         if (!paths[i])
             continue;
         fd = cli_daemon_connect(paths[i]);
-        if (fd >= 0) {
+        if (fd >= 0 || errno == ETIMEDOUT) {
+            if (fd < 0) {
+                say_no_accept(paths[i]);
+                fd = DAEMON_NO_ANSWER;
+            }
             *ret_path = paths[i];
             paths[i] = NULL;
+            break;
         } else {
             if (i == 1 && errno != ENOENT)
                 system_errno = errno;
             snprintf(why[i], sizeof(why[i]), "%s", errno == ENOENT ? "no socket" : strerror(errno));
         }
     }
-    if (fd < 0 && system_errno && !fallback_allowed()) {
+    if (fd == DAEMON_NO_ANSWER) {
+        /* said */
+    } else if (fd < 0 && system_errno && !fallback_allowed()) {
         fprintf(stderr,
                 "ipybox mcp: the system service's socket %s is there but cannot be used (%s): %s. Not running "
                 "the embedded supervisor, which would run without the administrator's limits; to run it "
@@ -172,7 +193,7 @@ int cmd_mcp(int argc, char **argv) {
         char *path = NULL;
         int fd = find_daemon(connect, &path);
         if (fd != -1) {
-            r = fd >= 0 ? cli_bridge(fd, path, argc, argv) : 1;
+            r = fd >= 0 ? cli_bridge(fd, path, argc, argv) : fd == DAEMON_NO_ANSWER ? CLI_BRIDGE_NO_ANSWER : 1;
             if (r != CLI_BRIDGE_NO_ANSWER || !fallback_allowed()) {
                 free(path);
                 ipb_options_free(&o);

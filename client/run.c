@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bindpoints.h"
 #include "cli.h"
 #include "clock.h"
 #include "fdio.h"
@@ -312,6 +313,7 @@ out:
     ipb_sandbox_destroy(&sb);
     ipb_proxy_stop(proxy);
     shim_config_free(&cfg);
+    ipb_bind_points_remove(&dirs, &o);
     ipb_session_dirs_remove(&dirs);
     ipb_options_free(&o);
     ipb_error_free(err);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bindpoints.h"
 #include "kernel_launch.h"
 #include "log.h"
 #include "shellgate.h"
@@ -167,6 +168,7 @@ void ipb_session_close(ipb_session *s) {
         free(s->bind_fds);
     }
     ipb_host_dirs_free(&s->host_dirs);
+    ipb_bind_points_remove(&s->dirs, s->opts); /* the sandbox is gone (ipb_kernel_close) */
     ipb_session_dirs_remove(&s->dirs);
     s->open = false;
 }

@@ -16,6 +16,7 @@ import time
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Union
 
 from . import __version__
+from .dconnect import NotAccepting, open_unix
 from .errors import ConnectionLost, OperationError, SandboxError, raise_for
 from .locate import daemon_sockets, find_binary
 from .options import allowed_dirs, to_args
@@ -278,7 +279,10 @@ class Sandbox:
         tried = []
         for path in paths:
             try:
-                reader, writer = await asyncio.open_unix_connection(path, limit=LINE_LIMIT)
+                reader, writer = await open_unix(path, LINE_LIMIT)
+            except NotAccepting as e:
+                # A daemon is there but stuck: as one that does not answer createSession.
+                raise SandboxError(e.strerror) from None
             except OSError as e:
                 tried.append("%s (%s)" % (path, "no socket" if isinstance(e, FileNotFoundError) else e.strerror or e))
                 continue
