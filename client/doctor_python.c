@@ -147,21 +147,28 @@ static const char *sandbox_tree_of(const ipb_strv *trees, const char *p) {
  * sandbox, with the user's whole account (pyhost.h). So the probe runs only what the session
  * would resolve, and none of it inside such a tree. */
 static int host_runnable(doctor *d, const char *python) {
-    ipb_error *err = NULL;
+    ipb_error *err = NULL, *trees_err = NULL;
     cleanup_free char *state = NULL;
     ipb_python_env env = {0};
-    if (ipb_state_dir(&state, &err) < 0 ||
-        ipb_python_env_resolve(python, state, getenv("HOME"), &env, &err) < 0) {
+    ipb_strv trees = {0};
+    bool have_trees = false;
+    if (ipb_state_dir(&state, &err) == 0) {
+        have_trees = ipb_sandbox_trees(&trees, &trees_err) == 0;
+        if (ipb_python_env_resolve(python, state, getenv("HOME"), have_trees ? &trees : NULL, &env, &err) < 0 &&
+            have_trees)
+            ipb_strv_free(&trees);
+    }
+    if (err) {
         doctor_say(d, DOCTOR_FAIL, "python", "%s; ipybox mcp refuses it too", ipb_error_msg(err));
         ipb_error_free(err);
+        ipb_error_free(trees_err);
         return -1;
     }
-    ipb_strv trees;
-    if (ipb_sandbox_trees(&trees, &err) < 0) {
+    if (!have_trees) {
         doctor_say(d, DOCTOR_WARN, "python", "%s: not run on the host, since whether a sandbox could have written "
                    "it cannot be told (%s); the sandbox check below runs it inside a sandbox", python,
-                   ipb_error_msg(err));
-        ipb_error_free(err);
+                   ipb_error_msg(trees_err));
+        ipb_error_free(trees_err);
         ipb_python_env_free(&env);
         return 0;
     }
