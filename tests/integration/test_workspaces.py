@@ -287,7 +287,7 @@ class Prune(WorkspaceCase):
             os.rename(ws, os.path.join(self.wsroot, ".pruning-0123456789abcdef"))
         finally:
             # Let go within the start's wait for its hold (a lock kept past it fails the start
-            # itself, test_r2_workspaces): the start holds the renamed one, then looks.
+            # itself, test_workspace_attacks): the start holds the renamed one, then looks.
             os.close(fd)
         out, err = p.communicate(timeout=60)
         self.assertNotEqual(p.returncode, 0, out)

@@ -1,4 +1,4 @@
-"""Attacks on `ipybox doctor` (issue 20, reviewer R2). Its python check runs the interpreter on
+"""Attacks on `ipybox doctor`. Its python check runs the interpreter on
 the host, outside any sandbox, and an interpreter runs its environment's code as it starts
 (a .pth file in site-packages; -s -E do not stop that). A venv that kernel code made in a
 workspace must therefore never be run there; one of the user's own still is. A daemon socket
@@ -26,7 +26,7 @@ def line_of(out, check):
     return None
 
 
-class R2DoctorCase(unittest.TestCase):
+class DoctorAttackCase(unittest.TestCase):
     def setUp(self):
         require_sandbox(self)
         # Not under /tmp or /var/tmp: those are the sandbox's own places, refused for --python.
@@ -55,7 +55,7 @@ class R2DoctorCase(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
 
-class PythonFromASandbox(R2DoctorCase):
+class PythonFromASandbox(DoctorAttackCase):
     def test_a_venv_made_in_a_named_workspace_is_not_run_on_the_host(self):
         self.plant_venv(["--workspace", "proj"], "")
         python = os.path.join(self.home, "state", "ipybox", "workspaces", "proj", "venv", "bin", "python")
@@ -97,7 +97,7 @@ class PythonFromASandbox(R2DoctorCase):
         self.assertTrue(os.path.exists(self.mark))
 
 
-class StuckDaemon(R2DoctorCase):
+class StuckDaemon(DoctorAttackCase):
     def test_a_socket_that_never_accepts_does_not_hang_the_doctor(self):
         """A daemon that is stuck: its listen queue full, nothing accepted. connect() on a full
         unix socket queue blocks until there is room; the doctor must say so and go on."""
@@ -130,7 +130,7 @@ class StuckDaemon(R2DoctorCase):
         self.assertIn(path, line)
 
 
-class Interrupted(R2DoctorCase):
+class Interrupted(DoctorAttackCase):
     def test_sigint_while_the_sandbox_runs_leaves_nothing_behind(self):
         p = subprocess.Popen([IPYBOX, "doctor"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=self.env)

@@ -1,4 +1,4 @@
-"""Issue 20, follow-up F1: the mount points that --container-bind needs inside /app are made by
+"""The mount points that --container-bind needs inside /app are made by
 ipybox in the workspace; in an unnamed workspace they must not count as something the user
 made: the workspace is removed at the end of a session when it holds nothing else. They are
 removed with rmdir only, on directory fds, never through a symlink sandbox code left."""

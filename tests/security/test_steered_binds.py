@@ -1,4 +1,4 @@
-"""R1 (issue 20 review): attacks on what the merged packages added, each made for real by
+"""Attacks (issue 20 review) on host paths steered by sandbox code, each made for real by
 sandbox code through the binaries.
 
 --python and a venv that sandbox code could write: a venv in a project directory given as the

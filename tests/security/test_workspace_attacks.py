@@ -1,4 +1,4 @@
-"""Attacks on workspaces and their prune (issue 20, reviewer R2): a session must never use a
+"""Attacks on workspaces and their prune: a session must never use a
 workspace of the state directory without holding it, since `ipybox workspaces prune` may be
 between its exclusive lock and its rename (its size walk of a tree that sandbox code filled
 takes seconds) and would then remove the files of a running session."""
@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from ipybox_test import IPYBOX, descendants, require_sandbox, wait_for  # noqa: E402
 
 
-class R2WorkspaceCase(unittest.TestCase):
+class WorkspaceAttackCase(unittest.TestCase):
     def setUp(self):
         require_sandbox(self)
         self.tmp = tempfile.mkdtemp(prefix="ipybox-r2-")
@@ -38,7 +38,7 @@ class R2WorkspaceCase(unittest.TestCase):
         return subprocess.run([IPYBOX, *args], capture_output=True, text=True, timeout=timeout, env=self.env)
 
 
-class HoldOrFail(R2WorkspaceCase):
+class HoldOrFail(WorkspaceAttackCase):
     def test_a_start_never_uses_a_workspace_a_prune_holds_past_the_wait(self):
         """The prune holds the workspace exclusively while it walks it (here: the test holds it
         for longer than a start waits); then it renames and removes it. A session that started
@@ -85,7 +85,7 @@ class HoldOrFail(R2WorkspaceCase):
         self.assertEqual(out.strip(), "data")
 
 
-class DeeperInside(R2WorkspaceCase):
+class DeeperInside(WorkspaceAttackCase):
     """A session whose bind source, or whose --workspace path, lies inside a workspace of the
     state directory (workspaces/W/sub) holds W too: a prune removes W whole."""
 
@@ -117,7 +117,7 @@ class DeeperInside(R2WorkspaceCase):
         self.use_while_pruning("/app", "--workspace", os.path.join(self.wsroot, "W", "sub"))
 
 
-class UnnamedLookalikes(R2WorkspaceCase):
+class UnnamedLookalikes(WorkspaceAttackCase):
     def test_a_new_name_in_the_unnamed_form_is_refused_and_plain_prune_keeps_named_ones(self):
         """A name of 16 hex digits (or <UTC time>Z-<16 hex>) would be taken for an unnamed
         workspace, which a plain prune removes with the user's files."""
@@ -140,7 +140,7 @@ class UnnamedLookalikes(R2WorkspaceCase):
         self.assertEqual(os.listdir(self.wsroot), ["deadbeefcafe12345"])
 
 
-class FutureTimes(R2WorkspaceCase):
+class FutureTimes(WorkspaceAttackCase):
     def test_sandbox_set_future_mtimes_do_not_keep_a_workspace_from_prune(self):
         """Kernel code stamps everything in /app with a time far ahead; once the session is
         30 days old (the test ages what ipybox stamped itself: the top), prune --older-than 1

@@ -1,4 +1,4 @@
-"""Issue 20, follow-up F1: a daemon socket that is listening but never accepts (its listen queue
+"""A daemon socket that is listening but never accepts (its listen queue
 full) must not hold `ipybox mcp` or the Python SDK in connect(2): they give up within a bound
 and then behave as with a daemon that does not answer (an error, or the embedded supervisor
 with IPYBOX_FALLBACK=embedded)."""
