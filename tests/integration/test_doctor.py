@@ -7,13 +7,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from daemon_fixture import Daemon  # noqa: E402
-from ipybox_test import BUILD, IPYBOX, require_sandbox  # noqa: E402
+from ipybox_test import IPYBOX, host_scratch, require_sandbox  # noqa: E402
 
 
 def line_of(out, check):
@@ -28,7 +27,7 @@ def line_of(out, check):
 class DoctorCase(unittest.TestCase):
     def setUp(self):
         # Not under /tmp: an interpreter there is refused (the sandbox's own /tmp), as by ipybox mcp.
-        self.tmp = tempfile.mkdtemp(prefix="ipybox-doctor-", dir=os.path.realpath(BUILD))
+        self.tmp = host_scratch("ipybox-doctor-")
         self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         # A state directory of the test's own, and no daemon unless a test starts one.
         self.runtime = os.path.join(self.tmp, "run")

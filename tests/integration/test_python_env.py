@@ -12,7 +12,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import BUILD, IPYBOX, McpClient, McpError, require_sandbox  # noqa: E402
+from ipybox_test import IPYBOX, host_scratch, McpClient, McpError, require_sandbox  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -25,7 +25,7 @@ def _has_ipykernel():
 
 class PythonEnv(unittest.TestCase):
     """One fake home (0700) per class, with a venv that sees Debian's packages and one that
-    does not. The home is made below the build directory: /tmp is a place of the sandbox's
+    does not. The home is made in host_scratch(): /tmp is a place of the sandbox's
     own, where no host tree is bound."""
 
     @classmethod
@@ -33,10 +33,7 @@ class PythonEnv(unittest.TestCase):
         require_sandbox(cls)
         if not _has_ipykernel():
             raise unittest.SkipTest("Debian's python3-ipykernel is not installed (scripts/deps.sh)")
-        cls.base = tempfile.mkdtemp(prefix="pyenv-test-", dir=os.path.realpath(BUILD))
-        if os.path.realpath(cls.base).startswith("/tmp/"):
-            shutil.rmtree(cls.base)
-            raise unittest.SkipTest("the build directory is under /tmp, where --python trees are refused")
+        cls.base = host_scratch("pyenv-test-")
         cls.home = os.path.join(cls.base, "home")
         os.mkdir(cls.home, 0o700)
         cls.venv = os.path.join(cls.home, "venv")

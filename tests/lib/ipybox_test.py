@@ -16,6 +16,29 @@ IPYBOX = os.environ.get("IPYBOX", os.path.join(BUILD, "bin", "ipybox"))
 HELPERS = os.path.join(BUILD, "tests", "helpers")
 PROTOCOL = "2025-06-18"
 
+# Where a host tree given to --python may live: not in a place the sandbox has of its own
+# (/tmp, /var/tmp, /run, ...: refused for --python, policy/pyenv.c). The build directory when it
+# is not in one (a checkout under /tmp has its build there too); else IPYBOX_TEST_SCRATCH,
+# /var/lib/ipybox-tests for root, ~/.cache/ipybox-tests for others.
+_SANDBOX_OWN = ("/tmp", "/var/tmp", "/run", "/dev", "/proc", "/sys", "/etc", "/app", "/opt/ipybox", "/home/appuser")
+
+
+def _in_sandbox_own(path):
+    return any(path == d or path.startswith(d + "/") for d in _SANDBOX_OWN)
+
+
+def host_scratch(prefix):
+    """A new directory (the caller removes it) for trees bound into sandboxes by --python."""
+    base = os.environ.get("IPYBOX_TEST_SCRATCH")
+    if not base:
+        base = os.path.realpath(BUILD)
+        if _in_sandbox_own(base):
+            base = "/var/lib/ipybox-tests" if os.geteuid() == 0 else \
+                os.path.join(os.path.expanduser("~"), ".cache", "ipybox-tests")
+    os.makedirs(base, 0o755, exist_ok=True)
+    return tempfile.mkdtemp(prefix=prefix, dir=os.path.realpath(base))
+
+
 # Python run inside a sandbox by the security tests: raw syscalls reporting errno names.
 PROBE_PRELUDE = r'''
 import ctypes, errno, json, os, signal, socket, stat, sys, time

@@ -10,12 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import BUILD, IPYBOX, descendants, require_sandbox, wait_for  # noqa: E402
+from ipybox_test import IPYBOX, host_scratch, descendants, require_sandbox, wait_for  # noqa: E402
 
 
 def line_of(out, check):
@@ -30,7 +29,7 @@ class DoctorAttackCase(unittest.TestCase):
     def setUp(self):
         require_sandbox(self)
         # Not under /tmp or /var/tmp: those are the sandbox's own places, refused for --python.
-        self.tmp = tempfile.mkdtemp(prefix="ipybox-r2-doctor-", dir=os.path.realpath(BUILD))
+        self.tmp = host_scratch("ipybox-doctor-attack-")
         self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         self.home = os.path.join(self.tmp, "home")
         os.mkdir(self.home)

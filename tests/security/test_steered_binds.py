@@ -21,7 +21,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import BUILD, IPYBOX, McpClient, require_sandbox  # noqa: E402
+from ipybox_test import BUILD, IPYBOX, host_scratch, McpClient, require_sandbox  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "sdk", "python"))
 from ipybox_native import CodeExecutor  # noqa: E402
@@ -37,10 +37,8 @@ class VenvHomeSteering(unittest.TestCase):
 
     def setUp(self):
         require_sandbox(self)
-        self.base = tempfile.mkdtemp(prefix="r1-pyenv-", dir=os.path.realpath(BUILD))
+        self.base = host_scratch("steered-pyenv-")
         self.addCleanup(shutil.rmtree, self.base, True)
-        if self.base.startswith("/tmp/"):
-            self.skipTest("the build directory is under /tmp, where --python trees are refused")
         self.home = os.path.join(self.base, "home")
         os.mkdir(self.home, 0o700)
         self.secret_dir = os.path.join(self.home, "dotssh")

@@ -1,8 +1,10 @@
 /* Unit tests for --python's environment: pyvenv.cfg and prefixes (policy/pyenv.c), resolution
  * on real files (supervisor/pyhost.c), and the binds in the mount plan. */
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,12 +138,55 @@ static void mk(const char *rel, const char *text, mode_t mode) {
     chmod(p, mode);
 }
 
+/* Whether p is in a place the sandbox has of its own, where --python trees are refused. */
+static bool in_sandbox_own(const char *p) {
+    static const char *const own[] = {"/tmp", "/var/tmp", "/run", "/dev", "/proc", "/sys", "/etc", "/app",
+                                      "/opt/ipybox", "/home/appuser"};
+    for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++) {
+        size_t k = strlen(own[i]);
+        if (!strncmp(p, own[i], k) && (p[k] == '\0' || p[k] == '/'))
+            return true;
+    }
+    return false;
+}
+
+/* mkdir -p, each new component 0755. */
+static void mkdirs(const char *path) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s", path);
+    for (char *s = strchr(p + 1, '/');; s = strchr(s + 1, '/')) {
+        if (s)
+            *s = '\0';
+        ck_assert_msg(mkdir(p, 0755) == 0 || errno == EEXIST, "mkdir %s", p);
+        if (!s)
+            break;
+        *s = '/';
+    }
+}
+
+/* The directory beside the test binary, unless that is in one of the sandbox's own places (a
+ * checkout under /tmp): then IPYBOX_TEST_SCRATCH, /var/lib/ipybox-tests (root) or
+ * ~/.cache/ipybox-tests, as tests/lib/ipybox_test.py host_scratch(). */
+static void scratch_dir(char *out, size_t len) {
+    ssize_t n = readlink("/proc/self/exe", out, len - 1);
+    ck_assert_int_gt(n, 0);
+    out[n] = '\0';
+    *strrchr(out, '/') = '\0';
+    if (!in_sandbox_own(out))
+        return;
+    const char *env = getenv("IPYBOX_TEST_SCRATCH"), *home = getenv("HOME");
+    if (env && *env)
+        snprintf(out, len, "%s", env);
+    else if (geteuid() == 0 || !home)
+        snprintf(out, len, "/var/lib/ipybox-tests");
+    else
+        snprintf(out, len, "%s/.cache/ipybox-tests", home);
+    mkdirs(out);
+}
+
 static void tree_setup(void) {
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    ck_assert_int_gt(n, 0);
-    exe[n] = '\0';
-    *strrchr(exe, '/') = '\0';
+    scratch_dir(exe, sizeof(exe));
     ck_assert_int_lt(snprintf(base, sizeof(base), "%.*s/pyenv-unit-XXXXXX", PATH_MAX - 32, exe), (int)sizeof(base));
     ck_assert_ptr_nonnull(mkdtemp(base));
     /* A base interpreter PREFIX/bin/python3.12 and a venv made from it. */
