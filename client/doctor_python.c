@@ -56,8 +56,14 @@ static int run_probe(const char *python, char *out, size_t outlen) {
     posix_spawn_file_actions_adddup2(&fa, p[1], 2);
     char *argv[] = {(char *)python, (char *)"-s", (char *)"-E", (char *)"-c", (char *)probe, NULL};
     char *envp[] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin", (char *)"LC_ALL=C.UTF-8", NULL};
+    /* Its own process group, so that what it started goes with it (below). */
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&at, 0);
     pid_t pid;
-    int r = posix_spawn(&pid, python, &fa, NULL, argv, envp);
+    int r = posix_spawn(&pid, python, &fa, &at, argv, envp);
+    posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     close(p[1]);
     if (r != 0) {
@@ -92,8 +98,8 @@ static int run_probe(const char *python, char *out, size_t outlen) {
     }
     out[got] = '\0';
     close(p[0]);
-    if (timed_out)
-        kill(pid, SIGKILL);
+    /* The interpreter's group, processes it forked included (the probe itself forks none). */
+    kill(-pid, SIGKILL);
     int st;
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR)
