@@ -141,7 +141,7 @@ static int remove_held(int rootfd, const char *name, int fd, char *why, size_t w
         unsigned char rnd[8];
         char hex[17];
         if (ipb_random(rnd, sizeof(rnd)) < 0) {
-            snprintf(why, why_size, "%s", strerror(errno));
+            snprintf(why, why_size, "drawing a random name to move it aside: %s", strerror(errno));
             return -1;
         }
         ipb_hex(rnd, sizeof(rnd), hex);
