@@ -24,6 +24,8 @@ SOCK = RUNDIR + "/ipybox/ipybox.sock"
 # runs "$@" without XDG_RUNTIME_DIR, then stops the daemon and prints its log to stderr.
 NS_SCRIPT = r'''
 set -u
+# A bare root (no logind) has no /run/user: a tmpfs over /run, in this namespace only, gives one.
+[ -d /run/user ] || { mount -t tmpfs -o mode=0755 ipybox-test-run /run && mkdir -m 0755 /run/user; } || exit 97
 mount -t tmpfs -o mode=0755 ipybox-test /run/user || exit 97
 mkdir -m 0700 "$RUNDIR"
 if [ -n "${START_DAEMON:-}" ]; then

@@ -464,7 +464,7 @@ class Failures(unittest.IsolatedAsyncioTestCase):
     async def test_the_supervisors_sentence_is_the_error(self):
         with self.assertRaises(ib.SandboxError) as cm:
             await ib.Sandbox(transport="embedded", ipybox=IPYBOX, python="/nonexistent/python3").start()
-        self.assertIn("--python: file not found: /nonexistent/python3", str(cm.exception))
+        self.assertIn("--python: file not found: /nonexistent", str(cm.exception))  # the first missing component
         self.assertTrue(cm.exception.stderr)
         with self.assertRaises(ib.SandboxError) as cm:
             await ib.Sandbox(transport="embedded", ipybox=IPYBOX, allowed_domain="not a domain").start()
