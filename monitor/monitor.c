@@ -318,6 +318,10 @@ static bool anything_left(struct ipbm *M) {
 }
 
 static int serve(struct ipbm *M) {
+    /* A sandbox's shim outlives the process that started it by a moment when both are
+     * killed: it comes back to us, not to PID 1, and is reaped at once (its uid keeps the
+     * slot taken until it is; a PID 1 that reaps once a second made every stop take 1 s). */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     sigset_t set;
     sigprocmask(SIG_BLOCK, NULL, &set);
     signal(SIGPIPE, SIG_IGN);
