@@ -1,6 +1,8 @@
 /* The daemon's insides, shared by loop.c (events, signals, the idle sweep), clients.c (client
- * connections and the methods answered by the daemon itself) and sessions.c (workers and the
- * routing of calls to them). One thread; every fd is non-blocking. */
+ * connections and the methods answered by the daemon itself), sessions.c (sessions' lives and
+ * their workers' events), worker.c (starting a worker), warm.c (warm workers), routing.c
+ * (calls sent on to workers, answers routed back) and asks.c (workers' approval questions).
+ * One thread; every fd is non-blocking. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -185,7 +187,8 @@ void ipbd_clients_sweep(struct ipbd *d);
 void ipbd_ratelog(struct ipbd_ratelog *rl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ipbd_ratelog_flush(struct ipbd_ratelog *rl);
 
-/* sessions.c */
+/* sessions.c (ipbd_session_forward_call, _when_ready and _cancel: routing.c; ipbd_session_answer:
+ * asks.c; ipbd_warm_fill: warm.c) */
 /* Starts a worker for a new session. args: the client's sandbox options (may be NULL), cwd:
  * where relative paths in them are meant (may be NULL). */
 struct ipbd_session *ipbd_session_start(struct ipbd *d, const char *name, uint64_t anon_owner, json_t *args,
@@ -214,5 +217,49 @@ void ipbd_sessions_sweep(struct ipbd *d); /* idle sessions */
  * failing (then after a pause that grows to a minute). */
 void ipbd_warm_fill(struct ipbd *d);
 json_t *ipbd_sessions_list(struct ipbd *d, const struct ipbd_client *c);
+
+/* worker.c */
+/* A session object with its worker started, linked into d->sessions (its name is the
+ * caller's to set). args, cwd: as for ipbd_session_start. */
+struct ipbd_session *ipbd_worker_start(struct ipbd *d, json_t *args, const char *cwd, ipb_error **err);
+
+/* warm.c */
+/* Sessions not being closed, warm ones or the others. */
+unsigned ipbd_sessions_count(struct ipbd *d, bool warm);
+/* A warm worker for a session made with the daemon's options alone (a ready one first), no
+ * longer warm; NULL when there is none. */
+struct ipbd_session *ipbd_warm_take(struct ipbd *d);
+/* Closes a warm worker (one still starting first); false when there is none. */
+bool ipbd_warm_drop(struct ipbd *d, const char *why);
+/* A warm worker could not start or ended while waiting: the next one waits (ipbd_warm_fill). */
+void ipbd_warm_failed(struct ipbd *d, const char *why);
+
+/* routing.c */
+/* Sends a message (stolen) to the worker; *ok: whether it was queued. */
+void ipbd_worker_send(struct ipbd *d, struct ipbd_session *s, json_t *msg, bool *ok);
+/* A request to s's worker under a new id of ours, for client c (NULL: the daemon's own) whose
+ * id and progress token were id and token. NULL when out of memory. */
+struct ipbd_pending *ipbd_pending_add(struct ipbd_session *s, enum ipbd_pending_kind kind, struct ipbd_client *c,
+                                      json_t *id, json_t *token);
+struct ipbd_pending *ipbd_pending_find(struct ipbd_session *s, uint64_t wid);
+/* Answers p's client (if still there) with an error and frees p (already unlinked). */
+void ipbd_pending_fail(struct ipbd *d, struct ipbd_pending *p, int code, const char *msg);
+/* A request that could not be sent on: unlinked and answered with an error. */
+void ipbd_pending_fail_new(struct ipbd *d, struct ipbd_session *s, struct ipbd_pending *p);
+/* Cancels every request of c in s (c left it). */
+void ipbd_pending_cancel_client(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c);
+/* One line from s's worker: an answer or a notification, routed to the client that asked. */
+void ipbd_worker_line(struct ipbd *d, struct ipbd_session *s, const char *line, size_t len);
+
+/* asks.c */
+/* The worker's elicitation/create m: put to the client whose call runs the cell, or refused. */
+void ipbd_ask_client(struct ipbd *d, struct ipbd_session *s, json_t *m);
+/* Answers a request of the worker's (id wid) ourselves, with an error. */
+void ipbd_ask_refuse(struct ipbd *d, struct ipbd_session *s, json_t *wid, int code, const char *why);
+/* The worker's notifications/cancelled m for one of its questions. */
+void ipbd_ask_withdrawn(struct ipbd *d, struct ipbd_session *s, json_t *m);
+/* Refuses the questions put to c in s (c left it). */
+void ipbd_asks_cancel_client(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c);
+void ipbd_asks_clear(struct ipbd_session *s);
 
 long ipbd_now_ms(void);

@@ -1,5 +1,7 @@
-/* The monitor's insides: spawn.c (sandboxes), users.c (sockets and frontends), monitor.c
- * (the loop, channels and requests). One thread, root. */
+/* The monitor's insides: spawn.c (sandboxes), users.c (sockets and frontends), channels.c
+ * (channels and their requests), loop.c (the event loop), setup.c (configuration, host checks
+ * and the pool at start), monitor.c (the service's and a private monitor's main). One thread,
+ * root. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -127,14 +129,39 @@ int ipbm_root_dir(const char *path, mode_t mode);
 void ipbm_frontends_start(struct ipbm *M);
 void ipbm_users_cleanup(struct ipbm *M);
 
-/* monitor.c */
 /* fd came from a channel (or is one): the monitor is done with it. */
 static inline void ipbm_release_user_fd(struct ipbm_user *u, int fd) {
     ipbm_release(&u->held, fd);
 }
+
+/* channels.c */
 /* A channel of u's: a frontend's, a worker's, or (parent set) a sub-channel of that worker
  * channel. */
 struct ipbm_chan *ipbm_chan_add(struct ipbm *M, int fd, bool frontend, struct ipbm_user *u, struct ipbm_chan *parent);
 /* Sends without waiting; a channel that cannot take the record is marked broken. */
 void ipbm_chan_send(struct ipbm_chan *c, const struct ipbm_msg *m, const int *fds, unsigned nfds);
+/* A channel closed or misbehaved: its sandboxes are killed, its sub-channels closed with it,
+ * and it is freed. */
+void ipbm_chan_close(struct ipbm *M, struct ipbm_chan *c);
+/* Reads and carries out the next request on c. Returns -1 when the channel must be closed. */
+int ipbm_chan_request(struct ipbm *M, struct ipbm_chan *c);
+/* Stops (or resumes) reading u's channels: too many descriptors u sent wait for their closer. */
+void ipbm_user_pause(struct ipbm *M, struct ipbm_user *u, bool paused);
+
+/* loop.c */
+/* Serves until stopped (a signal; a private monitor: its channels gone) and nothing is left
+ * running. Returns -1 when the loop could not be set up or failed. */
+int ipbm_serve(struct ipbm *M);
 long ipbm_now_ms(void);
+
+/* setup.c */
+/* Reads the configuration at path into conf (the built-in defaults, when a file not given
+ * explicitly is missing). Logs why not and returns -1. */
+int ipbm_load_config(ipbm_sysconf *conf, const char *path, bool given);
+/* The configured defaults against what this host has (memory, pid_max). Logs and returns -1. */
+int ipbm_check_host(const ipbm_sysconf *conf, const char *path);
+/* Whether every user may reach and run self (their frontends run it). Logs and returns -1. */
+int ipbm_check_users_can_run(const char *self);
+/* The pool and the cgroups; clean: the system service, which takes over what an earlier run
+ * left in the slots it can lock. */
+int ipbm_pool_setup(struct ipbm *M, bool clean, ipb_error **err);

@@ -11,25 +11,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from daemon_fixture import Daemon  # noqa: E402
-from ipybox_test import IPYBOX, McpError, alive, descendants, require_sandbox, wait_for  # noqa: E402
-
-
-def workers(daemon_pid):
-    """The daemon's worker processes (`ipybox mcp --embedded`)."""
-    out = []
-    for p in descendants(daemon_pid):
-        try:
-            with open("/proc/%d/cmdline" % p, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"--embedded" in argv and b"mcp" in argv:
-            out.append(p)
-    return out
+from daemon_fixture import DaemonCase  # noqa: E402
+from ipybox_test import IPYBOX, McpError, alive, wait_for  # noqa: E402
 
 
 def rss_kib(pid):
@@ -40,29 +25,14 @@ def rss_kib(pid):
     raise AssertionError("no VmRSS for %d" % pid)
 
 
-class DaemonFaultCase(unittest.TestCase):
-    def setUp(self):
-        require_sandbox(self)
-        self.daemons = []
-
-    def tearDown(self):
-        for d in self.daemons:
-            d.close()
-
-    def daemon(self, *args, **kw):
-        d = Daemon(*args, **kw)
-        self.daemons.append(d)
-        return d
-
-
-class WorkerDeath(DaemonFaultCase):
+class WorkerDeath(DaemonCase):
     def test_a_worker_killed_by_a_signal_is_reported_as_such(self):
         d = self.daemon()
         a, b = d.client(), d.client()
         a.request("ipybox/createSession", {"name": "k"})
         b.request("ipybox/attachSession", {"name": "k"})
         self.assertEqual(a.execute("print(1)")[0], "1\n")
-        [w] = workers(d.proc.pid)
+        [w] = d.workers()
         rid = a.send_request("tools/call", {"name": "execute_ipython_cell",
                                             "arguments": {"code": "import time; time.sleep(60)"}})
         time.sleep(1)
@@ -101,7 +71,7 @@ def closed_by_peer(sock, timeout):
         return False
 
 
-class IdleConnections(DaemonFaultCase):
+class IdleConnections(DaemonCase):
     DEADLINE_MS = 4000
 
     def setUp(self):
@@ -170,7 +140,7 @@ class IdleConnections(DaemonFaultCase):
         self.assertEqual(len(logged) + counted, n, log[-3000:])
 
 
-class StalledClient(DaemonFaultCase):
+class StalledClient(DaemonCase):
     def test_a_client_that_stops_reading_holds_its_session_not_the_daemon(self):
         d = self.daemon()
         stalled, other = d.client(), d.client()
@@ -207,7 +177,7 @@ class StalledClient(DaemonFaultCase):
         print("daemon RSS: base %d KiB, peak %d KiB with a stalled client" % (base, peak), file=sys.stderr)
 
 
-class BridgeStdinClosed(DaemonFaultCase):
+class BridgeStdinClosed(DaemonCase):
     """`ipybox mcp` through a daemon whose client closes stdin with calls still queued."""
 
     def start(self, d, close_stdout=False):
@@ -241,7 +211,7 @@ class BridgeStdinClosed(DaemonFaultCase):
         self.assertEqual(msg["result"]["isError"], False)
         with self.assertRaises(EOFError):
             c.read_message(10)
-        self.assertTrue(wait_for(lambda: not workers(d.proc.pid), 30), "the session outlived its bridge")
+        self.assertTrue(wait_for(lambda: not d.workers(), 30), "the session outlived its bridge")
 
     def test_queued_calls_run_while_the_client_reads(self):
         d = self.daemon()

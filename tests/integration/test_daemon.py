@@ -14,9 +14,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from daemon_fixture import IPYBOXD, PROTOCOL, Daemon  # noqa: E402
-from ipybox_test import (IPYBOX, McpClient, McpError, alive, descendants,  # noqa: E402
-                         require_sandbox, wait_for)
+from daemon_fixture import IPYBOXD, PROTOCOL, DaemonCase  # noqa: E402
+from ipybox_test import IPYBOX, McpClient, McpError, descendants, proc_cmdline, wait_for  # noqa: E402
 import mcp_servers  # noqa: E402
 
 
@@ -24,34 +23,7 @@ import mcp_servers  # noqa: E402
 def session_processes(pid):
     """The daemon's descendants but its private monitor (started when root runs it, for the
     daemon's whole life, like the daemon itself)."""
-    out = []
-    for p in descendants(pid):
-        try:
-            with open("/proc/%d/cmdline" % p, "rb") as f:
-                if b"--private-monitor" in f.read().split(b"\0"):
-                    continue
-        except OSError:
-            pass
-        out.append(p)
-    return out
-
-class DaemonCase(unittest.TestCase):
-    def setUp(self):
-        require_sandbox(self)
-        self.daemons = []
-
-    def tearDown(self):
-        for d in self.daemons:
-            d.close()
-
-    def daemon(self, *args, **kw):
-        d = Daemon(*args, **kw)
-        self.daemons.append(d)
-        return d
-
-    def assertNoProcessesLeft(self, pids, timeout=20):
-        self.assertTrue(wait_for(lambda: not any(alive(p) for p in pids), timeout),
-                        "left running: %s" % [p for p in pids if alive(p)])
+    return [p for p in descendants(pid) if b"--private-monitor" not in proc_cmdline(p).split(b"\0")]
 
 
 class Sessions(DaemonCase):
@@ -158,23 +130,11 @@ class Sessions(DaemonCase):
 
 
 class Warm(DaemonCase):
-    @staticmethod
-    def workers(d):
-        out = []
-        for pid in descendants(d.proc.pid):
-            try:
-                with open("/proc/%d/cmdline" % pid, "rb") as f:
-                    if b"--embedded" in f.read().split(b"\0") and alive(pid):
-                        out.append(pid)
-            except OSError:
-                pass
-        return out
-
     def test_warm_workers_serve_sessions_made_with_the_daemons_options(self):
         d = self.daemon("--warm", "1", "--max-sessions", "3", "--container-env-var", "WHO=daemon")
         # One worker is started ahead, before any client, and its sandbox comes up.
-        self.assertTrue(wait_for(lambda: len(self.workers(d)) == 1, 20))
-        first = self.workers(d)[0]
+        self.assertTrue(wait_for(lambda: len(d.workers()) == 1, 20))
+        first = d.workers()[0]
         self.assertTrue(wait_for(lambda: "session (warm %d): ready in" % first in d.log_text(), 30), d.log_text())
         c = d.client()
         # It is no session of anyone's yet: not listed, not attachable.
@@ -186,16 +146,16 @@ class Warm(DaemonCase):
         self.assertEqual(c.request("ipybox/createSession", {"name": "a"}), {"name": "a"})
         self.assertIn("session a: started (warm worker %d, ready)" % first, d.log_text())
         self.assertEqual(c.execute("import os; print(os.environ['WHO'], 'x' in dir())")[0], "daemon False\n")
-        self.assertTrue(wait_for(lambda: len(self.workers(d)) == 2, 20))
-        self.assertIn(first, self.workers(d))
-        second = (set(self.workers(d)) - {first}).pop()
+        self.assertTrue(wait_for(lambda: len(d.workers()) == 2, 20))
+        self.assertIn(first, d.workers())
+        second = (set(d.workers()) - {first}).pop()
         # A session with options of its own never takes one.
         b = d.client()
         b.request("ipybox/createSession", {"name": "b", "args": ["--container-env-var", "WHO=client"]})
         self.assertEqual(b.execute("import os; print(os.environ['WHO'])")[0], "client\n")
         self.assertIn("session b: started (worker", d.log_text())
-        self.assertIn(second, self.workers(d))
-        own = (set(self.workers(d)) - {first, second}).pop()
+        self.assertIn(second, d.workers())
+        own = (set(d.workers()) - {first, second}).pop()
         # A connection's first call gets the warm one too.
         self.assertTrue(wait_for(lambda: "session (warm %d): ready in" % second in d.log_text(), 30))
         e = d.client()
@@ -203,39 +163,39 @@ class Warm(DaemonCase):
         self.assertIn("session #1: started (warm worker %d, ready)" % second, d.log_text())
         # Warm workers count against --max-sessions: with three sessions none is started.
         time.sleep(2)
-        self.assertEqual(len(self.workers(d)), 3)
+        self.assertEqual(len(d.workers()), 3)
         # Once one closes, one is started ahead again, and serves the next session.
         c.request("ipybox/closeSession", {"name": "a"})
-        self.assertTrue(wait_for(lambda: first not in self.workers(d) and len(self.workers(d)) == 3, 20))
-        third = (set(self.workers(d)) - {second, own}).pop()
+        self.assertTrue(wait_for(lambda: first not in d.workers() and len(d.workers()) == 3, 20))
+        third = (set(d.workers()) - {second, own}).pop()
         self.assertTrue(wait_for(lambda: "session (warm %d): ready in" % third in d.log_text(), 30))
         c.request("ipybox/createSession", {"name": "c"})
         self.assertIn("session c: started (warm worker %d, ready)" % third, d.log_text())
-        workers = self.workers(d)
+        workers = d.workers()
         d.stop()
         self.assertNoProcessesLeft(workers)
 
     def test_a_warm_worker_gives_way_to_a_session_with_options(self):
         d = self.daemon("--warm", "1", "--max-sessions", "1")
-        self.assertTrue(wait_for(lambda: len(self.workers(d)) == 1, 20))
-        warm = self.workers(d)[0]
+        self.assertTrue(wait_for(lambda: len(d.workers()) == 1, 20))
+        warm = d.workers()[0]
         c = d.client()
         c.request("ipybox/createSession", {"name": "own", "args": ["--container-env-var", "WHO=client"]})
         self.assertEqual(c.execute("import os; print(os.environ['WHO'])")[0], "client\n")
         self.assertIn("giving way to a session with options of its own", d.log_text())
         # It was sent SIGTERM; it takes its sandbox down before it is gone.
-        self.assertTrue(wait_for(lambda: warm not in self.workers(d), 20), self.workers(d))
-        self.assertEqual(len(self.workers(d)), 1)
+        self.assertTrue(wait_for(lambda: warm not in d.workers(), 20), d.workers())
+        self.assertEqual(len(d.workers()), 1)
 
     def test_warm_workers_wait_only_for_clients_that_come(self):
         d = self.daemon("--warm", "1", "--idle-timeout", "2")
-        self.assertTrue(wait_for(lambda: len(self.workers(d)) == 1, 20))
+        self.assertTrue(wait_for(lambda: len(d.workers()) == 1, 20))
         # Nobody came: after --idle-timeout no sandbox waits.
-        self.assertTrue(wait_for(lambda: not self.workers(d), 20), d.log_text())
+        self.assertTrue(wait_for(lambda: not d.workers(), 20), d.log_text())
         self.assertIn("no client for --idle-timeout", d.log_text())
         # A client connects: one is started for it.
         c = d.client()
-        self.assertTrue(wait_for(lambda: len(self.workers(d)) == 1, 20))
+        self.assertTrue(wait_for(lambda: len(d.workers()) == 1, 20))
         self.assertEqual(c.execute("print(3)")[0], "3\n")
         self.assertIn("started (warm worker", d.log_text())
 

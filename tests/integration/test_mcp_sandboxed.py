@@ -15,7 +15,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import McpClient, require_sandbox, text_of, wait_for  # noqa: E402
+from ipybox_test import McpCase, McpClient, text_of, wait_for  # noqa: E402
 import mcp_servers  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
 import testhosts  # noqa: E402
@@ -65,20 +65,15 @@ def probe_params(sandbox=None, **extra):
     return p
 
 
-class SandboxedCase(unittest.TestCase):
+class SandboxedCase(McpCase):
     def setUp(self):
-        require_sandbox(self)
+        super().setUp()
         # A file planted in the home of the user running ipybox (the servers run as that user).
         self.home = os.path.expanduser("~")
         self.secret = os.path.join(self.home, "ipybox-h3-secret-" + uuid.uuid4().hex[:8])
         with open(self.secret, "w") as f:
             f.write("the user's secret")
         self.addCleanup(os.unlink, self.secret)
-
-    def client(self, *options, **kw):
-        c = McpClient(*options, **kw)
-        self.addCleanup(c.close)
-        return c
 
     def register(self, c, name, params):
         r = c.call("register_mcp_server", {"server_name": name, "server_params": params})

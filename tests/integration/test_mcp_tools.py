@@ -13,12 +13,12 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import (ACCEPT, DECLINE, ELICIT, McpClient, McpError, descendants, require_sandbox,  # noqa: E402
+from ipybox_test import (ACCEPT, DECLINE, ELICIT, McpCase, McpError, descendants, proc_cmdline,  # noqa: E402
                          text_of, wait_for)
 import mcp_servers  # noqa: E402
 
 
-class ToolCallingCase(unittest.TestCase):
+class ToolCallingCase(McpCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="ipybox-tools-")
@@ -30,14 +30,6 @@ class ToolCallingCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
-
-    def setUp(self):
-        require_sandbox(self)
-
-    def client(self, *options, **kw):
-        c = McpClient(*options, **kw)
-        self.addCleanup(c.close)
-        return c
 
     def run_cell(self, c, code, **kw):
         text, r = c.execute(code, **kw)
@@ -237,7 +229,7 @@ class TestApproval(ToolCallingCase):
 
 class TestServerLife(ToolCallingCase):
     def server_pids(self, c):
-        return [p for p in descendants(c.proc.pid) if "server-everything" in _cmdline(p)]
+        return [p for p in descendants(c.proc.pid) if b"server-everything" in proc_cmdline(p)]
 
     def test_reset_stops_stdio_servers_and_the_next_call_restarts_them(self):
         c = self.client("--mcp-config", self.config, "--approve-tools", "everything/*")
@@ -261,15 +253,7 @@ class TestServerLife(ToolCallingCase):
         pids = self.server_pids(c)
         c.close()
         for pid in pids:
-            self.assertFalse(os.path.exists("/proc/%d" % pid) and "server-everything" in _cmdline(pid))
-
-
-def _cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+            self.assertFalse(os.path.exists("/proc/%d" % pid) and b"server-everything" in proc_cmdline(pid))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import ACCEPT, DECLINE, ELICIT, McpClient, require_sandbox, text_of  # noqa: E402
+from ipybox_test import ACCEPT, DECLINE, ELICIT, McpCase, McpClient, text_of  # noqa: E402
 import mcp_servers  # noqa: E402
 
 
@@ -30,15 +30,7 @@ def toolcall(params):
     return params["_meta"]["ipybox/toolCall"]
 
 
-class ShellCase(unittest.TestCase):
-    def setUp(self):
-        require_sandbox(self)
-
-    def client(self, *options, **kw):
-        c = McpClient(*options, **kw)
-        self.addCleanup(c.close)
-        return c
-
+class ShellCase(McpCase):
     def exists(self, c, name):
         text, r = c.execute("import os; print('EXISTS', os.path.exists('/app/%s'))" % name)
         self.assertFalse(r.get("isError"), text)

@@ -15,13 +15,13 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import ACCEPT, DECLINE, ELICIT, McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
+from ipybox_test import ACCEPT, DECLINE, ELICIT, McpCase, descendants, text_of, wait_for  # noqa: E402
 import mcp_servers  # noqa: E402
 
 
-class ConcurrencyCase(unittest.TestCase):
+class ConcurrencyCase(McpCase):
     def setUp(self):
-        require_sandbox(self)
+        super().setUp()
         self.tmp = tempfile.TemporaryDirectory(prefix="ipybox-conc-")
         self.addCleanup(self.tmp.cleanup)
         self.events = {n: os.path.join(self.tmp.name, n + ".events") for n in ("a", "b")}
@@ -31,9 +31,7 @@ class ConcurrencyCase(unittest.TestCase):
                                       for n, p in self.events.items()}}, f)
 
     def client(self, *options, **kw):
-        c = McpClient("--mcp-config", self.config, *options, **kw)
-        self.addCleanup(c.close)
-        return c
+        return super().client("--mcp-config", self.config, *options, **kw)
 
     def cell(self, c, code, timeout=60):
         text, r = c.execute(code, timeout=timeout)

@@ -6,8 +6,9 @@ import signal
 import socket
 import subprocess
 import tempfile
+import unittest
 
-from ipybox_test import IPYBOX, PROTOCOL, McpClient, wait_for
+from ipybox_test import IPYBOX, PROTOCOL, McpClient, alive, descendants, proc_cmdline, require_sandbox, wait_for
 
 IPYBOXD = os.path.join(os.path.dirname(IPYBOX), "ipyboxd")
 
@@ -43,6 +44,15 @@ class Daemon:
     def client(self, **kw):
         return SocketClient(self.sock, **kw)
 
+    def workers(self):
+        """The daemon's running worker processes (`ipybox mcp --embedded`)."""
+        out = []
+        for p in descendants(self.proc.pid):
+            argv = proc_cmdline(p).split(b"\0")
+            if b"--embedded" in argv and b"mcp" in argv and alive(p):
+                out.append(p)
+        return out
+
     def stop(self, sig=signal.SIGTERM, timeout=30):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -57,6 +67,28 @@ class Daemon:
         self.stop()
         self.log.close()
         self.tmp.cleanup()
+
+
+class DaemonCase(unittest.TestCase):
+    """Tests of private daemons: skipped without user namespaces; each daemon that
+    self.daemon() starts is stopped at the end of the test."""
+
+    def setUp(self):
+        require_sandbox(self)
+        self.daemons = []
+
+    def tearDown(self):
+        for d in self.daemons:
+            d.close()
+
+    def daemon(self, *args, **kw):
+        d = Daemon(*args, **kw)
+        self.daemons.append(d)
+        return d
+
+    def assertNoProcessesLeft(self, pids, timeout=20):
+        self.assertTrue(wait_for(lambda: not any(alive(p) for p in pids), timeout),
+                        "left running: %s" % [p for p in pids if alive(p)])
 
 
 class SocketClient(McpClient):

@@ -171,6 +171,15 @@ def alive(pid):
         return False
 
 
+def proc_cmdline(pid):
+    """/proc/<pid>/cmdline as it is (each argument ended by a NUL); b"" once pid is gone."""
+    try:
+        with open("/proc/%d/cmdline" % int(pid), "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 def wait_for(pred, timeout=20, step=0.05):
     """Polls pred until it is true or timeout seconds pass; returns its last value."""
     deadline = time.time() + timeout
@@ -358,6 +367,19 @@ class McpClient:
 
 
 # Answers to an approval question (elicitation/create) and the client capability that gets them.
+class McpCase(unittest.TestCase):
+    """A test of `ipybox mcp` sessions: skipped without user namespaces; each client it starts
+    is closed at the end of the test."""
+
+    def setUp(self):
+        require_sandbox(self)
+
+    def client(self, *options, **kw):
+        c = McpClient(*options, **kw)
+        self.addCleanup(c.close)
+        return c
+
+
 ACCEPT = {"action": "accept", "content": {}}
 DECLINE = {"action": "decline"}
 ELICIT = {"elicitation": {}}

@@ -20,7 +20,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import ELICIT, IPYBOX, McpClient, descendants, require_sandbox, text_of  # noqa: E402
+from ipybox_test import ELICIT, IPYBOX, McpCase, descendants, proc_cmdline, text_of  # noqa: E402
 
 # A stdio MCP server. argv[1]: [{"name": str, "result": <JSON result> | {"gen": kind, ...}}].
 # Answers are written as raw text, so that depth costs the server nothing.
@@ -90,15 +90,7 @@ def server_params(tools, sandbox=None):
     return p
 
 
-class AttackCase(unittest.TestCase):
-    def setUp(self):
-        require_sandbox(self)
-
-    def client(self, *options, **kw):
-        c = McpClient(*options, **kw)
-        self.addCleanup(c.close)
-        return c
-
+class AttackCase(McpCase):
     def register(self, c, name, params):
         r = c.call("register_mcp_server", {"server_name": name, "server_params": params})
         self.assertFalse(r.get("isError"), text_of(r) + "\n" + c.stderr_text())
@@ -240,7 +232,7 @@ class TestSandboxedServerParams(AttackCase):
         self.assertRegex(text, r"Seccomp:\s+2")
         self.assertRegex(text, r"CapEff:\s+0+\n")
         # The `ipybox run` that boxes it got none of them (only IPYBOX_MCP_ENV_<n> carries them).
-        runs = [pid for pid in descendants(c.proc.pid) if b"\0run\0--home\0" in _cmdline(pid)]
+        runs = [pid for pid in descendants(c.proc.pid) if b"\0run\0--home\0" in proc_cmdline(pid)]
         self.assertTrue(runs)
         for pid in runs:
             with open("/proc/%d/environ" % pid, "rb") as f:
@@ -294,14 +286,6 @@ class TestSandboxedServerParams(AttackCase):
         if not r.get("isError"):
             text = self.cell(c, "from mcptools import _runtime\nprint(_runtime.call('leaky', 'leak', {}))")
             self.assertNotIn(secret, text)
-
-
-def _cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
 
 
 class TestHostileResults(AttackCase):

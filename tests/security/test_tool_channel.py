@@ -14,7 +14,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
-from ipybox_test import McpClient, descendants, require_sandbox  # noqa: E402
+from ipybox_test import McpCase, descendants  # noqa: E402
 import mcp_servers  # noqa: E402
 
 # Sends one raw line on the tool socket from inside the kernel and prints the reply.
@@ -43,7 +43,7 @@ def text_of(result):
     return "\n".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
 
 
-class ToolChannelAttacks(unittest.TestCase):
+class ToolChannelAttacks(McpCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="ipybox-toolsec-")
@@ -56,13 +56,11 @@ class ToolChannelAttacks(unittest.TestCase):
         cls.tmp.cleanup()
 
     def setUp(self):
-        require_sandbox(self)
+        super().setUp()
         self.canary = os.path.join(self.tmp.name, "canary-%s" % self.id().rsplit(".", 1)[-1])
 
     def client(self, *options, **kw):
-        c = McpClient("--mcp-config", self.config, *options, **kw)
-        self.addCleanup(c.close)
-        return c
+        return super().client("--mcp-config", self.config, *options, **kw)
 
     def cell(self, c, code, **kw):
         text, r = c.execute(RAW + code, **kw)
@@ -190,14 +188,6 @@ class ToolChannelAttacks(unittest.TestCase):
             self.assertIn("hang ToolTimeout timeout", text)
             self.assertRegex(text, r"ok OK \d+")  # the server was restarted after the failures
             self.assertIn("2", c.execute("print(1+1)")[0])
-
-
-def _cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 if __name__ == "__main__":
