@@ -170,6 +170,7 @@ chmod 0755 "$R/check-fresh.sh"
 say "running in $R: $ORDER"
 # The namespace's first process (the host's sh) mounts, pivots into the root and becomes its shell.
 # shellcheck disable=SC2016
+mkdir -p -m 0700 /run/ipybox-slots
 unshare --mount --pid --fork --propagation private /bin/sh -c '
     set -e
     R=$1 CACHE=$2 SRC=$3 ORDER=$4
@@ -180,6 +181,11 @@ unshare --mount --pid --fork --propagation private /bin/sh -c '
     mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$R/dev/shm"
     mount -t tmpfs -o nosuid,nodev,mode=0755 tmpfs "$R/run"
     mkdir -m 1777 "$R/run/lock"
+    # The uid pool and the cgroups of sandboxes (this /sys is the host one), so the slots, are shared with
+    # the host: so are the slot locks, or a monitor in here would take (and reclaim) slots that
+    # sandboxes of the host are using, and the reverse.
+    mkdir -m 0700 "$R/run/ipybox-slots"
+    mount --bind /run/ipybox-slots "$R/run/ipybox-slots"
     mount --bind "$CACHE/apt-archives" "$R/var/cache/apt/archives"
     cd "$R"
     pivot_root . .oldroot
