@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <search.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,14 +14,61 @@
  * a day of slack for clocks that differ. Set by ipb_tree_usage_at. */
 #define FUTURE_SLACK_S 86400
 
-static void count(ipb_tree_usage *u, const struct stat *st, time_t limit) {
-    u->bytes += (uint64_t)st->st_blocks * 512;
-    if (st->st_mtime > u->newest && st->st_mtime <= limit)
-        u->newest = st->st_mtime;
+/* One walk: the totals, the mtime bound, and the inodes with more than one link seen so far
+ * (each counted once, as du does: else hard links to one large file, which sandbox code can
+ * make freely, would count it again for each name). */
+typedef struct walk_ctx {
+    ipb_tree_usage *u;
+    time_t limit;
+    void *seen; /* tsearch tree of struct inode_key */
+} walk_ctx;
+
+typedef struct inode_key {
+    dev_t dev;
+    ino_t ino;
+} inode_key;
+
+static int inode_cmp(const void *a, const void *b) {
+    const inode_key *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* true when st is an inode with other links that was counted already. */
+static bool seen_before(walk_ctx *c, const struct stat *st) {
+    if (S_ISDIR(st->st_mode) || st->st_nlink < 2)
+        return false;
+    inode_key *k = malloc(sizeof(*k));
+    if (!k) {
+        c->u->partial = true;
+        return false;
+    }
+    k->dev = st->st_dev;
+    k->ino = st->st_ino;
+    inode_key **found = tsearch(k, &c->seen, inode_cmp);
+    if (!found) {
+        free(k);
+        c->u->partial = true;
+        return false;
+    }
+    if (*found != k) {
+        free(k);
+        return true;
+    }
+    return false;
+}
+
+static void count(walk_ctx *c, const struct stat *st) {
+    if (!seen_before(c, st))
+        c->u->bytes += (uint64_t)st->st_blocks * 512;
+    if (st->st_mtime > c->u->newest && st->st_mtime <= c->limit)
+        c->u->newest = st->st_mtime;
 }
 
 /* Adds what the directory open at fd holds (fd is consumed). */
-static void walk(int fd, int depth, ipb_tree_usage *u, time_t limit) {
+static void walk(int fd, int depth, walk_ctx *c) {
+    ipb_tree_usage *u = c->u;
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
@@ -42,7 +91,7 @@ static void walk(int fd, int depth, ipb_tree_usage *u, time_t limit) {
                 u->partial = true;
             continue;
         }
-        count(u, &st, limit);
+        count(c, &st);
         if (!S_ISDIR(st.st_mode))
             continue;
         if (depth + 1 >= IPB_TREESIZE_MAX_DEPTH) {
@@ -55,7 +104,7 @@ static void walk(int fd, int depth, ipb_tree_usage *u, time_t limit) {
                 u->partial = true;
             continue;
         }
-        walk(sub, depth + 1, u, limit);
+        walk(sub, depth + 1, c);
         if (u->entries >= IPB_TREESIZE_MAX_ENTRIES)
             break;
     }
@@ -73,8 +122,9 @@ int ipb_tree_usage_at(int dirfd, ipb_tree_usage *ret) {
         close(fd);
         return -e;
     }
-    time_t limit = time(NULL) + FUTURE_SLACK_S;
-    count(ret, &st, limit);
-    walk(fd, 0, ret, limit);
+    walk_ctx c = {.u = ret, .limit = time(NULL) + FUTURE_SLACK_S};
+    count(&c, &st);
+    walk(fd, 0, &c);
+    tdestroy(c.seen, free);
     return 0;
 }

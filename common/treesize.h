@@ -12,7 +12,8 @@
 #define IPB_TREESIZE_MAX_ENTRIES 1000000L
 
 typedef struct ipb_tree_usage {
-    uint64_t bytes; /* allocated bytes (st_blocks * 512, as du counts), the top included */
+    uint64_t bytes; /* allocated bytes (st_blocks * 512, as du counts: an inode with several
+                     * links once), the top included */
     time_t newest;  /* the newest mtime of the top or anything below it (none more than a
                      * day ahead of now: sandbox code can set any); 0 when none counts */
     long entries;   /* entries seen below the top */
