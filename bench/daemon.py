@@ -129,13 +129,17 @@ def descendants(pid):
 
 def by_role(daemon):
     """The processes below the daemon by role: [(role, [pid, ...]), ...]. A worker is a child of
-    the daemon; below it the outer shim, the sandbox's PID 1 (a second shim) and the kernel."""
-    roles = {"worker": [], "shims": [], "kernel": []}
+    the daemon; below it (as root, below the private monitor) the outer shim, the sandbox's
+    PID 1 (a second shim) and the kernel."""
+    roles = {"worker": [], "shims": [], "kernel": [], "private monitor": []}
     for w in children(daemon):
-        roles["worker"].append(w)
+        # As root the sandboxes are below the daemon's private monitor (`ipyboxd
+        # --private-monitor`), the daemon's other child, not below their workers.
+        roles["private monitor" if comm(w) == "ipyboxd" else "worker"].append(w)
         for p in descendants(w):
-            roles["shims" if comm(p) == "ipybox-shim" else "kernel"].append(p)
-    return list(roles.items())
+            c = comm(p)
+            roles["shims" if c == "ipybox-shim" else "private monitor" if c == "ipyboxd" else "kernel"].append(p)
+    return [(r, p) for r, p in roles.items() if p]
 
 
 def stat(pid):
@@ -403,7 +407,7 @@ def main():
 
         # 3. Memory with the K idle sessions.
         time.sleep(a.settle)
-        workers = children(proc.pid)
+        workers = [w for w in children(proc.pid) if comm(w) != "ipyboxd"]
         tree = [proc.pid] + descendants(proc.pid)
         all_pss, all_rss = tree_mem(tree)
         w_pss, w_rss = tree_mem(workers)
