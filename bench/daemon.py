@@ -513,7 +513,7 @@ def main():
         for cc in conns:
             cc.close()
         idents = [i for i in map(identity, descendants(proc.pid)) if i] if proc.poll() is None else []
-        nsess = len(children(proc.pid)) if proc.poll() is None else 0
+        nsess = len([w for w in children(proc.pid) if comm(w) != "ipyboxd"]) if proc.poll() is None else 0
         t0 = time.perf_counter()
         stopped = True
         if proc.poll() is None:

@@ -54,6 +54,24 @@ def pool_procs():
     return n
 
 
+def other_services(ours):
+    """Other system services (`ipyboxd --config`, root) running now: they share the pool of sandbox
+    uids and, on a host where they share the cgroup root, the cgroups (u-<uid> of the same uid
+    included), so their limits and clean-ups can act on ours."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in ours:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"ipyboxd" and b"--config" in argv:
+            out.append("%s %s" % (d, b" ".join(argv).decode(errors="replace").strip()))
+    return out
+
+
 def client(k, limit, to_parent, from_parent):
     """The user's side: every measurement that speaks MCP. Results go to the parent as JSON;
     it is told when the idle sessions are there (for memory) and waits for a go."""
@@ -254,6 +272,7 @@ def many_phase(work, n, parallel):
     os.close(up_w)
     os.close(down_r)
     users_cg = None
+    seen = set()
     try:
         up = os.fdopen(up_r)
         while True:
@@ -263,6 +282,7 @@ def many_phase(work, n, parallel):
             if line.startswith("result "):
                 got = json.loads(line[7:])
                 break
+            seen.update(other_services({proc.pid}))
             tree = [proc.pid] + descendants(proc.pid)
             mem[line.strip()] = tree_mem(tree)
             mem["nproc"] = len(tree)
@@ -298,6 +318,8 @@ def many_phase(work, n, parallel):
         stop = time.perf_counter() - t0
     rows.append(("SIGTERM to the service's exit after the %d sessions' connections closed" % n, "%.2f s" % stop,
                  "exit status %d; processes in pool uids after: %d" % (proc.returncode, pool_procs())))
+    if seen:
+        notes.append("another system service ran during the %d sessions: %s" % (n, "; ".join(sorted(seen))[:400]))
     with open(log_path) as f:
         notes += ["service log (%d sessions): `%s`" % (n, line.strip()) for line in f
                   if any(w in line.lower() for w in ("warn", "error", "fail", "killed"))][:10]
@@ -328,6 +350,7 @@ def main():
         print("bench/system.py: the system service needs root", file=sys.stderr)
         return 1
     k, limit = a.sessions, max(a.max_concurrent, 2 * a.sessions)
+    others = other_services(set())
     subprocess.run(["groupadd", "-f", GROUP], check=True)
     subprocess.run(["useradd", "-m", "-G", GROUP, "-s", "/bin/sh", USER], check=True, capture_output=True)
     work = tempfile.mkdtemp(prefix="ipybox-bench-system-")
@@ -396,6 +419,7 @@ def main():
                      "warm sandbox is ready (median of %d)" % k, "%.1f ms" % (1000 * median(warm)),
                      "range %.1f–%.1f ms; %d of %d sessions took a warm sandbox" % (
                          1000 * min(warm), 1000 * max(warm), used, k)))
+        others += other_services(set())
         if a.concurrent > 0:
             many_rows, many_notes, ok = many_phase(work, a.concurrent, a.start_parallel)
             status |= not ok
@@ -415,6 +439,10 @@ def main():
         subprocess.run(["pkill", "-KILL", "-u", USER], capture_output=True)
         subprocess.run(["userdel", "-r", USER], capture_output=True)
         subprocess.run(["groupdel", GROUP], capture_output=True)
+    others += other_services({proc.pid} if proc else set())
+    if others:
+        notes.append("another system service ran during this one (its sandboxes share the uid pool and may "
+                     "share the cgroups; these numbers are not this service's alone): " + "; ".join(sorted(set(others)))[:400])
     text = ["| measure | result | detail |", "|---|---|---|"] + ["| %s | %s | %s |" % r for r in rows]
     many_text = ""
     if many_rows:
