@@ -476,7 +476,8 @@ def main():
     rows = [
         ("cold start to first `1+1` result (median of %d)" % args.starts, "cold", "ms",
          "at most +10% (ipybox); issue 21: 100 ms without a warm pool"),
-        ("reset, to the next `1+1` result (median of %d)" % args.resets, "reset", "ms", "issue 21: 30 ms with the zygote"),
+        ("reset, to the next `1+1` result (median of %d)" % args.resets, "reset", "ms",
+         "issue 21: 30 ms with the zygote"),
         ("reset, fastest", "reset_min", "ms", ""),
         ("reset, slowest", "reset_max", "ms", ""),
         ("how each reset started its kernel (`_meta[\"ipybox/kernel\"][\"start\"]`)", "paths", "", ""),

@@ -169,6 +169,8 @@ def warm_phase(work, k):
             warm_client(k, up_w, down_r)
         finally:
             os._exit(1)
+    os.close(up_w)  # so that the client's death is an end of file here, not a hang
+    os.close(down_r)
     try:
         for i in range(k):
             deadline = time.time() + 60
@@ -372,6 +374,8 @@ def main():
                 client(k, limit, up_w, down_r)
             finally:
                 os._exit(1)
+        os.close(up_w)  # so that the client's death is an end of file here, not a hang
+        os.close(down_r)
         up = os.fdopen(up_r)
         if up.readline().strip() != "idle":
             raise RuntimeError("the client failed: " + open(log_path).read()[-2000:])
@@ -442,7 +446,8 @@ def main():
     others += other_services({proc.pid} if proc else set())
     if others:
         notes.append("another system service ran during this one (its sandboxes share the uid pool and may "
-                     "share the cgroups; these numbers are not this service's alone): " + "; ".join(sorted(set(others)))[:400])
+                     "share the cgroups; these numbers are not this service's alone): "
+                     + "; ".join(sorted(set(others)))[:400])
     text = ["| measure | result | detail |", "|---|---|---|"] + ["| %s | %s | %s |" % r for r in rows]
     many_text = ""
     if many_rows:
