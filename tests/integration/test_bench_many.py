@@ -6,7 +6,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+sys.path.append(os.path.join(os.path.dirname(__file__), "..", "..", "bench"))  # last: nothing shadowed
 from daemon_fixture import Daemon  # noqa: E402
 from ipybox_test import descendants, wait_for  # noqa: E402
 
