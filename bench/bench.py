@@ -294,7 +294,11 @@ class WarmSide(McpSide):
         self.sock = os.path.join(self.dir, "d.sock")
         self.log_path = os.path.join(self.dir, "ipyboxd.log")
         self.taken = 0
-        self.c = self.worker = self.spare = None
+        self.c = self.worker = self.spare = self.proc = None
+
+    def open(self):
+        """Starts the daemon (apart from __init__, so that close() also stops one interrupted
+        while it starts)."""
         env = dict(os.environ, XDG_STATE_HOME=os.path.join(self.dir, "state"))
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen([os.path.join(os.path.dirname(IPYBOX), "ipyboxd"), "--user", "--socket",
@@ -363,7 +367,7 @@ class WarmSide(McpSide):
     def close(self):
         if self.c:
             self.c.close()
-        if self.proc.poll() is None:
+        if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(60)
@@ -464,6 +468,7 @@ def main():
         sides.append(EmbeddedSide("zygote", []))
     try:
         sides.append(WarmSide())
+        sides[-1].open()
         out = run(args, sides)
     finally:
         for s in sides:

@@ -13,6 +13,7 @@ probe, created and run once before the N start, then idle), each in its own thre
 idle before (the probe alone), start, answer.
 
 run() uses only the socket: bench/system.py calls it as the user, in its client process."""
+import ctypes
 import json
 import os
 import select
@@ -117,6 +118,14 @@ def drive(lines, send, what):
     return out
 
 
+def die_with_parent():
+    """SIGKILL when the parent ends (however it ends: bench/system.py SIGKILLs its client)."""
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def sampler(sock, ready_w, stop_r, out_w):
     """The sampler process: its probe session, then samples until stop_r is readable."""
     try:
@@ -192,6 +201,7 @@ def run(sock, n, parallel, measure, idle_before=3.0, settle=3.0):
         for fd in (ready_r, stop_w, out_r):
             os.close(fd)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        die_with_parent()
         try:
             sampler(sock, ready_w, stop_r, out_w)
         finally:

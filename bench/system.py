@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import sys
@@ -443,6 +444,7 @@ def main():
         subprocess.run(["pkill", "-KILL", "-u", USER], capture_output=True)
         subprocess.run(["userdel", "-r", USER], capture_output=True)
         subprocess.run(["groupdel", GROUP], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
     others += other_services({proc.pid} if proc else set())
     if others:
         notes.append("another system service ran during this one (its sandboxes share the uid pool and may "

@@ -70,6 +70,7 @@ class WarmSide(unittest.TestCase):
     def test_memory_holds_the_kernel_and_close_leaves_nothing(self):
         w = bench.WarmSide()
         try:
+            w.open()
             w.quiesce()
             w.start()
             w.rt()
