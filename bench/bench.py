@@ -1,15 +1,31 @@
-"""`make bench`: ipybox-native against a plain, unsandboxed ipykernel started the same way
-(python3 -m ipykernel_launcher with the ipc transport), measured in one run.
+"""`make bench`: ipybox-native against a plain, unsandboxed ipykernel, side by side in one run:
 
-Plain kernel: driven directly over ZMQ by a minimal client in this process (no MCP).
-ipybox: driven over MCP stdio (`ipybox mcp`), so its numbers include the MCP layer, the
-C supervisor and the sandbox. Writes a Markdown table (--out)."""
+  plain       python3 -m ipykernel_launcher's work (the sandbox's launcher, without debugpy),
+              ipc transport, no sandbox, driven directly over ZMQ by a minimal client here
+  no zygote   `ipybox mcp --embedded --no-zygote` over MCP stdio (MCP layer, C supervisor,
+              sandbox); plain `ipybox mcp --embedded` when the binary has no --no-zygote
+  zygote      `ipybox mcp --embedded` (its default), only when the binary knows --no-zygote
+              (`ipybox mcp --help`); else the column says "not built"
+  warm pool   `ipyboxd --user --warm 1` on a socket of its own; each session is created over MCP
+              on that socket (ipybox/createSession, private to the connection) once the warm
+              worker is ready, and the daemon's refill is waited for before the next measure
+
+The sides are measured in alternation (starts, blocks of round trips, streams, resets), and
+before each measure every side is idle (the warm pool's refill done). Writes a Markdown
+table (--out) with ratios against the plain kernel.
+
+Usage: bench/bench.py [--out FILE] [--quick] [--starts N] [--round-trips N] [--resets N]
+                      [--streams N] [--stream-lines N]"""
 import argparse
 import hashlib
 import hmac
 import json
 import os
 import platform
+import re
+import signal
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -20,7 +36,8 @@ import uuid
 import zmq
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "lib"))
-from ipybox_test import McpClient, descendants  # noqa: E402
+from ipybox_test import IPYBOX, McpClient, descendants  # noqa: E402
+from daemon_fixture import SocketClient  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 # Started the same way as in the sandbox (supervisor/session.c): ipykernel_launcher's work
@@ -136,7 +153,43 @@ def median_ms(xs):
 
 
 def p90_ms(xs):
-    return sorted(xs)[int(len(xs) * 0.9) - 1] * 1000
+    return sorted(xs)[max(0, int(len(xs) * 0.9) - 1)] * 1000
+
+
+def kernel_start(result):
+    """How a reset started its kernel (`_meta["ipybox/kernel"]["start"]`), or None."""
+    meta = (result or {}).get("_meta") or {}
+    k = meta.get("ipybox/kernel") or {}
+    return k.get("start") if isinstance(k, dict) else None
+
+
+def children(pid):
+    out = []
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                out += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def start_time(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def knows_no_zygote():
+    out = subprocess.run([IPYBOX, "mcp", "--help"], capture_output=True, text=True, timeout=30)
+    return "--no-zygote" in out.stdout + out.stderr
 
 
 class PlainSide:
@@ -144,6 +197,9 @@ class PlainSide:
 
     def __init__(self):
         self.k = PlainKernel()
+
+    def quiesce(self):
+        pass
 
     def start(self):
         self.k.start()
@@ -165,16 +221,22 @@ class PlainSide:
         return pss_mib(self.k.pids())
 
     def reset(self):
+        """A fresh kernel to the next `1+1` result; None: no path to report."""
         self.k.stop()
         self.k.start()
+        self.k.execute("1+1")
+        return None
+
+    def close(self):
+        self.k.stop()
+        shutil.rmtree(self.k.dir, ignore_errors=True)
 
 
-class IpyboxSide:
-    name = "ipybox"
+class McpSide:
+    """An MCP client of ipybox: `ipybox mcp` over stdio, or (the warm pool) a daemon's socket."""
 
-    def start(self):
-        self.c = McpClient()
-        self.c.execute("1+1")
+    def quiesce(self):
+        pass
 
     def stop(self):
         self.c.close()
@@ -192,88 +254,272 @@ class IpyboxSide:
         self.c.notifications.clear()
         return got / elapsed / 1e6
 
+    def reset(self):
+        r = self.c.call("reset")
+        if r.get("isError"):
+            raise RuntimeError("%s: reset failed: %s" % (self.name, r))
+        text, _ = self.c.execute("1+1")
+        if text.strip() != "2":
+            raise RuntimeError("%s: `1+1` after reset gave %r" % (self.name, text))
+        return kernel_start(r)
+
+    def close(self):
+        pass
+
+
+class EmbeddedSide(McpSide):
+    def __init__(self, name, options):
+        self.name, self.options = name, options
+
+    def start(self):
+        self.c = McpClient("--embedded", *self.options)
+        self.c.execute("1+1")
+
     def mem(self):
         return pss_mib([self.c.proc.pid] + descendants(self.c.proc.pid))
 
-    def reset(self):
-        self.c.call("reset")
+    def close(self):
+        c = getattr(self, "c", None)
+        if c and c.proc.poll() is None:
+            c.close()
 
 
-def run(args):
-    """Both sides measured in alternation, so that drift of the machine hits both alike."""
-    sides = [PlainSide(), IpyboxSide()]
-    res = {s.name: {"cold": [], "rt": [], "stream": [], "reset": []} for s in sides}
+class WarmSide(McpSide):
+    """`ipyboxd --user --warm 1` on a socket of its own."""
+    name = "warm"
+    READY = re.compile(r"session \(warm (\d+)\): ready in")
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ipybox-bench-warm-")
+        self.sock = os.path.join(self.dir, "d.sock")
+        self.log_path = os.path.join(self.dir, "ipyboxd.log")
+        self.taken = 0
+        self.c = self.worker = self.spare = self.proc = None
+
+    def open(self):
+        """Starts the daemon (apart from __init__, so that close() also stops one interrupted
+        while it starts)."""
+        env = dict(os.environ, XDG_STATE_HOME=os.path.join(self.dir, "state"))
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen([os.path.join(os.path.dirname(IPYBOX), "ipyboxd"), "--user", "--socket",
+                                          self.sock, "--warm", "1", "--max-sessions", "8"], env=env,
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        end = time.monotonic() + 20
+        while True:
+            if self.proc.poll() is not None or time.monotonic() > end:
+                raise RuntimeError("the warm-pool daemon did not listen: " + self.log())
+            try:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(self.sock)
+                break
+            except OSError:
+                time.sleep(0.02)
+
+    def log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def quiesce(self):
+        """Until a warm worker is ready that no session took (the refill done)."""
+        end = time.monotonic() + 60
+        while True:
+            ready = self.READY.findall(self.log())
+            if len(ready) > self.taken:
+                self.spare = int(ready[self.taken])
+                return
+            if self.proc.poll() is not None or time.monotonic() > end:
+                raise RuntimeError("no warm worker ready: " + self.log()[-2000:])
+            time.sleep(0.01)
+
+    def start(self):
+        self.c = SocketClient(self.sock)
+        self.c.request("ipybox/createSession", {})
+        self.worker = self.spare  # the one warm worker, ready: the daemon hands it over
+        self.taken += 1
+        self.c.execute("1+1")
+
+    def stop(self):
+        """The session is private to the connection: it ends when the connection closes."""
+        self.c.close()
+        end = time.monotonic() + 30
+        while os.path.exists("/proc/%d" % self.worker) and time.monotonic() < end:
+            try:
+                with open("/proc/%d/stat" % self.worker) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+            except OSError:
+                break
+            time.sleep(0.01)
+
+    def mem(self):
+        """The session's worker (`ipybox mcp --embedded`, the daemon's child) and all below it;
+        as root, the sandbox is below the daemon's private monitor (`ipyboxd --private-monitor`,
+        the daemon's other child): the older of its two sandboxes' trees is the session's, the
+        newer the spare warm worker's (quiesce: the refill is ready)."""
+        pids = [self.worker] + descendants(self.worker)
+        for mon in [p for p in children(self.proc.pid) if comm(p) == "ipyboxd"]:
+            shims = sorted((p for p in children(mon) if comm(p) == "ipybox-shim"), key=start_time)
+            if len(shims) != 2:
+                raise RuntimeError("warm pool: %d sandboxes below the private monitor, not 2" % len(shims))
+            pids += [shims[0]] + descendants(shims[0])
+        return pss_mib(pids)
+
+    def close(self):
+        if self.c:
+            self.c.close()
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run(args, sides):
+    """All sides measured in alternation, so that drift of the machine hits them alike; every
+    side idle (quiesce) before each measure."""
+    res = {s.name: {"cold": [], "rt": [], "stream": [], "reset": [], "paths": {}} for s in sides}
+
+    def quiet():
+        for s in sides:
+            s.quiesce()
+
     for _ in range(args.starts):
         for s in sides:
+            quiet()
             t = time.perf_counter()
             s.start()
             res[s.name]["cold"].append(time.perf_counter() - t)
             s.stop()
     for s in sides:
+        quiet()
         s.start()
     block = max(1, args.round_trips // 10)
     for _ in range(10):
         for s in sides:
+            quiet()
             for _ in range(block):
                 t = time.perf_counter()
                 s.rt()
                 res[s.name]["rt"].append(time.perf_counter() - t)
     for _ in range(args.streams):
         for s in sides:
+            quiet()
             res[s.name]["stream"].append(s.stream(args.stream_lines))
+    quiet()
+    time.sleep(1)
     for s in sides:
         res[s.name]["mem"] = s.mem()
     for _ in range(args.resets):
         for s in sides:
+            quiet()
             t = time.perf_counter()
-            s.reset()
+            path = s.reset()
             res[s.name]["reset"].append(time.perf_counter() - t)
+            if path is not None:
+                res[s.name]["paths"][path] = res[s.name]["paths"].get(path, 0) + 1
     for s in sides:
         s.stop()
     out = {}
     for name, r in res.items():
         out[name] = {"cold": median_ms(r["cold"]), "rt": median_ms(r["rt"]), "rt90": p90_ms(r["rt"]),
-                     "reset": median_ms(r["reset"]), "stream": statistics.median(r["stream"]), "mem": r["mem"]}
-    return out["plain"], out["ipybox"]
+                     "reset": median_ms(r["reset"]), "reset_min": min(r["reset"]) * 1000,
+                     "reset_max": max(r["reset"]) * 1000, "stream": statistics.median(r["stream"]),
+                     "mem": r["mem"], "paths": r["paths"]}
+    return out
+
+
+def cell(key, unit, v, plain):
+    if v is None:
+        return "not built"
+    if key == "paths" and plain is None and not v:
+        return "(a new process)"
+    if key == "paths":
+        return ", ".join("%s %d" % kv for kv in sorted(v.items())) if v else "not reported"
+    text = "%.2f %s" % (v, unit)
+    if plain is None:
+        return text
+    if unit == "MB/s":
+        return "%s (%.0f%% of plain)" % (text, 100 * v / plain)
+    if key in ("rt", "rt90"):
+        return "%s (×%.2f, %+.2f ms)" % (text, v / plain, v - plain)
+    return "%s (×%.2f)" % (text, v / plain)
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true", help="a short run: 5 starts, 100 round trips, 5 resets, "
+                    "3 streams of 5 MB (for checking; the committed results are a full run)")
     ap.add_argument("--starts", type=int, default=15)
     ap.add_argument("--round-trips", type=int, default=300)
-    ap.add_argument("--resets", type=int, default=5)
+    ap.add_argument("--resets", type=int, default=15)
     ap.add_argument("--stream-lines", type=int, default=20000)
     ap.add_argument("--streams", type=int, default=7)
     args = ap.parse_args()
-    plain, ours = run(args)
+    if args.quick:
+        args.starts, args.round_trips, args.resets, args.streams, args.stream_lines = 5, 100, 5, 3, 5000
+    zygote = knows_no_zygote()
+    t_run = time.perf_counter()
+    sides = [PlainSide(), EmbeddedSide("nozygote", ["--no-zygote"] if zygote else [])]
+    if zygote:
+        sides.append(EmbeddedSide("zygote", []))
+    try:
+        sides.append(WarmSide())
+        sides[-1].open()
+        out = run(args, sides)
+    finally:
+        for s in sides:
+            try:
+                s.close()
+            except Exception as e:  # the others are still closed
+                print("bench/bench.py: closing %s: %s" % (s.name, e), file=sys.stderr)
+    t_run = time.perf_counter() - t_run
+    plain = out["plain"]
     rows = [
-        ("cold start to first `1+1` result (median of %d)" % args.starts, "cold", "ms", "at most +10%"),
+        ("cold start to first `1+1` result (median of %d)" % args.starts, "cold", "ms",
+         "at most +10% (ipybox); issue 21: 100 ms without a warm pool"),
+        ("reset, to the next `1+1` result (median of %d)" % args.resets, "reset", "ms",
+         "issue 21: 30 ms with the zygote"),
+        ("reset, fastest", "reset_min", "ms", ""),
+        ("reset, slowest", "reset_max", "ms", ""),
+        ("how each reset started its kernel (`_meta[\"ipybox/kernel\"][\"start\"]`)", "paths", "", ""),
         ("`1+1` round trip (median of %d)" % args.round_trips, "rt", "ms", "at most +0.5 ms"),
         ("`1+1` round trip, 90th percentile", "rt90", "ms", ""),
-        ("reset (median of %d)" % args.resets, "reset", "ms", ""),
-        ("streaming throughput (%d MB of `print`, median of %d)" % (args.stream_lines // 1000, args.streams), "stream", "MB/s",
-         "at least 90%"),
-        ("memory of the process tree (PSS)", "mem", "MiB", ""),
+        ("streaming throughput (%d MB of `print`, median of %d)" % (args.stream_lines // 1000, args.streams),
+         "stream", "MB/s", "at least 90%"),
+        ("memory of the process tree idle after `1+1` (PSS)", "mem", "MiB", "issue 21: 20 MiB"),
     ]
+    cols = [("plain", "plain ipykernel"),
+            ("nozygote", "ipybox mcp --no-zygote" if zygote else "ipybox mcp (no zygote: not built)"),
+            ("zygote", "ipybox mcp (zygote)"), ("warm", "warm pool (ipyboxd --user --warm 1)")]
     lines = ["# Benchmarks", "",
-             "`make bench` on %s, %s, %d cores, Python %s; %s." % (
+             "`make bench` on %s, %s, %d cores, Python %s; %s; load average %s at the end; the run took %.0f s." % (
                  platform.node(), platform.release(), os.cpu_count(), platform.python_version(),
-                 time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
-             "", "Plain: ipykernel with the ipc transport, no sandbox, driven directly over ZMQ from Python,",
-             "started with the same launcher as in the sandbox (ipykernel without its debugger).",
-             "The two sides are measured in alternation (starts, blocks of round trips, streams, resets).",
-             "ipybox: `ipybox mcp` driven over MCP stdio from Python (MCP + supervisor + sandbox).", "",
-             "| measure | plain ipykernel | ipybox mcp | difference | target |", "|---|---|---|---|---|"]
+                 time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                 " ".join(open("/proc/loadavg").read().split()[:3]), t_run),
+             "",
+             "- plain: ipykernel with the ipc transport, no sandbox, driven directly over ZMQ from Python, started",
+             "  with the same launcher as in the sandbox (ipykernel without its debugger); its reset is a new kernel.",
+             "- ipybox mcp: `ipybox mcp --embedded` driven over MCP stdio from Python (MCP + supervisor + sandbox),",
+             "  %s." % ("with `--no-zygote` and without (the zygote)" if zygote else
+                        "without a zygote: this binary has no `--no-zygote` (`ipybox mcp --help`)"),
+             "- warm pool: `ipyboxd --user --warm 1`; each session is created over MCP on its socket once the warm",
+             "  worker is ready; its memory is the session's worker and its sandbox (as root, below the daemon's",
+             "  private monitor), not the daemon's own processes nor the next warm worker.",
+             "- The sides are measured in alternation (starts, blocks of round trips, streams, resets), each",
+             "  started only when every side is idle (the warm pool's refill done). In brackets: against plain.",
+             "",
+             "| measure | " + " | ".join(c[1] for c in cols) + " | target |",
+             "|---|" + "---|" * len(cols) + "---|"]
     for label, key, unit, target in rows:
-        a, b = plain[key], ours[key]
-        if unit == "MB/s":
-            diff = "%.0f%% of plain" % (100 * b / a)
-        elif key == "rt" or key == "rt90":
-            diff = "%+.2f ms" % (b - a)
-        else:
-            diff = "%+.0f%%" % (100 * (b - a) / a)
-        lines.append("| %s | %.2f %s | %.2f %s | %s | %s |" % (label, a, unit, b, unit, diff, target))
+        cells = []
+        for name, _ in cols:
+            v = out[name][key] if name in out else None
+            cells.append(cell(key, unit, v, None if name == "plain" else plain[key]))
+        lines.append("| %s | %s | %s |" % (label, " | ".join(cells), target))
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

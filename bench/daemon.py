@@ -38,6 +38,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import many  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 IPYBOXD = os.path.join(ROOT, os.environ.get("BUILD", "build"), "bin", "ipyboxd")
 REQUEST_TIMEOUT = 120.0
@@ -126,13 +129,17 @@ def descendants(pid):
 
 def by_role(daemon):
     """The processes below the daemon by role: [(role, [pid, ...]), ...]. A worker is a child of
-    the daemon; below it the outer shim, the sandbox's PID 1 (a second shim) and the kernel."""
-    roles = {"worker": [], "shims": [], "kernel": []}
+    the daemon; below it (as root, below the private monitor) the outer shim, the sandbox's
+    PID 1 (a second shim) and the kernel."""
+    roles = {"worker": [], "shims": [], "kernel": [], "private monitor": []}
     for w in children(daemon):
-        roles["worker"].append(w)
+        # As root the sandboxes are below the daemon's private monitor (`ipyboxd
+        # --private-monitor`), the daemon's other child, not below their workers.
+        roles["private monitor" if comm(w) == "ipyboxd" else "worker"].append(w)
         for p in descendants(w):
-            roles["shims" if comm(p) == "ipybox-shim" else "kernel"].append(p)
-    return list(roles.items())
+            c = comm(p)
+            roles["shims" if c == "ipybox-shim" else "private monitor" if c == "ipyboxd" else "kernel"].append(p)
+    return [(r, p) for r, p in roles.items() if p]
 
 
 def stat(pid):
@@ -278,6 +285,63 @@ def wait_socket(path, proc, timeout=10.0):
     return False
 
 
+def concurrent(a):
+    """The many-sessions section (bench/many.py) on a daemon of its own: (rows, notes, ok)."""
+    work = tempfile.mkdtemp(prefix="ipybox-bench-daemon-many-")
+    sock = os.path.join(work, "run", "d.sock")
+    log_path = os.path.join(work, "ipyboxd.log")
+    env = dict(os.environ, XDG_STATE_HOME=os.path.join(work, "state"))
+    # The limits a hundred sessions need: --max-sessions (default 64) above N + the probe;
+    # --max-clients (default 256) already holds N + 2 connections.
+    cmd = [IPYBOXD, "--user", "--socket", sock, "--max-sessions", str(a.concurrent + 8)]
+    notes = []
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
+    mem = {"what": "the daemon's tree (daemon, workers, shims, kernels)"}
+
+    def measure(label):
+        tree = [proc.pid] + descendants(proc.pid)
+        mem[label] = tree_mem(tree)
+        mem["nproc"] = len(tree)
+
+    try:
+        if not wait_socket(sock, proc):
+            raise many.ManyError("the daemon did not start: " + open(log_path).read()[-2000:])
+        time.sleep(a.settle / 2)
+        res = many.run(sock, a.concurrent, a.start_parallel, measure, settle=max(a.settle, 3.0))
+        rows = many.rows(res, mem)
+        ok = res["answered"] == a.concurrent
+    except many.ManyError as e:
+        ok = False
+        rows = [("%d concurrent sessions" % a.concurrent, "failed", str(e).replace("|", "/")[:500])]
+        notes.append("the %d-session run failed: %s" % (a.concurrent, e))
+    finally:
+        t0 = time.perf_counter()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            notes.append("the daemon of the %d sessions did not exit within 120 s of SIGTERM" % a.concurrent)
+        stop = time.perf_counter() - t0
+        with open(log_path) as f:
+            odd = [line.strip() for line in f if any(w in line.lower() for w in ("warn", "error", "fail", "killed"))]
+        shutil.rmtree(work, ignore_errors=True)
+    rows.append(("SIGTERM to the daemon's exit after the %d sessions' connections closed" % a.concurrent,
+                 "%.2f s" % stop, "exit status %s" % proc.returncode))
+    notes += ["daemon log (%d sessions): `%s`" % (a.concurrent, line) for line in odd[:10]]
+    return rows, notes, ok and proc.returncode == 0
+
+
+MANY_INTRO = ("A daemon of its own (`ipyboxd --user --max-sessions N+8`: the default 64 is too few; "
+              "--max-clients' default 256 holds the N + 2 connections), bench/many.py: %(n)d sessions, each "
+              "private to a connection of its own, started, then `1+1` sent on all %(n)d at once, then idle. "
+              "One more session (the probe) is made and run once before they start; from then on a sampler "
+              "process runs `1+1` in it and a fork+exec of /bin/true, each every 100 ms, and reads the load "
+              "average. The phases are told apart by time.\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out")
@@ -288,6 +352,10 @@ def main():
     ap.add_argument("--daemon-max-sessions", type=int, default=1000, help="the daemon's --max-sessions")
     ap.add_argument("--log", help="keep the daemon's log (its stderr) here")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds to wait before measuring memory")
+    ap.add_argument("--concurrent", type=int, default=100,
+                    help="N for the concurrent-sessions section, on a daemon of its own (0: skip it)")
+    ap.add_argument("--start-parallel", type=int, default=os.cpu_count() or 2,
+                    help="createSession requests in flight at a time while the N start")
     a = ap.parse_args()
     if not os.access(IPYBOXD, os.X_OK):
         print("bench/daemon.py: %s is missing (make BUILD=...)" % IPYBOXD, file=sys.stderr)
@@ -339,7 +407,7 @@ def main():
 
         # 3. Memory with the K idle sessions.
         time.sleep(a.settle)
-        workers = children(proc.pid)
+        workers = [w for w in children(proc.pid) if comm(w) != "ipyboxd"]
         tree = [proc.pid] + descendants(proc.pid)
         all_pss, all_rss = tree_mem(tree)
         w_pss, w_rss = tree_mem(workers)
@@ -445,7 +513,7 @@ def main():
         for cc in conns:
             cc.close()
         idents = [i for i in map(identity, descendants(proc.pid)) if i] if proc.poll() is None else []
-        nsess = len(children(proc.pid)) if proc.poll() is None else 0
+        nsess = len([w for w in children(proc.pid) if comm(w) != "ipyboxd"]) if proc.poll() is None else 0
         t0 = time.perf_counter()
         stopped = True
         if proc.poll() is None:
@@ -517,9 +585,18 @@ def main():
         notes.append("daemon log: `%s`" % line.strip())
     table = "| measure | result | detail |\n|---|---|---|\n"
     table += "".join("| %s |\n" % " | ".join(r) for r in rows)
+    many_text = ""
+    if a.concurrent > 0:
+        many_rows, many_notes, ok = concurrent(a)
+        problems += not ok
+        many_text = ("\n## %d concurrent sessions\n\n%s\n| measure | result | detail |\n|---|---|---|\n" % (
+            a.concurrent, MANY_INTRO % {"n": a.concurrent}) + "".join("| %s |\n" % " | ".join(r) for r in many_rows))
+        if many_notes:
+            many_text += "\n" + "".join("- %s\n" % line for line in many_notes)
     print(table)
     for line in notes:
         print("- " + line)
+    print(many_text)
     if a.out:
         with open(a.out, "w") as f:
             f.write("# Daemon benchmark\n\n`make bench-daemon` (bench/daemon.py), one run on one `ipyboxd --user` "
@@ -531,6 +608,7 @@ def main():
                     "counts them in full in each.\n\n" % (os.cpu_count(), mib(meminfo()["MemTotal"]), " ".join(load)) + table)
             if notes:
                 f.write("\n" + "".join("- %s\n" % line for line in notes))
+            f.write(many_text)
     return 0 if not problems else 1
 
 
