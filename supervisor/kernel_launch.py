@@ -239,18 +239,15 @@ def _shell_gate(escape):
     return wrap_magics
 
 
-def main():
-    import os, sys, site
+def prepare():
+    """What every kernel of a sandbox imports and patches the same way: the zygote runs this
+    once (kernel_launch.py's zygote part), the slow way runs it and run() in one process.
+    Reads nothing the sandbox writes. Returns the function that wraps the shell's magics, or
+    None."""
+    import sys
     if sys.path and sys.path[0] in ('', '/'):
         del sys.path[0]
-    os.chdir('/app')
-    user_site = site.getusersitepackages()
-    os.makedirs(user_site, exist_ok=True)
-    if user_site not in sys.path:
-        at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))),
-                  len(sys.path))
-        sys.path.insert(at, user_site)
-    sys.path.append(MCPDIR)
+    sys.path.append(MCPDIR)  # /opt/ipybox, a read-only bind
     sys.modules['debugpy'] = None
     try:
         import ipykernel.ipkernel
@@ -262,6 +259,22 @@ def main():
     _gate_interrupts()
     _bound_output()
     wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None
+    from ipykernel import kernelapp  # noqa: F401
+    return wrap_magics
+
+
+def run(wrap_magics):
+    """The rest of a kernel's start, in the kernel itself: cwd /app, the user site on
+    sys.path, IPKernelApp's initialize() (the connection file, sockets, threads, the shell from
+    the profile in $HOME) and start()."""
+    import os, sys, site
+    os.chdir('/app')
+    user_site = site.getusersitepackages()
+    os.makedirs(user_site, exist_ok=True)
+    if user_site not in sys.path:
+        at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))),
+                  len(sys.path))
+        sys.path.insert(at, user_site)
     from ipykernel import kernelapp
     # What kernelapp.launch_new_instance() does, with the shell's magics wrapped in between.
     app = kernelapp.IPKernelApp.instance()
@@ -269,6 +282,10 @@ def main():
     if wrap_magics:
         wrap_magics(app.shell)
     app.start()
+
+
+def main():
+    run(prepare())
 
 
 main()
