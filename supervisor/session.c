@@ -76,6 +76,16 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
     free(launch);
     if (built < 0)
         goto fail;
+    /* A zygote would run a sitecustomize on PYTHONPATH, or a .pth of a user site put where the
+     * sandbox writes (architecture.md, "Zygote kernels"): none then. */
+    if (o->zygote) {
+        s->cfg.zygote = 1;
+        for (size_t i = 0; i < s->cfg.env.n; i++)
+            if (!strncmp(s->cfg.env.v[i], "PYTHONPATH=", 11) || !strncmp(s->cfg.env.v[i], "PYTHONUSERBASE=", 15)) {
+                s->cfg.zygote = 0;
+                s->no_zygote = s->cfg.env.v[i][6] == 'P' ? "PYTHONPATH" : "PYTHONUSERBASE";
+            }
+    }
     if (ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err) < 0) {
         char why[320];
         if (ipb_kernel_lacks_ipykernel(&s->kernel, why, sizeof(why))) {
@@ -117,6 +127,19 @@ char *ipb_session_take_lost(ipb_session *s) {
     char *l = s->lost;
     s->lost = NULL;
     return l;
+}
+
+char *ipb_session_take_zygote_note(ipb_session *s) {
+    char *note = NULL;
+    if (s->no_zygote) {
+        note = ipb_strdupf("No zygote in this session: its options set %s, which code the sandbox writes could "
+                           "use to run in it; each kernel starts the slow way.", s->no_zygote);
+        s->no_zygote = NULL;
+    } else if (s->kernel.zygote_note[0]) {
+        note = ipb_strdupf("%s", s->kernel.zygote_note);
+        s->kernel.zygote_note[0] = '\0';
+    }
+    return note;
 }
 
 int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err) {
