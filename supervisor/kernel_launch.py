@@ -346,6 +346,8 @@ def _zygote(chan, env):
     gc.disable()
     gc.freeze()
     sys.meta_path.insert(0, refuser)
+    # Nothing buffered may be written again by every kernel.
+    sys.stdout.flush()
     sys.stderr.flush()
     chan.send(rec.pack(READY, 0, 0, 0))
 

@@ -25,8 +25,8 @@ typedef struct ipb_session {
     char *lost;            /* why the kernel's state was lost since the last cell (a death
                             * between calls), told with the next cell's result; or NULL */
     bool end_told;         /* the sandbox's end was told by the call it failed */
-    const char *no_zygote; /* why this session has no zygote though the options want one, until
-                            * told once; or NULL */
+    char no_zygote[32];    /* the variable why this session has no zygote though the options
+                            * want one, until told once; or "" */
     bool open;
 } ipb_session;
 
