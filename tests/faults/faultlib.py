@@ -611,7 +611,7 @@ class FaultCase(unittest.TestCase):
         now = s.roles()
         for role in survivors:
             self.assertIn(role, now, "the %s is gone" % role)
-        for r in ("kernel", "pid1", "shim"):
+        for r in ("kernel", "pid1", "shim", "s0", "zygote"):
             self.assertLessEqual(len(now.get(r, [])), 1, "several %s processes: %s" % (r, now.get(r)))
         zombies = []
 
