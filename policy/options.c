@@ -618,9 +618,10 @@ const char *ipb_options_help(void) {
            "                            os.posix_spawn* and pty.spawn raise RuntimeError outside an\n"
            "                            approved command (a Python-level guard, not a boundary).\n"
            "  --no-zygote, --zygote     Whether the kernel's sandbox keeps a zygote, a Python process that\n"
-           "                            has done the kernel's imports and forks each new kernel: `reset`\n"
-           "                            takes ~6x less time, an idle session ~16 MiB more memory (default\n"
-           "                            on; none when PYTHONPATH or PYTHONUSERBASE is set).\n"
+           "                            did the kernel's imports once and forks each new kernel: `reset`\n"
+           "                            takes a fraction of the time, an idle session ~16 MiB more memory\n"
+           "                            (default on; none when PYTHONPATH, PYTHONHOME, PYTHONUSERBASE,\n"
+           "                            PYTHONPYCACHEPREFIX or PYTHONPLATLIBDIR is set). Kernels only.\n"
            "  -v, --verbose             More log lines on stderr (repeat, or -vv, for debug).\n"
            "  -h, --help                This help.\n";
 }
