@@ -4,6 +4,7 @@ one is, and the fallback when the zygote is gone or refused. The reset cases run
 zygote on and off (--no-zygote) and must give the same results."""
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -80,6 +81,27 @@ print("PROBE" + json.dumps({
     "frozen": __import__("gc").get_freeze_count() > 0, "hash_seed_env": os.environ.get("PYTHONHASHSEED"),
 }))
 '''
+
+
+# The plain globals (bool, int, str, tuples of them) of every loaded module.
+GLOBALS = r'''
+import sys, json
+out = {}
+for name, m in list(sys.modules.items()):
+    d = getattr(m, "__dict__", None)
+    if not isinstance(d, dict):
+        continue
+    for k, v in list(d.items()):
+        if k.startswith("__") or type(v) not in (bool, int, str, tuple):
+            continue
+        if type(v) is tuple and not all(type(x) in (bool, int, str) for x in v):
+            continue
+        out[name + "." + k] = repr(v)
+print("GLOBALS" + json.dumps(out))
+'''
+# Differences any two interpreters have: addresses (ASLR) and the order of sets of str (the
+# hash secret), which tokenize joins into its patterns.
+DIFFER_ANYWAY = re.compile(r"^(_?ctypes\.\w+_addr|tokenize\.\w+)$")
 
 
 def probe(c):
@@ -219,6 +241,12 @@ class SeenFromInside(unittest.TestCase):
             r = fast.call("reset")
             self.assertEqual(start_of(r), "zygote")
             b = probe(fast)
+            ga = json.loads(slow.execute(GLOBALS, max_output_chars=10 ** 7)[0].split("GLOBALS", 1)[1])
+            gb = json.loads(fast.execute(GLOBALS, max_output_chars=10 ** 7)[0].split("GLOBALS", 1)[1])
+        self.assertGreater(len(ga), 1000)
+        self.assertEqual(sorted(set(ga) ^ set(gb)), [], "modules or names that only one kernel has")
+        differ = sorted(k for k in ga if ga[k] != gb[k] and not DIFFER_ANYWAY.match(k))
+        self.assertEqual(differ, [], "module globals differ from a slow start's: %s" % [(k, ga[k], gb[k]) for k in differ])
         # What a forked kernel holds open is of the kinds a slow one holds (the history
         # database's files come and go with its thread's work).
         history = {"/home/appuser/.ipython/profile_default", "/home/appuser/.ipython/profile_default/history.sqlite",
@@ -273,6 +301,34 @@ class ZygoteLoss(unittest.TestCase):
     def test_sigstop_past_the_bound(self):
         # It cannot answer FORK within 2 s: killed, the kernel started the slow way.
         self.lose(lambda pid: os.kill(pid, signal.SIGSTOP))
+
+    def test_two_zygotes_lost_before_their_first_kernel_none_again(self):
+        with McpClient() as c:
+            c.execute("1")
+            first = zygote_pids(c)
+            self.assertEqual(len(first), 1)
+            os.kill(first[0], signal.SIGKILL)  # it forked the first kernel: not a failed boot
+            r = c.call("reset")
+            self.assertEqual(start_of(r), "exec")
+            self.assertIn("a new zygote is being made", text_of(r))
+            for n in (1, 2):
+                self.assertTrue(wait_for(lambda: zygote_pids(c) and zygote_pids(c) != first, 30), "no new zygote")
+                z = zygote_pids(c)
+                os.kill(z[0], signal.SIGKILL)  # before it forked anything
+                r = c.call("reset")
+                self.assertEqual(start_of(r), "exec", text_of(r))
+                if n == 1:
+                    self.assertIn("a new zygote is being made", text_of(r))
+                else:
+                    self.assertIn("ended twice before forking a kernel", text_of(r))
+                    self.assertIn("slow way from now on", text_of(r))
+                first = z
+            time.sleep(1)
+            self.assertEqual(zygote_pids(c), [], "a zygote was made after two failed ones")
+            r = c.call("reset")
+            self.assertEqual(start_of(r), "exec")
+            self.assertNotIn("zygote", text_of(r), "said twice")
+            self.assertEqual(c.execute("print(3 * 3)")[0].strip(), "9")
 
     def test_memory_kill_replaced_from_the_zygote(self):
         with McpClient("--memory", "300M") as c:
