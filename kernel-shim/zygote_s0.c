@@ -219,7 +219,9 @@ void shim_s0_split(int fail_fd, shim_config *cfg, int *ret_ctl) {
         kill(s1, SIGKILL);
         s0_fail(fail_fd, "starting PID 1 of the kernels");
     }
-    /* The supervisor talks to S1 only. */
+    /* The supervisor talks to S1 only; the monitor's mounts are S1's to place. */
     close(fail_fd);
+    for (unsigned i = 0; i < cfg->mount_fds; i++)
+        close(SHIM_MOUNT_FD0 + (int)i);
     s0_loop(cfg, ctl[0], p1, userns, s1);
 }
