@@ -13,6 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from ipybox_test import McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
+from daemon_fixture import Daemon  # noqa: E402
 from test_mcp_kernel import make_wheel  # noqa: E402
 
 
@@ -360,6 +361,27 @@ class ZygoteLoss(unittest.TestCase):
             self.assertNotIn("zygote", text_of(r))
             text, r = c.execute("print(2)")
             self.assertEqual(text.strip(), "2")
+
+
+class DaemonSessions(unittest.TestCase):
+    """--no-zygote travels with a daemon session's options, as the other sandbox options do;
+    given to the daemon, it holds for its sessions, and a session's own --zygote overrides it."""
+
+    def test_options_of_daemon_sessions(self):
+        require_sandbox(self)
+        for daemon_args, session_args, want in (((), (), "zygote"), ((), ("--no-zygote",), "exec"),
+                                                (("--no-zygote",), (), "exec"),
+                                                (("--no-zygote",), ("--zygote",), "zygote")):
+            d = Daemon(*daemon_args)
+            try:
+                c = d.client()
+                c.request("ipybox/createSession", {"name": "z", "args": list(session_args)})
+                self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
+                r = c.call("reset")
+                self.assertEqual(start_of(r), want, (daemon_args, session_args, text_of(r)))
+                c.close()
+            finally:
+                d.close()
 
 
 class UserSiteCode(unittest.TestCase):
