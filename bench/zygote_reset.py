@@ -36,13 +36,14 @@ def comm(pid):
 def measure(zygote, n):
     with McpClient(*(() if zygote else ("--no-zygote",))) as c:
         c.execute("1+1")
-        times, starts = [], []
+        times, starts, ms = [], [], []
         for _ in range(n):
             t = time.monotonic()
             r = c.call("reset")
             text, _ = c.execute("1+1")
             times.append((time.monotonic() - t) * 1000)
             starts.append(r["_meta"]["ipybox/kernel"]["start"])
+            ms.append(r["_meta"]["ipybox/kernel"]["ms"])
             assert text.strip() == "2", text
         c.execute("1+1")
         time.sleep(1)
@@ -50,16 +51,17 @@ def measure(zygote, n):
         sandbox = [p for p in procs if comm(p) != "ipyboxd"]
         py = {p: pss_kib(p) for p in sandbox if comm(p).startswith("python")}
         shims = sum(pss_kib(p) for p in sandbox if comm(p) == "ipybox-shim")
-        return times, starts, py, shims
+        return times, starts, ms, py, shims
 
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     for zygote in (True, False):
-        times, starts, py, shims = measure(zygote, n)
-        print("zygote %s: reset -> next 1+1: median %.0f ms (min %.0f, max %.0f, n=%d; starts: %s)" % (
-            "on " if zygote else "off", statistics.median(times), min(times), max(times), n,
-            ",".join(sorted(set(starts)))))
+        times, starts, ms, py, shims = measure(zygote, n)
+        print("zygote %s: reset -> next 1+1: median %.0f ms (min %.0f, max %.0f, n=%d; starts: %s); "
+              "the reset alone (_meta ms): median %.0f ms" % (
+                  "on " if zygote else "off", statistics.median(times), min(times), max(times), n,
+                  ",".join(sorted(set(starts))), statistics.median(ms)))
         print("  PSS idle after 1+1: python processes %s MiB (each: %s), shims %.1f MiB" % (
             round(sum(py.values()) / 1024, 1), ", ".join("%.1f" % (v / 1024) for v in sorted(py.values())),
             shims / 1024))
