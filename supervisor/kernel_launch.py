@@ -447,7 +447,6 @@ def _zygote(chan, env):
                 break
 
 
-
 def main():
     import os
     env = dict(os.environ)
