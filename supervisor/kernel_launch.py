@@ -8,6 +8,9 @@
 # - output that waits for the supervisor instead of piling up (_bound_output);
 # - with --approve-shell (SHELL_GATE, set by the supervisor in our argv), shell commands that
 #   ask the application first (_shell_gate).
+# Started by the shim with a SOCK_SEQPACKET socket on fd 3, it is the sandbox's zygote instead
+# (_zygote; architecture.md, "Zygote kernels"): prepare() once, then a kernel forked for each
+# FORK record, which makes fresh what a new interpreter has fresh and runs run().
 # Nothing here is a security boundary: code in the kernel may undo all of it, and then only
 # harms its own session.
 
