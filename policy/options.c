@@ -619,7 +619,7 @@ const char *ipb_options_help(void) {
            "                            approved command (a Python-level guard, not a boundary).\n"
            "  --no-zygote, --zygote     Whether the kernel's sandbox keeps a zygote, a Python process that\n"
            "                            did the kernel's imports once and forks each new kernel: `reset`\n"
-           "                            takes a fraction of the time, an idle session ~16 MiB more memory\n"
+           "                            takes a fraction of the time, an idle session ~17 MiB more memory\n"
            "                            (default on; none when PYTHONPATH, PYTHONHOME, PYTHONUSERBASE,\n"
            "                            PYTHONPYCACHEPREFIX or PYTHONPLATLIBDIR is set). Kernels only.\n"
            "  -v, --verbose             More log lines on stderr (repeat, or -vv, for debug).\n"
