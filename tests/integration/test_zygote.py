@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from ipybox_test import McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
 from test_mcp_kernel import make_wheel  # noqa: E402
+import test_user_limits  # noqa: E402
 
 
 def start_of(r):
@@ -382,6 +383,24 @@ class DaemonSessions(unittest.TestCase):
                 c.close()
             finally:
                 d.close()
+
+
+@unittest.skipUnless(test_user_limits.ROOT_USERS, "needs root, useradd and runuser")
+class PlainUser(test_user_limits.PlainUserCase):
+    """User mode proper (a plain user, no monitor): S0 and user namespace Z made without
+    privileges, the process limit (RLIMIT_NPROC here) raised by 3 for the zygote's processes."""
+    USER = "ipbt-zygote"
+
+    def test_reset_forks_and_the_process_limit_is_the_users(self):
+        c = McpClient("--max-processes", "40", env=self.env, wrap=self.wrap)
+        self.clients.append(c)
+        text, r = c.execute("import os, resource\nprint(resource.getrlimit(resource.RLIMIT_NPROC)[0], os.getuid())")
+        self.assertEqual(text.split(), ["43", "1000"], text)
+        r = c.call("reset")
+        self.assertEqual(start_of(r), "zygote", text_of(r))
+        text, r = c.execute("import os\nprint(os.getppid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()"
+                            " and int(p) != os.getpid()))")
+        self.assertEqual(text.strip(), "1 [1]", text)
 
 
 class UserSiteCode(unittest.TestCase):
