@@ -20,6 +20,7 @@
 #include "pid1.h"
 #include "rootfs.h"
 #include "harden.h"
+#include "zygote_s0.h"
 
 /* Sends the failed step to the supervisor and exits. */
 __attribute__((noreturn)) static void fail(int fd, const char *step, ipb_error *err) {
@@ -72,7 +73,7 @@ static bool anonymous(int fd) {
  * replaced by the sandbox's /dev/null, a read-only bind on which chmod and chown fail. A host
  * inode stays reachable through no descriptor of the sandbox's, so the sandbox's user can
  * change none, whichever host user it maps to. Runs after pivot_root. */
-static int own_stdio(ipb_error **err) {
+int shim_own_stdio(ipb_error **err) {
     int null = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (null < 0)
         return ipb_error_set(err, errno, "opening the sandbox's /dev/null");
@@ -158,6 +159,17 @@ void shim_contain(int fd, shim_config *cfg) {
         ipb_error_set(&err, errno, "setting the parent-death signal");
         fail(fd, "parent-death signal", err);
     }
+    /* With a zygote, this is S0 (PID 1 of P0, where zygotes live); its child S1, PID 1 of the
+     * kernels' namespace P1, goes on with the steps below. */
+    int ctl = -1;
+    if (cfg->zygote) {
+        shim_s0_split(fd, cfg, &ctl);
+        /* If S0 is already gone, so is P0 and everything in it, S1 too. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+            ipb_error_set(&err, errno, "setting the parent-death signal");
+            fail(fd, "parent-death signal", err);
+        }
+    }
     /* 4. Network: only loopback exists in the new namespace. Bring it up, route everything to
      *    it, load the egress ruleset and create the listeners the supervisor's proxy serves. */
     ipb_egress_fds efds;
@@ -173,7 +185,7 @@ void shim_contain(int fd, shim_config *cfg) {
      *    size-limited /tmp and /dev/shm, fresh /proc with sensitive parts masked, pivot_root. */
     if (shim_build_root(cfg->root, &cfg->plan, cfg->system != 0, cfg->mount_fds, &err) < 0)
         fail(fd, "root filesystem", err);
-    if (own_stdio(&err) < 0)
+    if (shim_own_stdio(&err) < 0)
         fail(fd, "standard descriptors", err);
-    shim_pid1(fd, cfg, &efds);
+    shim_pid1(fd, cfg, &efds, ctl);
 }

@@ -19,12 +19,40 @@
 #include "harden.h"
 #include "mountplan.h"
 #include "tree.h"
+#include "zygote_s1.h"
 
 extern char **environ;
 
-/* The program's own hardening, in the child of PID 1. Any failure is reported and the child
- * exits 127 without running anything. */
-__attribute__((noreturn)) static void exec_program(int fd, shim_config *cfg, uint32_t gen) {
+int shim_kernel_userns(const shim_config *cfg, int userns, ipb_error **err) {
+    /* Its outside id: root of user namespace 1 in user mode (the only id mapped there); in
+     * system mode the sandbox's own user of the pool range, never the range's owner. The
+     * switch comes first: one may map only one's own id (and a namespace's owner, in its
+     * parent, holds every capability in it, which setns needs). */
+    uid_t outside = cfg->system ? IPB_SANDBOX_UID : 0;
+    if (outside && (setgroups(0, NULL) < 0 || setresgid(outside, outside, outside) < 0 ||
+                    setresuid(outside, outside, outside) < 0))
+        return ipb_error_set(err, errno, "switching to the sandbox's user before its namespace");
+    /* The switch made us non-dumpable, which gives /proc/self to root; the exec to come
+     * makes us dumpable again anyway. */
+    if (outside && prctl(PR_SET_DUMPABLE, 1) < 0)
+        return ipb_error_set(err, errno, "PR_SET_DUMPABLE");
+    if (userns >= 0) {
+        if (setns(userns, CLONE_NEWUSER) < 0)
+            return ipb_error_set(err, errno, "cannot enter the kernels' user namespace");
+        return 0;
+    }
+    if (unshare(CLONE_NEWUSER) < 0)
+        return ipb_error_set(err, errno, "cannot create the program's user namespace");
+    return shim_write_id_maps(0, IPB_SANDBOX_UID, outside, IPB_SANDBOX_UID, outside, err);
+}
+
+/* The program's own hardening, in the child of PID 1 (or, for a zygote, of S0). Any failure is
+ * reported (on fd, or on stderr when fd < 0) and the child exits 127 without running anything.
+ * keep >= 0: that descriptor crosses the exec as fd 3 (the zygote's channel); env: the
+ * environment, or NULL for the configuration's; userns >= 0: the user namespace to enter
+ * (the zygote's, made by S0), else a new one. */
+__attribute__((noreturn)) void shim_exec_program(int fd, shim_config *cfg, uint32_t gen, int keep, char **env,
+                                                 int userns) {
     ipb_error *err = NULL;
     const char *step = "signals";
     sigset_t all;
@@ -38,26 +66,7 @@ __attribute__((noreturn)) static void exec_program(int fd, shim_config *cfg, uin
     /* User namespace 2: the program holds no capability over the mounts or the network
      * namespace, which belong to user namespace 1. */
     step = "kernel user namespace";
-    /* Its outside id: root of user namespace 1 in user mode (the only id mapped there); in
-     * system mode the sandbox's own user of the pool range, never the range's owner. The
-     * switch comes first: one may map only one's own id. */
-    uid_t outside = cfg->system ? IPB_SANDBOX_UID : 0;
-    if (outside && (setgroups(0, NULL) < 0 || setresgid(outside, outside, outside) < 0 ||
-                    setresuid(outside, outside, outside) < 0)) {
-        ipb_error_set(&err, errno, "switching to the sandbox's user before its namespace");
-        goto fail;
-    }
-    /* The switch made us non-dumpable, which gives /proc/self to root; the exec to come
-     * makes us dumpable again anyway. */
-    if (outside && prctl(PR_SET_DUMPABLE, 1) < 0) {
-        ipb_error_set(&err, errno, "PR_SET_DUMPABLE");
-        goto fail;
-    }
-    if (unshare(CLONE_NEWUSER) < 0) {
-        ipb_error_set(&err, errno, "cannot create the program's user namespace");
-        goto fail;
-    }
-    if (shim_write_id_maps(0, IPB_SANDBOX_UID, outside, IPB_SANDBOX_UID, outside, &err) < 0)
+    if (shim_kernel_userns(cfg, userns, &err) < 0)
         goto fail;
     step = "capabilities";
     if (shim_drop_bounding_caps(&err) < 0)
@@ -88,10 +97,19 @@ __attribute__((noreturn)) static void exec_program(int fd, shim_config *cfg, uin
         ipb_error_set(&err, errno, "entering %s", cwd);
         goto fail;
     }
-    /* Only fds 0-2 cross the exec; fd may still report an exec failure until then. */
+    /* Only fds 0-2 (and the zygote's channel as 3) cross the exec; fd may still report an
+     * exec failure until then. */
     step = "file descriptors";
-    ipb_cloexec_from(3);
-    environ = cfg->env.v ? cfg->env.v : (char *[]){NULL};
+    if (keep >= 0) {
+        if ((keep != 3 && dup2(keep, 3) < 0) || fcntl(3, F_SETFD, 0) < 0) {
+            ipb_error_set(&err, errno, "placing the zygote's channel on fd 3");
+            goto fail;
+        }
+        ipb_cloexec_from(4);
+    } else {
+        ipb_cloexec_from(3);
+    }
+    environ = env ? env : cfg->env.v ? cfg->env.v : (char *[]){NULL};
     step = "seccomp";
     if (shim_apply_seccomp(cfg->bpf, cfg->bpf_len, &err) < 0)
         goto fail;
@@ -99,14 +117,17 @@ __attribute__((noreturn)) static void exec_program(int fd, shim_config *cfg, uin
     step = "exec";
     ipb_error_set(&err, errno, "cannot run '%s' in the sandbox", cfg->argv.v[0]);
 fail:
-    shim_send(fd, SHIM_EV_ERROR, 0, err ? err->errnum : 0, gen, step, ipb_error_msg(err));
+    if (fd >= 0)
+        shim_send(fd, SHIM_EV_ERROR, 0, err ? err->errnum : 0, gen, step, ipb_error_msg(err));
+    else
+        dprintf(2, "ipybox-shim: the zygote: %s: %s\n", step, ipb_error_msg(err));
     _exit(127);
 }
 
 static pid_t start_program(int fd, shim_config *cfg, uint32_t gen) {
     pid_t pid = fork();
     if (pid == 0)
-        exec_program(fd, cfg, gen);
+        shim_exec_program(fd, cfg, gen, -1, NULL, -1);
     return pid;
 }
 
@@ -125,7 +146,7 @@ static void clean_rundir(void) {
     }
 }
 
-void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds) {
+void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
@@ -153,6 +174,10 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds) {
     ipb_egress_fds_close(efds);
     if (sent < 0)
         _exit(1);
+    /* Kernel mode with a zygote: its boot begins now, after pivot_root (S0 forks it in the
+     * sandbox's root). */
+    shim_zygote z;
+    shim_zygote_init(&z, cfg->mode == SHIM_MODE_KERNEL ? ctl : -1);
     if (cfg->mode == SHIM_MODE_RUN) {
         prog = start_program(fd, cfg, gen);
         if (prog < 0) {
@@ -162,8 +187,10 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds) {
         shim_send(fd, SHIM_EV_STARTED, prog, 0, gen, NULL, NULL);
     }
     for (;;) {
-        struct pollfd p[2] = {{fd, POLLIN, 0}, {sfd, POLLIN, 0}};
-        if (poll(p, 2, -1) < 0) {
+        int zfds[2];
+        shim_zygote_pollfds(&z, zfds);
+        struct pollfd p[4] = {{fd, POLLIN, 0}, {sfd, POLLIN, 0}, {zfds[0], POLLIN, 0}, {zfds[1], POLLIN, 0}};
+        if (poll(p, 4, -1) < 0) {
             if (errno == EINTR)
                 continue;
             _exit(1);
@@ -185,6 +212,8 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds) {
                 }
             }
         }
+        if (p[2].revents || p[3].revents)
+            shim_zygote_service(&z);
         if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
             struct shim_msg m;
             int r = shim_recv(fd, &m);
@@ -200,13 +229,19 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds) {
                     break;
                 }
                 gen = m.gen;
+                prog = shim_zygote_start(&z, fd, gen);
+                if (prog > 1) {
+                    shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_ZYGOTE, gen, NULL, NULL);
+                    break;
+                }
                 prog = start_program(fd, cfg, gen);
                 if (prog < 0) {
                     prog = 0;
                     shim_send(fd, SHIM_EV_ERROR, 0, errno, gen, "fork", "cannot start the kernel");
                 } else {
-                    shim_send(fd, SHIM_EV_STARTED, prog, 0, gen, NULL, NULL);
+                    shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_EXEC, gen, NULL, NULL);
                 }
+                shim_zygote_after_slow(&z);
                 break;
             case SHIM_CMD_SIGNAL:
                 if (prog > 0 && m.arg > 0 && m.arg < NSIG)

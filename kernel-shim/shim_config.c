@@ -16,6 +16,7 @@
 enum {
     TAG_MODE = 1, TAG_UID, TAG_GID, TAG_ROOT, TAG_HOSTNAME, TAG_CWD, TAG_MOUNT, TAG_ARGV, TAG_ENV, TAG_BPF, TAG_SYSTEM,
     TAG_RLIMITS, /* {u64 nproc_max, u64 as_max} */
+    TAG_ZYGOTE,  /* u32 1, kernel mode only; absent: no zygote */
 };
 #define NULL_LEN 0xffffffffu
 
@@ -70,6 +71,8 @@ int shim_config_encode(const shim_config *c, ipb_buf *out) {
         if ((r = put(out, TAG_RLIMITS, rl, sizeof(rl))) < 0)
             return r;
     }
+    if (c->zygote && (r = put_u32(out, TAG_ZYGOTE, 1)) < 0)
+        return r;
     return out->len > SHIM_CONFIG_MAX ? -E2BIG : 0;
 }
 
@@ -194,6 +197,16 @@ int shim_config_decode(const void *data, size_t len, shim_config *ret, ipb_error
             c.as_max = rl[1];
             break;
         }
+        case TAG_ZYGOTE: {
+            uint32_t v;
+            if (l != 4 || c.zygote)
+                goto bad;
+            memcpy(&v, p, 4);
+            if (v != 1)
+                goto bad;
+            c.zygote = 1;
+            break;
+        }
         default:
             goto bad;
         }
@@ -205,7 +218,7 @@ int shim_config_decode(const void *data, size_t len, shim_config *ret, ipb_error
         len -= l;
     }
     if ((c.mode != SHIM_MODE_KERNEL && c.mode != SHIM_MODE_RUN) || !c.root || c.root[0] != '/' || c.argv.n == 0 ||
-        !c.bpf)
+        !c.bpf || (c.zygote && c.mode != SHIM_MODE_KERNEL))
         goto bad;
     *ret = c;
     return 0;

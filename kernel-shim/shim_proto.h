@@ -18,6 +18,10 @@
 
 enum shim_mode { SHIM_MODE_KERNEL = 1, SHIM_MODE_RUN = 2 };
 
+/* SHIM_EV_STARTED's err: how the kernel started. */
+enum { SHIM_START_EXEC = 0, SHIM_START_ZYGOTE = 1 };
+enum { SHIM_ZYGOTE_GIVEN_UP = 1 };
+
 enum shim_msg_type {
     /* shim -> supervisor */
     SHIM_EV_READY = 1,  /* sandbox built; carries the egress listeners (SCM_RIGHTS), arg = bit i set
@@ -26,6 +30,10 @@ enum shim_msg_type {
     SHIM_EV_STARTED,    /* the program of generation gen runs; arg = its pid inside the sandbox */
     SHIM_EV_EXITED,     /* the program of generation gen ended; arg = wait status */
     SHIM_EV_KILLED,     /* every sandbox process but PID 1 is gone */
+    SHIM_EV_ZYGOTE,     /* sent once, before the STARTED of a kernel started the slow way: the
+                         * zygote ended (arg = its wait status, err = 0), or err =
+                         * SHIM_ZYGOTE_GIVEN_UP: two zygotes ended before their first kernel,
+                         * none is made again (arg = the last one's wait status) */
     /* supervisor -> shim */
     SHIM_CMD_START = 100, /* start the program as generation gen */
     SHIM_CMD_SIGNAL,      /* send signal arg to the program's process group */
@@ -58,6 +66,9 @@ typedef struct shim_config {
     uint64_t nproc_max;      /* user mode: RLIMIT_NPROC set inside user namespace 1, where the
                               * count is the sandbox's own (0: unchanged) */
     uint64_t as_max;         /* user mode: RLIMIT_AS of every sandbox process (0: unchanged) */
+    uint32_t zygote;         /* kernel mode: kernels are forked from a zygote (architecture.md,
+                              * "Zygote kernels"); the supervisor leaves it 0 when the options
+                              * set PYTHONPATH or PYTHONUSERBASE */
     unsigned mount_fds;      /* not encoded: how many mounts the monitor passed (its argv) */
 } shim_config;
 

@@ -242,7 +242,7 @@ static int v1_limits(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, 
     if (mkdir(d, 0755) < 0 && errno != EEXIST)
         goto fail;
     if (l->pids_max)
-        snprintf(v, sizeof(v), "%u", l->pids_max);
+        snprintf(v, sizeof(v), "%u", l->pids_max + l->pids_extra);
     else
         snprintf(v, sizeof(v), "max");
     if (put(d, "pids.max", v) < 0)
@@ -271,7 +271,7 @@ static int v2_limits(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, 
     if (put(d, "memory.max", v) < 0 || (put(d, "memory.swap.max", "0") < 0 && errno != ENOENT))
         goto fail;
     if (l->pids_max)
-        snprintf(v, sizeof(v), "%u", l->pids_max);
+        snprintf(v, sizeof(v), "%u", l->pids_max + l->pids_extra);
     else
         snprintf(v, sizeof(v), "max");
     if (put(d, "pids.max", v) < 0)

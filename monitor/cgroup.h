@@ -13,6 +13,8 @@ typedef struct ipbm_limits_req {
     uint64_t memory_max; /* bytes */
     uint32_t pids_max;
     uint32_t cpu_weight; /* 1..10000, 100 is the default share */
+    uint32_t pids_extra; /* added to a pids_max: the sandbox's own processes beyond the user's
+                          * (with a zygote: S0, the zygote, and a fork between them) */
 } ipbm_limits_req;
 
 typedef struct ipbm_cgroups {

@@ -80,6 +80,11 @@ struct ipbm_msg {
     char text[IPBM_TEXT]; /* ERROR: a sentence from the monitor (NUL-terminated) */
 };
 
+/* SPAWN.limits: the sandbox keeps a zygote, so its pids limit is the asked one + 3 (S0, the
+ * zygote, and for a moment the fork between it and a kernel: architecture.md, "Zygote
+ * kernels"); SPAWNED.pids_max still says the asked one. */
+#define IPBM_SPAWN_ZYGOTE (1u << 16)
+#define IPBM_ZYGOTE_PIDS 3
 #define IPBM_HAS_MEM_EVENTS (1u << 8)
 #define IPBM_HAS_PIDS_EVENTS (1u << 9)
 

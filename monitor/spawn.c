@@ -188,7 +188,7 @@ __attribute__((noreturn)) static void child(struct child_plan *p) {
         child_fail(p, ST_CGROUP, -r);
     /* Processes per uid: a backstop with cgroups, the limit without them (each sandbox has
      * uids of its own, so the count is the sandbox's). */
-    rlim_t np = p->lim->pids_max + (p->M->cg.kind == IPBM_LIMITS_RLIMIT ? 0 : 16); /* the cgroup first */
+    rlim_t np = p->lim->pids_max + p->lim->pids_extra + (p->M->cg.kind == IPBM_LIMITS_RLIMIT ? 0 : 16); /* the cgroup first */
     struct rlimit nproc = {np, np};
     setrlimit(RLIMIT_NPROC, &nproc);
     if (p->M->cg.kind == IPBM_LIMITS_RLIMIT) {
@@ -249,6 +249,7 @@ static int child_report(int fd, struct child_report *rep) {
 static int limits(const ipbm_sysconf *c, const struct ipbm_msg *req, ipbm_limits_req *l, struct ipbm_msg *rep) {
     l->memory_max = req->memory_max ? req->memory_max : c->memory_max;
     l->pids_max = req->pids_max ? req->pids_max : c->pids_max;
+    l->pids_extra = (req->limits & IPBM_SPAWN_ZYGOTE) ? IPBM_ZYGOTE_PIDS : 0;
     l->cpu_weight = req->cpu_weight ? req->cpu_weight : c->cpu_weight;
     if (l->memory_max > c->memory_max_bound || l->memory_max < (16ull << 20)) {
         fail(rep, EPERM, "--memory %llu MiB is outside what the administrator allows (16 to %llu MiB)",

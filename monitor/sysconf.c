@@ -26,6 +26,7 @@ void ipbm_sysconf_defaults(ipbm_sysconf *c) {
     c->max_sessions_per_user = 16;
     c->user_memory_max = 1ull << 30;
     c->user_pids_max = 1024;
+    c->zygote = true;
 }
 
 static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *ret) {
@@ -99,6 +100,12 @@ static int apply(ipbm_sysconf *c, const char *k, const char *v) {
     U32("warm_sessions", warm_sessions, 0, 10000)
     SIZE("user_memory_max", user_memory_max, 64ull << 20, 1ull << 50)
     U32("user_pids_max", user_pids_max, 64, 1u << 22)
+    if (!strcmp(k, "zygote")) {
+        if (strcmp(v, "true") && strcmp(v, "false"))
+            return -1;
+        c->zygote = !strcmp(v, "true");
+        return 0;
+    }
 #undef U32
 #undef SIZE
     return -2;

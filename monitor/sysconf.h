@@ -25,6 +25,9 @@ typedef struct ipbm_sysconf {
     uint32_t warm_sessions;         /* per user, started ahead (ipyboxd --warm) */
     uint64_t user_memory_max;       /* each user's frontend and workers together (bytes) */
     uint32_t user_pids_max;         /* the same, tasks */
+    bool zygote;                    /* sessions' kernels forked from a zygote (`zygote = false`:
+                                     * every session gets --no-zygote before the service's own
+                                     * session options) */
 } ipbm_sysconf;
 
 void ipbm_sysconf_defaults(ipbm_sysconf *c);

@@ -52,6 +52,7 @@ typedef struct ipb_options {
                               * bound read-write at that same path (the last n_host_dirs binds) */
     bool approve_shell;      /* --approve-shell: !cmd, %%bash... asked first as ipybox/shell(_magic) */
     bool require_shell_escape;/* --require-shell-escape: subprocess, os.system... refused in Python */
+    bool zygote;             /* --zygote (default) / --no-zygote: kernels forked from a zygote */
     int verbose;
     bool help;
 } ipb_options;

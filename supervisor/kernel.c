@@ -177,6 +177,19 @@ static int handle_shim_msg(ipb_kernel *k, const struct shim_msg *m, ipb_error **
             kernel_ended(k);
         }
         return 0;
+    case SHIM_EV_ZYGOTE: {
+        /* Told once by the shim, before the STARTED of a kernel that took the slow way. */
+        char how[160];
+        ipb_describe_status(m->arg, how, sizeof(how));
+        if (m->err == SHIM_ZYGOTE_GIVEN_UP)
+            snprintf(k->zygote_note, sizeof(k->zygote_note),
+                     "The zygote ended twice before forking a kernel (the last one %s): kernels of this "
+                     "session start the slow way from now on.", how);
+        else
+            snprintf(k->zygote_note, sizeof(k->zygote_note),
+                     "The zygote ended (it %s): this kernel started the slow way; a new zygote is being made.", how);
+        return 0;
+    }
     case SHIM_EV_ERROR:
         k->running = false;
         k->died = true;
@@ -365,6 +378,7 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
     long deadline = ipb_now_ms() + k->start_timeout_ms;
     k->gen++;
     k->died = false;
+    k->forked = false;
     k->stderr_len = 0;
     if (write_connection_file(k, err) < 0)
         return -1;
@@ -383,8 +397,10 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
         if (r < 0)
             return -1;
         if (r == 1) {
-            if (m.type == SHIM_EV_STARTED && m.gen == k->gen)
+            if (m.type == SHIM_EV_STARTED && m.gen == k->gen) {
                 started = true;
+                k->forked = m.err == SHIM_START_ZYGOTE;
+            }
             else if (handle_shim_msg(k, &m, err) < 0)
                 return -1;
             if (k->died) {

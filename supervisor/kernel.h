@@ -36,6 +36,8 @@ typedef struct ipb_kernel {
     int start_timeout_ms;
     ipb_proxy *proxy;          /* serves the sandbox's egress; NULL: nothing leaves */
     char label[64];            /* the sandbox's name in the proxy's log */
+    bool forked;               /* the running kernel was forked from the sandbox's zygote */
+    char zygote_note[320];     /* what became of the zygote, not yet told ("" when nothing) */
 } ipb_kernel;
 
 /* Whether the kernel ended because its interpreter cannot import ipykernel (the launcher's

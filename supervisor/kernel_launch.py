@@ -8,6 +8,9 @@
 # - output that waits for the supervisor instead of piling up (_bound_output);
 # - with --approve-shell (SHELL_GATE, set by the supervisor in our argv), shell commands that
 #   ask the application first (_shell_gate).
+# Started by the shim with a SOCK_SEQPACKET socket on fd 3, it is the sandbox's zygote instead
+# (_zygote; architecture.md, "Zygote kernels"): prepare() once, then a kernel forked for each
+# FORK record, which makes fresh what a new interpreter has fresh and runs run().
 # Nothing here is a security boundary: code in the kernel may undo all of it, and then only
 # harms its own session.
 
@@ -239,18 +242,15 @@ def _shell_gate(escape):
     return wrap_magics
 
 
-def main():
-    import os, sys, site
+def prepare():
+    """What every kernel of a sandbox imports and patches the same way: the zygote runs this
+    once (kernel_launch.py's zygote part), the slow way runs it and run() in one process.
+    Reads nothing the sandbox writes. Returns the function that wraps the shell's magics, or
+    None."""
+    import sys
     if sys.path and sys.path[0] in ('', '/'):
         del sys.path[0]
-    os.chdir('/app')
-    user_site = site.getusersitepackages()
-    os.makedirs(user_site, exist_ok=True)
-    if user_site not in sys.path:
-        at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))),
-                  len(sys.path))
-        sys.path.insert(at, user_site)
-    sys.path.append(MCPDIR)
+    sys.path.append(MCPDIR)  # /opt/ipybox, a read-only bind
     sys.modules['debugpy'] = None
     try:
         import ipykernel.ipkernel
@@ -262,6 +262,22 @@ def main():
     _gate_interrupts()
     _bound_output()
     wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None
+    from ipykernel import kernelapp  # noqa: F401
+    return wrap_magics
+
+
+def run(wrap_magics):
+    """The rest of a kernel's start, in the kernel itself: cwd /app, the user site on
+    sys.path, IPKernelApp's initialize() (the connection file, sockets, threads, the shell from
+    the profile in $HOME) and start()."""
+    import os, sys, site
+    os.chdir('/app')
+    user_site = site.getusersitepackages()
+    os.makedirs(user_site, exist_ok=True)
+    if user_site not in sys.path:
+        at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))),
+                  len(sys.path))
+        sys.path.insert(at, user_site)
     from ipykernel import kernelapp
     # What kernelapp.launch_new_instance() does, with the shell's magics wrapped in between.
     app = kernelapp.IPKernelApp.instance()
@@ -269,6 +285,179 @@ def main():
     if wrap_magics:
         wrap_magics(app.shell)
     app.start()
+
+
+# Modules that read /proc/<their pid> or /proc/self at import: in the zygote that is no process
+# of theirs (it has no pid in the kernels' /proc), so a kernel executes them again.
+_PID_MODULES = ('psutil._pslinux',)
+
+
+def _zygote_channel():
+    """fd 3 as the zygote's channel when the shim made this interpreter a zygote (a
+    SOCK_SEQPACKET socket there), else None: a kernel started the slow way has only fds 0-2."""
+    import os, stat, socket
+    try:
+        if not stat.S_ISSOCK(os.fstat(3).st_mode):
+            return None
+    except OSError:
+        return None
+    chan = socket.socket(fileno=3)
+    if chan.type != socket.SOCK_SEQPACKET:
+        chan.detach()
+        return None
+    return chan
+
+
+def _zygote(chan, env):
+    """Never runs user code: imports what every kernel needs (prepare()), then forks a kernel
+    for each FORK record from the sandbox's PID 1 (kernel-shim/zygote_proto.h)."""
+    import ctypes, errno, gc, importlib, os, random, signal, site, stat, struct, sys, threading, time
+    wrap_magics = prepare()
+    libc = ctypes.CDLL(None, use_errno=True)
+    rec = struct.Struct('=IIii')
+    FORK, READY, STARTED, FAILED = 1, 2, 3, 4
+
+    def die(why):
+        sys.stderr.write('ipybox: the zygote: %s\n' % why)
+        sys.stderr.flush()
+        os._exit(70)
+
+    if threading.active_count() != 1:
+        die('a thread was started while importing')
+    # IPython.utils.io opens os.devnull at import; a kernel keeps it, as a fresh one has it.
+    # Anything else open now would be shared by every kernel.
+    keep = []
+    for fd in range(4, 256):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3):
+            keep.append(fd)
+            continue
+        die('fd %d is open after the imports' % fd)
+
+    class Refuser:
+        """An import in the zygote after READY is a bug: it would read what the sandbox may
+        have written meanwhile."""
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            die('import of %s after READY' % name)
+
+    refuser = Refuser()
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    gc.disable()
+    gc.freeze()
+    sys.meta_path.insert(0, refuser)
+    # Nothing buffered may be written again by every kernel.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    chan.send(rec.pack(READY, 0, 0, 0))
+
+    def kernel():
+        """K, the kernel: fresh what a new interpreter would have fresh, then run()."""
+        sys.meta_path.remove(refuser)
+        chan.detach()
+        low = 3
+        for fd in keep + [1 << 16]:
+            os.closerange(low, fd)
+            low = fd + 1
+        os.setsid()
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        signal.set_wakeup_fd(-1)
+        for s in signal.valid_signals():
+            if s in (signal.SIGKILL, signal.SIGSTOP):
+                continue
+            try:
+                signal.signal(s, signal.SIG_DFL)
+            except (OSError, ValueError, RuntimeError):
+                pass
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1, as an exec would make it
+        while os.getppid() != 1:  # A, our parent, exits at once
+            time.sleep(0.0002)
+        if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != 1:  # PR_SET_PDEATHSIG
+            os._exit(1)
+        gc.enable()
+        os.environ.clear()
+        os.environ.update({k: v for k, v in env.items() if k != 'PYTHONUSERBASE'})
+        site.USER_BASE = None
+        site.USER_SITE = None
+        user_site = site.getusersitepackages()
+        random.seed()
+        # Code the sandbox put in the user site runs at a fresh start: then start fresh, in
+        # place (same pid, same argv, today's start).
+        try:
+            names = os.listdir(user_site)
+        except OSError:
+            names = []
+        loaded = {m.partition('.')[0] for m in sys.modules}
+        for n in names:
+            base = n.partition('.')[0]
+            if (n.endswith('.pth') or base in ('usercustomize', 'sitecustomize') or
+                    (base in loaded and not n.endswith(('.dist-info', '.egg-info')))):
+                with open('/proc/self/cmdline', 'rb') as f:
+                    argv = f.read().split(b'\0')[:-1]
+                os.execv(argv[0], argv)
+        for m in _PID_MODULES:
+            if m in sys.modules:
+                importlib.reload(sys.modules[m])
+        run(wrap_magics)
+
+    while True:
+        try:
+            data = chan.recv(rec.size + 1)
+        except InterruptedError:
+            continue
+        if len(data) != rec.size:
+            die('malformed record from PID 1' if data else 'PID 1 is gone')
+        kind, gen, a, b = rec.unpack(data)
+        if kind != FORK or a or b:
+            die('malformed record from PID 1')
+        try:
+            pid = os.fork()
+        except OSError as e:
+            chan.send(rec.pack(FAILED, gen, e.errno or errno.EAGAIN, 0))
+            continue
+        if pid == 0:
+            # A: born in the kernels' namespace; forks the kernel, says its pid, and goes. K
+            # is then a child of the namespace's PID 1, which reaps it.
+            try:
+                low = 4
+                for fd in keep + [1 << 16]:
+                    os.closerange(low, fd)
+                    low = fd + 1
+                kpid = os.fork()
+            except OSError as e:
+                chan.send(rec.pack(FAILED, gen, e.errno or errno.EAGAIN, 0))
+                os._exit(0)
+            if kpid == 0:
+                kernel()
+                sys.exit(0)
+            try:
+                chan.send(rec.pack(STARTED, gen, kpid, 0))
+            finally:
+                os._exit(0)
+        while True:
+            try:
+                os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                break
+
+
+def main():
+    import os
+    env = dict(os.environ)
+    chan = _zygote_channel()
+    if chan is None:
+        run(prepare())
+    else:
+        _zygote(chan, env)
 
 
 main()

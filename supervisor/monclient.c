@@ -319,6 +319,8 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
     m.memory_max = limits_opts.memory_max;
     m.pids_max = limits_opts.pids_max;
     m.cpu_weight = limits_opts.cpu_weight;
+    if (cfg->zygote)
+        m.limits = IPBM_SPAWN_ZYGOTE;
     unsigned n = 0;
     int rc = -1;
     bool locked = false;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,6 +77,20 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
     free(launch);
     if (built < 0)
         goto fail;
+    /* A zygote must read only read-only trees: none when the options point Python's imports or
+     * its bytecode cache elsewhere (a sitecustomize on PYTHONPATH, a .pth of a user site the
+     * sandbox writes, a stdlib or .pyc files it could plant: architecture.md, "Zygote kernels"). */
+    static const char *const moved[] = {"PYTHONPATH=", "PYTHONUSERBASE=", "PYTHONHOME=", "PYTHONPYCACHEPREFIX=",
+                                        "PYTHONPLATLIBDIR=", NULL};
+    if (o->zygote) {
+        s->cfg.zygote = 1;
+        for (size_t i = 0; i < s->cfg.env.n && s->cfg.zygote; i++)
+            for (const char *const *m = moved; *m; m++)
+                if (!strncmp(s->cfg.env.v[i], *m, strlen(*m))) {
+                    s->cfg.zygote = 0;
+                    snprintf(s->no_zygote, sizeof(s->no_zygote), "%.*s", (int)strlen(*m) - 1, *m);
+                }
+    }
     if (ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err) < 0) {
         char why[320];
         if (ipb_kernel_lacks_ipykernel(&s->kernel, why, sizeof(why))) {
@@ -117,6 +132,19 @@ char *ipb_session_take_lost(ipb_session *s) {
     char *l = s->lost;
     s->lost = NULL;
     return l;
+}
+
+char *ipb_session_take_zygote_note(ipb_session *s) {
+    char *note = NULL;
+    if (s->no_zygote[0]) {
+        note = ipb_strdupf("No zygote in this session: its options set %s, through which code the sandbox writes "
+                           "could run in it; each kernel starts the slow way.", s->no_zygote);
+        s->no_zygote[0] = '\0';
+    } else if (s->kernel.zygote_note[0]) {
+        note = ipb_strdupf("%s", s->kernel.zygote_note);
+        s->kernel.zygote_note[0] = '\0';
+    }
+    return note;
 }
 
 int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err) {

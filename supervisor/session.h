@@ -25,6 +25,8 @@ typedef struct ipb_session {
     char *lost;            /* why the kernel's state was lost since the last cell (a death
                             * between calls), told with the next cell's result; or NULL */
     bool end_told;         /* the sandbox's end was told by the call it failed */
+    char no_zygote[32];    /* the variable why this session has no zygote though the options
+                            * want one, until told once; or "" */
     bool open;
 } ipb_session;
 
@@ -38,6 +40,9 @@ int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err);
 void ipb_session_sandbox_lost(ipb_session *s, const char *why);
 /* s->lost, handed over (malloc'd; the caller frees it), or NULL. */
 char *ipb_session_take_lost(ipb_session *s);
+/* What became of the zygote (or why there is none), not told yet: one line, malloc'd, or NULL.
+ * Each is told once. */
+char *ipb_session_take_zygote_note(ipb_session *s);
 /* A fresh kernel; MCP servers' connections are closed (stdio servers stop) and made again on
  * next use; registrations stay. */
 int ipb_session_reset(ipb_session *s, ipb_error **err);

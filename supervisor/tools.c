@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "fdio.h"
 #include "files.h"
 #include "pathrules.h"
@@ -281,6 +282,13 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
         return r;
     }
     bool lost_told = lost != NULL;
+    char *zy = ipb_session_take_zygote_note(s);
+    if (zy) {
+        char *note = ipb_strdupf("%s%s%s", res.note ? res.note : "", res.note ? " " : "", zy);
+        free(res.note);
+        res.note = note;
+        free(zy);
+    }
     if (lost) {
         char *note = ipb_strdupf("%s This cell ran in a fresh kernel: variables, imports and definitions of earlier "
                                  "cells are lost; files in /app and installed packages are kept.%s%s",
@@ -376,13 +384,30 @@ fail: {
 
 static json_t *tool_reset(ipb_session *s) {
     ipb_error *err = NULL;
+    long t0 = ipb_now_ms();
     if (ipb_session_reset(s, &err) < 0) {
         json_t *r = error_result("reset failed: %s", ipb_error_msg(err));
         ipb_error_free(err);
         return r;
     }
-    return text_result("The kernel was reset: a fresh Python process is ready. Files in /app and installed "
-                       "packages are kept.", false);
+    long ms = ipb_now_ms() - t0;
+    char *zy = ipb_session_take_zygote_note(s);
+    json_t *r = text_result("The kernel was reset: a fresh Python process is ready. Files in /app and installed "
+                            "packages are kept.", false);
+    if (zy) {
+        json_t *c = json_array_get(json_object_get(r, "content"), 0);
+        char *t = ipb_strdupf("%s\n%s", json_string_value(json_object_get(c, "text")), zy);
+        json_object_set_new(c, "text", json_string(t));
+        free(t);
+        free(zy);
+    }
+    /* Which way the kernel started and how long the reset took, for tests and benchmarks. */
+    json_t *meta = json_object_get(r, "_meta");
+    if (!meta)
+        json_object_set_new(r, "_meta", meta = json_object());
+    json_object_set_new(meta, "ipybox/kernel",
+                        json_pack("{s:s, s:I}", "start", s->kernel.forked ? "zygote" : "exec", "ms", (json_int_t)ms));
+    return r;
 }
 
 static json_t *tool_register(ipb_session *s, json_t *args) {

@@ -246,6 +246,9 @@ int ipb_ulimits_prepare(ipb_ulimits_sb *u, shim_config *cfg, const char *shim, c
                         char **ret_argv, char **envp, ipb_error **err) {
     *u = (ipb_ulimits_sb)IPB_ULIMITS_SB_INIT;
     u->kind = U.kind;
+    /* S0, the zygote and the fork between it and a kernel are the sandbox's own processes: the
+     * kernel keeps the limit the user asked for (architecture.md, "Zygote kernels"). */
+    unsigned extra = cfg->zygote ? IPBM_ZYGOTE_PIDS : 0;
     switch (U.kind) {
     case IPB_ULIMITS_NONE:
         return 0;
@@ -260,7 +263,7 @@ int ipb_ulimits_prepare(ipb_ulimits_sb *u, shim_config *cfg, const char *shim, c
         static char a_unit[96], a_mem[48], a_tasks[48], a_cpu[48];
         snprintf(a_unit, sizeof(a_unit), "--unit=%s", u->unit);
         snprintf(a_mem, sizeof(a_mem), "MemoryMax=%llu", (unsigned long long)U.memory_max);
-        snprintf(a_tasks, sizeof(a_tasks), "TasksMax=%u", U.pids_max);
+        snprintf(a_tasks, sizeof(a_tasks), "TasksMax=%u", U.pids_max + extra);
         snprintf(a_cpu, sizeof(a_cpu), "CPUWeight=%u", U.cpu_weight);
         int n = 0;
         ret_argv[n++] = (char *)"systemd-run";
@@ -300,11 +303,12 @@ int ipb_ulimits_prepare(ipb_ulimits_sb *u, shim_config *cfg, const char *shim, c
         envp[1] = NULL;
         /* A backstop behind TasksMax, which acts first. */
         if (U.pids_max)
-            cfg->nproc_max = U.pids_max + 16;
+            cfg->nproc_max = U.pids_max + extra + 16;
         return 0;
     }
     case IPB_ULIMITS_CGROUP1: {
-        ipbm_limits_req l = {.memory_max = U.memory_max, .pids_max = U.pids_max, .cpu_weight = U.cpu_weight};
+        ipbm_limits_req l = {.memory_max = U.memory_max, .pids_max = U.pids_max, .cpu_weight = U.cpu_weight,
+                             .pids_extra = extra};
         int dirfd = -1;
         char why[300];
         u->slot = U.next_slot++;
@@ -315,12 +319,12 @@ int ipb_ulimits_prepare(ipb_ulimits_sb *u, shim_config *cfg, const char *shim, c
         if (dirfd >= 0)
             close(dirfd);
         if (U.pids_max)
-            cfg->nproc_max = U.pids_max + 16;
+            cfg->nproc_max = U.pids_max + extra + 16;
         return 0;
     }
     case IPB_ULIMITS_RLIMIT:
         if (U.pids_max && geteuid() != 0)
-            cfg->nproc_max = U.pids_max;
+            cfg->nproc_max = U.pids_max + extra;
         cfg->as_max = U.memory_max;
         return 0;
     }

@@ -16,7 +16,10 @@ A daemon session: `self.daemon()` (a private `ipyboxd --user`, tests/lib/daemon_
 then `self.session(daemon=d)`. Roles of a session's processes (Session.roles()):
   supervisor  the embedded `ipybox mcp`, or the daemon's worker (`ipybox mcp --embedded`)
   monitor     `ipyboxd --private-monitor` (root's sandboxes go through one)
-  shim        the outer ipybox-shim;  pid1: PID 1 of the sandbox (the inner ipybox-shim)
+  shim        the outer ipybox-shim;  pid1: PID 1 of the sandbox (the inner ipybox-shim; with a
+              zygote, S1, PID 1 of the kernels' pid namespace)
+  s0          with a zygote: the ipybox-shim between them, PID 1 of the zygote's pid namespace
+  zygote      the kernel's zygote (child of s0; architecture.md, "Zygote kernels")
   kernel      the IPython kernel (child of PID 1);  tool_server: a stdio MCP server of the session
   daemon      `ipyboxd --user` (daemon sessions only)
 Every check is scoped to this test's own paths, pids and sandbox slot: other tests may run
@@ -130,8 +133,15 @@ def process_tree(top):
             role = "daemon"
         elif name == "ipybox" and "mcp" in argv:
             role = "supervisor"
+        elif name == "ipybox-shim" and parent == "shim":
+            below = [_cmdline(c) for c in children.get(pid, [])]
+            role = "s0" if any(a and os.path.basename(a[0]) == "ipybox-shim" for a in below) else "pid1"
         elif name == "ipybox-shim":
-            role = "pid1" if parent == "shim" else "shim"
+            role = "pid1" if parent == "s0" else "shim"
+        elif parent == "s0":
+            role = "zygote"
+        elif parent == "zygote":
+            role = "sandbox"
         elif parent == "pid1":
             role = "kernel" if any("kernelapp" in a for a in argv) else "sandbox"
         elif parent in ("kernel", "sandbox"):
@@ -601,7 +611,7 @@ class FaultCase(unittest.TestCase):
         now = s.roles()
         for role in survivors:
             self.assertIn(role, now, "the %s is gone" % role)
-        for r in ("kernel", "pid1", "shim"):
+        for r in ("kernel", "pid1", "shim", "s0", "zygote"):
             self.assertLessEqual(len(now.get(r, [])), 1, "several %s processes: %s" % (r, now.get(r)))
         zombies = []
 

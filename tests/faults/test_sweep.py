@@ -1,6 +1,6 @@
 """The fault sweep: SIGKILL and SIGSTOP (held STOP_SECONDS, then SIGCONT) of each process of a
-session (the supervisor, the private monitor, the outer shim, PID 1 of the sandbox, the kernel,
-a stdio MCP server) at each stage (idle; in a cell; while a cell streams output with a progress
+session (the supervisor, the private monitor, the outer shim, S0 and the zygote above the
+kernels' pid namespace, PID 1 of the sandbox, the kernel, a stdio MCP server) at each stage (idle; in a cell; while a cell streams output with a progress
 token; during an upload_file; during the kernel's call to an MCP tool). Each case asserts that
 the call in flight ends within a deadline (a result, a clear error, or the end of the
 connection when the supervisor itself was killed), that nothing is left (processes, zombies,
@@ -71,6 +71,14 @@ class Sweep(FaultCase):
 
     def one_case(self, s, base, role, stage, sig):
         t0 = time.time()
+        if role == "zygote" and not s.roles().get("zygote"):
+            # An earlier case killed it: the next kernel starts the slow way and a new zygote
+            # is made after it.
+            r = s.client.call("reset")
+            self.assertFalse(r["isError"], r)
+            self.assertTrue(faultlib.wait_for(lambda: s.roles().get("zygote"), 30), "no new zygote after a reset")
+            self.prime(s)
+            base = Baseline(s)
         victim = s.proc(role)
         sup = s.supervisor()
         flight = start_stage(s, stage, self.src)
@@ -125,6 +133,12 @@ class TestEmbeddedSweep(Sweep):
 
     def test_kernel(self):
         self.sweep("kernel")
+
+    def test_s0(self):
+        self.sweep("s0", stages=("idle", "cell"))
+
+    def test_zygote(self):
+        self.sweep("zygote", stages=("idle", "cell"))
 
     def test_tool_server(self):
         self.sweep("tool_server", stages=("idle", "tool"))

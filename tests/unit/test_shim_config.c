@@ -15,7 +15,7 @@
 
 /* Tags as in shim_config.c's encoding comment: {u16 tag, u32 length, payload}. */
 enum { TAG_MODE = 1, TAG_UID, TAG_GID, TAG_ROOT, TAG_HOSTNAME, TAG_CWD, TAG_MOUNT, TAG_ARGV, TAG_ENV, TAG_BPF, TAG_SYSTEM,
-       TAG_RLIMITS };
+       TAG_RLIMITS, TAG_ZYGOTE };
 
 static const uint8_t bpf16[16] = {0x20, 0, 0, 0, 4, 0, 0, 0, 0x06, 0, 0, 0, 0, 0, 0xff, 0x7f};
 
@@ -205,6 +205,41 @@ START_TEST(rlimits_round_trip) {
     shim_config_free(&out);
     uint64_t one = 40;
     put_record(&b, TAG_RLIMITS, &one, sizeof(one));
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), -1);
+    ipb_buf_free(&b);
+    shim_config_free(&in);
+}
+END_TEST
+
+START_TEST(zygote_flag) {
+    shim_config in, out;
+    sample_config(&in);
+    in.zygote = 1;
+    ipb_buf b;
+    encode(&in, &b);
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), 0);
+    ck_assert_uint_eq(out.zygote, 1);
+    shim_config_free(&out);
+    /* twice, or another value: malformed */
+    uint32_t v = 1;
+    size_t len = b.len;
+    put_record(&b, TAG_ZYGOTE, &v, sizeof(v));
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), -1);
+    b.len = len;
+    ipb_buf_free(&b);
+    in.zygote = 0;
+    encode(&in, &b);
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), 0);
+    ck_assert_uint_eq(out.zygote, 0);
+    shim_config_free(&out);
+    v = 2;
+    put_record(&b, TAG_ZYGOTE, &v, sizeof(v));
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), -1);
+    ipb_buf_free(&b);
+    /* run mode has no zygote */
+    in.mode = SHIM_MODE_RUN;
+    in.zygote = 1;
+    encode(&in, &b);
     ck_assert_int_eq(decode(b.data, b.len, &out, NULL), -1);
     ipb_buf_free(&b);
     shim_config_free(&in);
@@ -554,6 +589,7 @@ static Suite *shim_config_suite(void) {
     tcase_add_test(c, round_trip_all_fields);
     tcase_add_test(c, round_trip_optional_fields_absent);
     tcase_add_test(c, rlimits_round_trip);
+    tcase_add_test(c, zygote_flag);
     tcase_add_test(c, refuses_every_truncation);
     tcase_add_test(c, minimal_by_hand_is_accepted);
     tcase_add_test(c, refuses_missing_required_fields);

@@ -1,0 +1,200 @@
+#include "zygote_s1.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "shim_proto.h"
+#include "zygote_proto.h"
+
+void shim_zygote_init(shim_zygote *z, int ctl) {
+    *z = (shim_zygote){.ctl = ctl, .fd = -1, .state = SHIM_ZY_OFF};
+    if (ctl < 0)
+        return;
+    z->state = SHIM_ZY_NONE;
+    shim_zygote_after_slow(z);
+}
+
+int shim_zygote_pollfds(const shim_zygote *z, int fds[2]) {
+    fds[0] = z->ctl;
+    fds[1] = z->fd;
+    return 2;
+}
+
+static void drop_channel(shim_zygote *z) {
+    if (z->fd >= 0)
+        close(z->fd);
+    z->fd = -1;
+}
+
+/* The zygote misbehaved or missed a bound: S0 kills it; its end comes as ZY_ENDED. */
+static void kill_zygote(shim_zygote *z) {
+    drop_channel(z);
+    if (z->state != SHIM_ZY_OFF)
+        z->state = SHIM_ZY_NONE;
+    z->ending = zy_send(z->ctl, ZY_KILL, 0, 0, -1) == 0;
+}
+
+static void on_ctl(shim_zygote *z, const zy_rec *m, int fd) {
+    if (m->type == ZY_NEW) {
+        drop_channel(z);
+        z->fd = fd;
+        z->forked = false;
+        if (z->state == SHIM_ZY_MAKING || z->state == SHIM_ZY_NONE)
+            z->state = SHIM_ZY_BOOTING;
+        return;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (m->type != ZY_ENDED)
+        return;
+    drop_channel(z);
+    z->ending = false;
+    z->failed_boots = z->forked ? 0 : z->failed_boots + 1;
+    z->forked = false;
+    z->untold = true;
+    z->status = m->a;
+    z->state = z->failed_boots >= 2 ? SHIM_ZY_OFF : SHIM_ZY_NONE;
+}
+
+/* One record from S0, waiting at most timeout_ms; false when none came. */
+static bool read_ctl(shim_zygote *z, int timeout_ms) {
+    zy_rec m;
+    int fd = -1;
+    int r = zy_recv(z->ctl, &m, &fd, timeout_ms);
+    if (r == 1) {
+        on_ctl(z, &m, fd);
+        return true;
+    }
+    if (r < 0) {
+        /* S0 is gone: the sandbox goes with it; no zygote meanwhile. */
+        drop_channel(z);
+        z->state = SHIM_ZY_OFF;
+        z->ctl = -1;
+    }
+    return false;
+}
+
+/* After kill_zygote or a closed channel: its end, within the fork bound. */
+static void await_end(shim_zygote *z) {
+    long deadline = ipb_now_ms() + SHIM_ZY_FORK_MS;
+    while (z->ctl >= 0 && z->ending) {
+        long left = deadline - ipb_now_ms();
+        if (left <= 0)
+            break;
+        read_ctl(z, (int)left);
+    }
+}
+
+static void read_zygote(shim_zygote *z) {
+    zy_rec m;
+    int r = zy_recv(z->fd, &m, NULL, 0);
+    if (r == 0)
+        return;
+    if (r == 1 && m.type == ZY_READY && z->state == SHIM_ZY_BOOTING) {
+        z->state = SHIM_ZY_READY;
+        return;
+    }
+    /* EOF (it ended) or a record it had no business sending. */
+    kill_zygote(z);
+    await_end(z);
+}
+
+void shim_zygote_service(shim_zygote *z) {
+    if (z->ctl < 0)
+        return;
+    struct pollfd p[2] = {{z->ctl, POLLIN, 0}, {z->fd, POLLIN, 0}};
+    if (poll(p, 2, 0) <= 0)
+        return;
+    if (p[0].revents)
+        read_ctl(z, 0);
+    if (z->fd >= 0 && p[1].revents && z->fd == p[1].fd)
+        read_zygote(z);
+}
+
+static void wait_ready(shim_zygote *z) {
+    while (z->state == SHIM_ZY_MAKING || z->state == SHIM_ZY_BOOTING) {
+        long left = z->deadline - ipb_now_ms();
+        if (left <= 0) {
+            if (z->fd >= 0 || z->state == SHIM_ZY_BOOTING) {
+                kill_zygote(z);
+                await_end(z);
+            }
+            z->state = z->state == SHIM_ZY_OFF ? SHIM_ZY_OFF : SHIM_ZY_NONE;
+            return;
+        }
+        struct pollfd p[2] = {{z->ctl, POLLIN, 0}, {z->fd, POLLIN, 0}};
+        int r = poll(p, 2, (int)left);
+        if (r < 0 && errno != EINTR)
+            return;
+        if (r <= 0)
+            continue;
+        if (p[0].revents)
+            read_ctl(z, 0);
+        if (z->fd >= 0 && z->fd == p[1].fd && p[1].revents)
+            read_zygote(z);
+    }
+}
+
+static pid_t fork_kernel(shim_zygote *z, uint32_t gen) {
+    if (zy_send(z->fd, ZY_FORK, gen, 0, -1) < 0) {
+        kill_zygote(z);
+        await_end(z);
+        return -1;
+    }
+    long deadline = ipb_now_ms() + SHIM_ZY_FORK_MS;
+    for (;;) {
+        long left = deadline - ipb_now_ms();
+        zy_rec m;
+        int r = left > 0 ? zy_recv(z->fd, &m, NULL, (int)left) : 0;
+        if (r == 1 && m.type == ZY_STARTED && m.gen == gen) {
+            z->forked = true;
+            z->failed_boots = 0;
+            return m.a;
+        }
+        if (r == 1 && m.type == ZY_FAILED && m.gen == gen)
+            return 0; /* it could not fork (the pids limit): the slow way, which says why */
+        kill_zygote(z);
+        await_end(z);
+        return -1;
+    }
+}
+
+pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
+    if (z->ctl < 0)
+        return 0;
+    shim_zygote_service(z);
+    wait_ready(z);
+    if (z->state == SHIM_ZY_READY) {
+        pid_t pid = fork_kernel(z, gen);
+        if (pid > 1)
+            return pid;
+        if (pid < 0) {
+            /* A kernel may have been forked before it failed: nothing half-made stays. */
+            kill(-1, SIGKILL);
+            while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                ;
+        }
+    }
+    if (z->untold) {
+        bool give_up = z->state == SHIM_ZY_OFF && !z->gave_up_told;
+        if (give_up)
+            z->gave_up_told = true;
+        if (z->state != SHIM_ZY_OFF || give_up)
+            shim_send(sup_fd, SHIM_EV_ZYGOTE, z->status, give_up ? SHIM_ZYGOTE_GIVEN_UP : 0, gen, NULL, NULL);
+        z->untold = false;
+    }
+    return 0;
+}
+
+void shim_zygote_after_slow(shim_zygote *z) {
+    if (z->ctl < 0 || z->state != SHIM_ZY_NONE)
+        return;
+    if (zy_send(z->ctl, ZY_MAKE, 0, 0, -1) < 0)
+        return;
+    z->state = SHIM_ZY_MAKING;
+    z->deadline = ipb_now_ms() + SHIM_ZY_BOOT_MS;
+}

@@ -1,0 +1,37 @@
+/* S1's side of the zygote (architecture.md, "Zygote kernels"): its boot, the fork of each
+ * kernel, and what happens when it ends. Only S1 (the sandbox's PID 1 in kernel mode) uses it. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum shim_zy_state { SHIM_ZY_OFF, SHIM_ZY_NONE, SHIM_ZY_MAKING, SHIM_ZY_BOOTING, SHIM_ZY_READY };
+
+typedef struct shim_zygote {
+    int ctl;               /* to S0; -1: no zygote in this sandbox */
+    int fd;                /* to the current zygote, or -1 */
+    enum shim_zy_state state;
+    long deadline;         /* MAKING or BOOTING: READY is due by then */
+    bool forked;           /* the current zygote has forked a kernel */
+    int failed_boots;      /* zygotes in a row that ended before their first kernel */
+    bool untold;           /* an end not yet told to the supervisor */
+    int status;            /* its wait status */
+    bool gave_up_told;
+    bool ending;           /* S0 was asked to kill it; its ZY_ENDED is due */
+} shim_zygote;
+
+#define SHIM_ZY_BOOT_MS 10000
+#define SHIM_ZY_FORK_MS 2000
+
+/* ctl < 0: no zygote. Otherwise asks S0 for the first one. */
+void shim_zygote_init(shim_zygote *z, int ctl);
+/* The descriptors S1 polls for the zygote (-1 where none); returns how many were filled. */
+int shim_zygote_pollfds(const shim_zygote *z, int fds[2]);
+/* Handles whatever arrived from S0 or the zygote, without waiting. */
+void shim_zygote_service(shim_zygote *z);
+/* Starts the kernel of generation gen from the zygote, waiting for its boot if it is being
+ * made. Returns its pid (> 1), or 0: take the slow way (having told the supervisor on sup_fd,
+ * once, of a zygote that ended). Any process a failed fork may have left in P1 is killed. */
+pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen);
+/* After a kernel started the slow way: a new zygote, unless given up. */
+void shim_zygote_after_slow(shim_zygote *z);

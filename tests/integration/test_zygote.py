@@ -1,0 +1,443 @@
+"""Kernels forked from the sandbox's zygote (architecture.md, "Zygote kernels"): what `reset`
+keeps and drops, deaths, fresh state in each kernel, a forked kernel seen from inside as a slow
+one is, and the fallback when the zygote is gone or refused. The reset cases run with the
+zygote on and off (--no-zygote) and must give the same results."""
+import json
+import os
+import re
+import signal
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from ipybox_test import McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
+from daemon_fixture import Daemon  # noqa: E402
+from test_mcp_kernel import make_wheel  # noqa: E402
+import test_user_limits  # noqa: E402
+
+
+def start_of(r):
+    """How the kernel of a reset result started: "zygote" or "exec"."""
+    return r["_meta"]["ipybox/kernel"]["start"]
+
+
+def ppid_of(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def zygote_pids(c):
+    """The session's zygotes, found on the host: python processes whose parent is S0, the
+    ipybox-shim that has another ipybox-shim (S1, the kernels' PID 1) as its child."""
+    procs = descendants(c.proc.pid)
+    parent = {p: ppid_of(p) for p in procs}
+    shims = {p for p in procs if comm(p) == "ipybox-shim"}
+    s0 = {parent[p] for p in shims if parent[p] in shims}
+    return sorted(p for p in procs if parent[p] in s0 and comm(p).startswith("python"))
+
+
+# What a kernel sees of itself, as one cell: compared between a forked kernel and a slow one.
+PROBE = r'''
+import ctypes, json, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+sig = ctypes.c_int()
+libc.prctl(2, ctypes.byref(sig), 0, 0, 0)  # PR_GET_PDEATHSIG
+status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+one = dict(l.split(":", 1) for l in open("/proc/1/status").read().splitlines() if ":" in l)
+disp = {}
+for s in sorted(signal.valid_signals()):
+    if s in (signal.SIGKILL, signal.SIGSTOP):
+        continue
+    h = signal.getsignal(s)
+    disp[int(s)] = h if isinstance(h, int) else getattr(h, "__name__", repr(h))
+blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+procs = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+print("PROBE" + json.dumps({
+    "argv": sys.argv, "flags": list(sys.flags), "environ": dict(os.environ),
+    "cmdline": open("/proc/self/cmdline", "rb").read().decode().split("\0"),
+    "cwd": os.getcwd(), "dumpable": libc.prctl(3, 0, 0, 0, 0), "pdeathsig": sig.value,
+    "ppid": os.getppid(), "procs_other_than_me": [p for p in procs if p != os.getpid()],
+    "pid1": [open("/proc/1/comm").read().strip(), one["PPid"].strip()],
+    "fds": sorted(int(f) for f in os.listdir("/proc/self/fd"))[:3],
+    "fd_kinds": sorted({__import__("re").sub(r"\[\d+\]", "", os.readlink("/proc/self/fd/" + f))
+                        for f in os.listdir("/proc/self/fd") if os.path.exists("/proc/self/fd/" + f)}),
+    "caps": [status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")],
+    "nnp": status["NoNewPrivs"].strip(), "seccomp": status["Seccomp"].strip(),
+    "uid": [os.getuid(), os.geteuid(), os.getgid()], "groups": os.getgroups(),
+    "signals": disp, "blocked": blocked, "path": sys.path, "pgid_is_pid": os.getpgid(0) == os.getpid(),
+    "sid_is_pid": os.getsid(0) == os.getpid(), "umask": os.umask(0o22),
+    "user_site": __import__("site").getusersitepackages(), "gc": __import__("gc").isenabled(),
+    "frozen": __import__("gc").get_freeze_count() > 0, "hash_seed_env": os.environ.get("PYTHONHASHSEED"),
+}))
+'''
+
+
+# The plain globals (bool, int, str, tuples of them) of every loaded module.
+GLOBALS = r'''
+import sys, json
+out = {}
+for name, m in list(sys.modules.items()):
+    d = getattr(m, "__dict__", None)
+    if not isinstance(d, dict):
+        continue
+    for k, v in list(d.items()):
+        if k.startswith("__") or type(v) not in (bool, int, str, tuple):
+            continue
+        if type(v) is tuple and not all(type(x) in (bool, int, str) for x in v):
+            continue
+        out[name + "." + k] = repr(v)
+print("GLOBALS" + json.dumps(out))
+'''
+# Differences any two interpreters have: addresses (ASLR) and the order of sets of str (the
+# hash secret), which tokenize joins into its patterns.
+DIFFER_ANYWAY = re.compile(r"^(_?ctypes\.\w+_addr|tokenize\.\w+)$")
+
+
+def probe(c):
+    text, r = c.execute(PROBE)
+    assert not r["isError"], text
+    return json.loads(text.split("PROBE", 1)[1])
+
+
+class ResetBothWays(unittest.TestCase):
+    """Each case runs with the zygote on and off; both must give the same results."""
+    zygote = True
+
+    @classmethod
+    def setUpClass(cls):
+        require_sandbox(cls)
+        cls.ws = tempfile.mkdtemp(prefix="ipybox-zy-")
+        cls.c = McpClient("--workspace", cls.ws, *(() if cls.zygote else ("--no-zygote",)))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def reset(self):
+        r = self.c.call("reset")
+        self.assertFalse(r["isError"], text_of(r))
+        self.assertEqual(start_of(r), "zygote" if self.zygote else "exec", text_of(r))
+        return r
+
+    def test_variables_gone_files_and_user_packages_kept(self):
+        whl = make_wheel(self.ws, name="zyprobe")
+        text, r = self.c.execute("!pip install --no-index /app/%s" % os.path.basename(whl), timeout=300)
+        self.assertFalse(r["isError"], text)
+        text, r = self.c.execute("import zyprobe\nopen('/app/kept.txt', 'w').write('k')\nx_before = 1\n"
+                                 "print(zyprobe.VALUE)")
+        self.assertIn("from the wheel", text)
+        self.reset()
+        text, r = self.c.execute("print(open('/app/kept.txt').read())\nimport zyprobe\nprint(zyprobe.VALUE)\n"
+                                 "print('x_before' in dir())")
+        self.assertEqual(text.split(), ["k", "from", "the", "wheel", "False"], text)
+
+    def test_background_processes_killed(self):
+        text, r = self.c.execute(
+            "import os, subprocess, time\n"
+            "subprocess.Popen(['sleep', '1000'])\n"
+            "subprocess.Popen(['setsid', 'sh', '-c', 'sleep 1001 & sleep 1002'])\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        time.sleep(1003)\n"
+            "    os._exit(0)\n"
+            "time.sleep(0.5)\n"
+            "print(len([p for p in os.listdir('/proc') if p.isdigit()]))")
+        self.assertGreaterEqual(int(text.split()[-1]), 6, text)
+        self.reset()
+        text, r = self.c.execute("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() "
+                                 "and int(p) != os.getpid()))")
+        self.assertEqual(text.strip(), "[1]", "processes of the old kernel are left: " + text)
+
+    def test_two_resets_in_a_row(self):
+        self.c.execute("y = 5")
+        self.reset()
+        self.reset()
+        text, r = self.c.execute("print('y' in dir(), 2 + 2)")
+        self.assertEqual(text.split(), ["False", "4"])
+
+    def test_reset_while_a_cell_runs(self):
+        cell = self.c.send_request("tools/call", {"name": "execute_ipython_cell",
+                                                  "arguments": {"code": "import time\nz = 1\ntime.sleep(600)"}})
+        time.sleep(1)
+        rid = self.c.send_request("tools/call", {"name": "reset", "arguments": {}})
+        self.c.notify("notifications/cancelled", {"requestId": cell, "reason": "test"})
+        msg = self.c.wait_response(rid, timeout=120)
+        self.assertIn("result", msg, msg)
+        self.assertEqual(start_of(msg["result"]), "zygote" if self.zygote else "exec")
+        text, r = self.c.execute("print('z' in dir())")
+        self.assertEqual(text.strip(), "False")
+
+    def test_killed_kernel_replaced_and_told(self):
+        for how in ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+                    "import os, threading\nthreading.Thread(target=os._exit, args=(3,)).start()\n"
+                    "import time\ntime.sleep(5)"):
+            self.c.execute("w = 1")
+            told, r = self.c.execute(how)
+            time.sleep(0.5)
+            text, r = self.c.execute("print('w' in dir())\n"
+                                     "print('PYTHONUSERBASE=/nonexistent' in open('/proc/self/environ').read())")
+            lines = text.strip().splitlines()
+            self.assertIn("False", lines, text)
+            # From the zygote: its environment at exec (PYTHONUSERBASE pointed away) is the one
+            # /proc shows; os.environ is the options' own.
+            self.assertEqual(lines[-1], str(self.zygote), text)
+            self.assertIn("died", told + text)
+
+
+class ResetWithoutZygote(ResetBothWays):
+    zygote = False
+
+
+class FreshState(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_sandbox(cls)
+        cls.c = McpClient()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def test_three_kernels_differ(self):
+        code = ("import json, os, random\n"
+                "k = get_ipython().kernel\n"
+                "key = json.load(open('/run/ipybox/connection.json'))['key']\n"
+                "print('STATE' + json.dumps([random.random(), os.urandom(8).hex(), key, k.session.session, "
+                "os.getpid(), hash('abc'), random.getrandbits(64)]))")
+        seen = []
+        for i in range(3):
+            text, r = self.c.execute(code)
+            seen.append(json.loads(text.split("STATE", 1)[1]))
+            r = self.c.call("reset")
+            self.assertEqual(start_of(r), "zygote")
+        for field, name in enumerate(("random", "urandom", "key", "session", "pid")):
+            values = [s[field] for s in seen]
+            self.assertEqual(len(set(values)), 3, "%s repeats across kernels: %s" % (name, values))
+        self.assertEqual(len({s[6] for s in seen}), 3)
+        # Documented: the kernels of one zygote are one invocation of Python, one hash secret.
+        self.assertEqual(len({s[5] for s in seen}), 1)
+
+
+class SeenFromInside(unittest.TestCase):
+    """A forked kernel sees what a slow one sees (test_processes' probes, as cells)."""
+
+    def test_same_as_a_slow_start(self):
+        require_sandbox(self)
+        with McpClient("--no-zygote") as slow, McpClient() as fast:
+            self.assertEqual(start_of(slow.call("reset")), "exec")
+            a = probe(slow)
+            r = fast.call("reset")
+            self.assertEqual(start_of(r), "zygote")
+            b = probe(fast)
+            ga = json.loads(slow.execute(GLOBALS, max_output_chars=10 ** 7)[0].split("GLOBALS", 1)[1])
+            gb = json.loads(fast.execute(GLOBALS, max_output_chars=10 ** 7)[0].split("GLOBALS", 1)[1])
+        self.assertGreater(len(ga), 1000)
+        self.assertEqual(sorted(set(ga) ^ set(gb)), [], "modules or names that only one kernel has")
+        differ = sorted(k for k in ga if ga[k] != gb[k] and not DIFFER_ANYWAY.match(k))
+        self.assertEqual(differ, [], "module globals differ from a slow start's: %s" % [(k, ga[k], gb[k]) for k in differ])
+        # What a forked kernel holds open is of the kinds a slow one holds (the history
+        # database's files come and go with its thread's work).
+        history = {"/home/appuser/.ipython/profile_default", "/home/appuser/.ipython/profile_default/history.sqlite",
+                   "/home/appuser/.ipython/profile_default/history.sqlite-journal"}
+        self.assertLessEqual(set(b["fd_kinds"]) - history, set(a["fd_kinds"]) | {"socket:"}, (a["fd_kinds"], b["fd_kinds"]))
+        self.assertNotIn("/run/ipybox/connection.json", b["fd_kinds"])
+        for k in ("argv", "flags", "environ", "cmdline", "cwd", "dumpable", "pdeathsig", "ppid", "pid1", "fds",
+                  "caps", "nnp", "seccomp", "uid", "groups", "signals", "blocked", "path", "pgid_is_pid",
+                  "sid_is_pid", "umask", "user_site", "gc", "hash_seed_env"):
+            self.assertEqual(a[k], b[k], "%s differs: slow %r, forked %r" % (k, a[k], b[k]))
+        self.assertEqual(b["ppid"], 1)
+        self.assertEqual(b["pid1"], ["ipybox-shim", "0"])
+        self.assertEqual(b["fds"], [0, 1, 2])
+        self.assertEqual(b["procs_other_than_me"], [1], "the forked kernel sees other processes")
+        # The differences that must be: the zygote's objects stay frozen in its kernels (so
+        # that the collector never writes to the pages they share with it).
+        self.assertFalse(a["frozen"])
+        self.assertTrue(b["frozen"])
+        self.assertEqual(b["dumpable"], 1)
+        self.assertEqual(b["pdeathsig"], signal.SIGKILL)
+
+
+class ZygoteLoss(unittest.TestCase):
+    """The zygote killed from the host, or refused: the next kernel starts the slow way and
+    says so once; the one after is forked again."""
+
+    def setUp(self):
+        require_sandbox(self)
+
+    def lose(self, how):
+        with McpClient() as c:
+            c.execute("1")
+            zs = zygote_pids(c)
+            self.assertEqual(len(zs), 1, "no zygote found under the session")
+            how(zs[0])
+            r = c.call("reset")
+            self.assertFalse(r["isError"], text_of(r))
+            self.assertEqual(start_of(r), "exec")
+            note = text_of(r)
+            self.assertIn("The zygote ended", note)
+            self.assertIn("killed by signal 9", note)
+            self.assertTrue(wait_for(lambda: zygote_pids(c) and zygote_pids(c) != zs, 30), "no new zygote")
+            text, r2 = c.execute("print(1 + 1)")
+            self.assertEqual(text.strip(), "2", "the note was told twice: " + text)
+            r = c.call("reset")
+            self.assertEqual(start_of(r), "zygote", text_of(r))
+            self.assertNotIn("zygote", text_of(r))
+
+    def test_sigkill_from_the_host(self):
+        self.lose(lambda pid: os.kill(pid, signal.SIGKILL))
+
+    def test_sigstop_past_the_bound(self):
+        # It cannot answer FORK within 2 s: killed, the kernel started the slow way.
+        self.lose(lambda pid: os.kill(pid, signal.SIGSTOP))
+
+    def test_two_zygotes_lost_before_their_first_kernel_none_again(self):
+        with McpClient() as c:
+            c.execute("1")
+            first = zygote_pids(c)
+            self.assertEqual(len(first), 1)
+            os.kill(first[0], signal.SIGKILL)  # it forked the first kernel: not a failed boot
+            r = c.call("reset")
+            self.assertEqual(start_of(r), "exec")
+            self.assertIn("a new zygote is being made", text_of(r))
+            for n in (1, 2):
+                self.assertTrue(wait_for(lambda: zygote_pids(c) and zygote_pids(c) != first, 30), "no new zygote")
+                z = zygote_pids(c)
+                os.kill(z[0], signal.SIGKILL)  # before it forked anything
+                r = c.call("reset")
+                self.assertEqual(start_of(r), "exec", text_of(r))
+                if n == 1:
+                    self.assertIn("a new zygote is being made", text_of(r))
+                else:
+                    self.assertIn("ended twice before forking a kernel", text_of(r))
+                    self.assertIn("slow way from now on", text_of(r))
+                first = z
+            time.sleep(1)
+            self.assertEqual(zygote_pids(c), [], "a zygote was made after two failed ones")
+            r = c.call("reset")
+            self.assertEqual(start_of(r), "exec")
+            self.assertNotIn("zygote", text_of(r), "said twice")
+            self.assertEqual(c.execute("print(3 * 3)")[0].strip(), "9")
+
+    def test_memory_kill_replaced_from_the_zygote(self):
+        with McpClient("--memory", "300M") as c:
+            c.execute("v = 1")
+            zs = zygote_pids(c)
+            self.assertEqual(len(zs), 1)
+            told, r = c.execute("x = bytearray(1 << 30)")
+            text, r = c.execute("print('v' in dir())\n"
+                                "print('PYTHONUSERBASE=/nonexistent' in open('/proc/self/environ').read())")
+            self.assertIn("died", told + text)
+            self.assertEqual(text.strip().splitlines()[-2:], ["False", "True"] if zygote_pids(c) == zs else
+                             ["False", "False"], "the zygote %s" % ("kept" if zygote_pids(c) == zs else "lost"))
+            # The out-of-memory killer takes the larger private part: the kernel, not the zygote.
+            self.assertEqual(zygote_pids(c), zs)
+
+    def test_pythonpath_means_no_zygote_said_once(self):
+        for var in ("PYTHONHOME=/usr", "PYTHONPYCACHEPREFIX=/tmp/pyc"):
+            with McpClient("--container-env-var", var) as c:
+                text, r = c.execute("print(1)")
+                self.assertIn("No zygote in this session: its options set %s," % var.split("=")[0], text)
+                self.assertEqual(zygote_pids(c), [])
+        with McpClient("--container-env-var", "PYTHONPATH=/app/lib") as c:
+            text, r = c.execute("print(1)")
+            self.assertIn("No zygote in this session", text)
+            self.assertIn("PYTHONPATH", text)
+            self.assertEqual(zygote_pids(c), [])
+            r = c.call("reset")
+            self.assertEqual(start_of(r), "exec")
+            self.assertNotIn("zygote", text_of(r))
+            text, r = c.execute("print(2)")
+            self.assertEqual(text.strip(), "2")
+
+
+class DaemonSessions(unittest.TestCase):
+    """--no-zygote travels with a daemon session's options, as the other sandbox options do;
+    given to the daemon, it holds for its sessions, and a session's own --zygote overrides it."""
+
+    def test_options_of_daemon_sessions(self):
+        require_sandbox(self)
+        for daemon_args, session_args, want in (((), (), "zygote"), ((), ("--no-zygote",), "exec"),
+                                                (("--no-zygote",), (), "exec"),
+                                                (("--no-zygote",), ("--zygote",), "zygote")):
+            d = Daemon(*daemon_args)
+            try:
+                c = d.client()
+                c.request("ipybox/createSession", {"name": "z", "args": list(session_args)})
+                self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
+                r = c.call("reset")
+                self.assertEqual(start_of(r), want, (daemon_args, session_args, text_of(r)))
+                c.close()
+            finally:
+                d.close()
+
+
+@unittest.skipUnless(test_user_limits.ROOT_USERS, "needs root, useradd and runuser")
+class PlainUser(test_user_limits.PlainUserCase):
+    """User mode proper (a plain user, no monitor): S0 and user namespace Z made without
+    privileges, the process limit (RLIMIT_NPROC here) raised by 3 for the zygote's processes."""
+    USER = "ipbt-zygote"
+
+    def test_reset_forks_and_the_process_limit_is_the_users(self):
+        c = McpClient("--max-processes", "40", env=self.env, wrap=self.wrap)
+        self.clients.append(c)
+        text, r = c.execute("import os, resource\nprint(resource.getrlimit(resource.RLIMIT_NPROC)[0], os.getuid())")
+        self.assertEqual(text.split(), ["43", "1000"], text)
+        r = c.call("reset")
+        self.assertEqual(start_of(r), "zygote", text_of(r))
+        text, r = c.execute("import os\nprint(os.getppid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()"
+                            " and int(p) != os.getpid()))")
+        self.assertEqual(text.strip(), "1 [1]", text)
+
+
+class UserSiteCode(unittest.TestCase):
+    """Code in the user site runs at a fresh start: after it appears, kernels start the slow
+    way (in place), and the new code is what they import."""
+
+    def test_pth_and_shadowing_module_take_the_slow_way(self):
+        require_sandbox(self)
+        with McpClient() as c:
+            forked = "print('PYTHONUSERBASE=/nonexistent' in open('/proc/self/environ').read())"
+            self.assertEqual(c.execute(forked)[0].strip(), "True")
+            # A preloaded pure-Python module of one file outside the standard library.
+            text, r = c.execute(
+                "import sys, os, site, shutil\n"
+                "cands = sorted(n for n, m in list(sys.modules.items()) if '.' not in n and "
+                "getattr(m, '__file__', '') and '-packages/' in m.__file__ and m.__file__.endswith(n + '.py'))\n"
+                "name = cands[0]\n"
+                "us = site.getusersitepackages()\n"
+                "os.makedirs(us, exist_ok=True)\n"
+                "src = open(sys.modules[name].__file__).read()\n"
+                "open(os.path.join(us, name + '.py'), 'w').write(src + '\\nSHADOWED_BY_TEST = True\\n')\n"
+                "print('NAME', name)")
+            name = text.split("NAME", 1)[1].split()[0]
+            r = c.call("reset")
+            self.assertEqual(start_of(r), "zygote")
+            text, r = c.execute(forked + "\nimport %s\nprint(getattr(%s, 'SHADOWED_BY_TEST', False))" % (name, name))
+            self.assertEqual(text.split(), ["False", "True"], text)
+            # Remove it: forked again. Then a .pth: the slow way, and it ran.
+            c.execute("import os, site\nos.remove(os.path.join(site.getusersitepackages(), '%s.py'))" % name)
+            c.call("reset")
+            self.assertEqual(c.execute(forked)[0].strip(), "True")
+            c.execute("import os, site\nopen(os.path.join(site.getusersitepackages(), 'zy.pth'), 'w')"
+                      ".write('import os; os.environ[\"ZY_PTH_RAN\"] = \"1\"\\n')")
+            c.call("reset")
+            text, r = c.execute(forked + "\nimport os\nprint(os.environ.get('ZY_PTH_RAN'))")
+            self.assertEqual(text.split(), ["False", "1"], text)
+
+
+if __name__ == "__main__":
+    unittest.main()
