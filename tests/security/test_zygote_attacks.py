@@ -1,0 +1,118 @@
+"""An attacker's review of the zygote (issue 21, package R): attacks from kernel code in a cell,
+with the real binaries, each asserting that the zygote never ran what the sandbox wrote and that
+a kernel cannot keep it, or S0, from doing its work. What stopped the attacks that failed is in
+the report of issue 21's review; the ones here are those that worked before their fix, or that
+guard a fix."""
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+from ipybox_test import McpClient, require_sandbox, text_of, wait_for  # noqa: E402
+from test_zygote import zygote_pids  # noqa: E402
+
+# A shared object that logs who loaded it: a zygote has its channel, a SOCK_SEQPACKET socket,
+# on fd 3 and PYTHONUSERBASE=/nonexistent; a kernel has neither.
+EVIL_C = r'''
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+__attribute__((constructor)) static void zy_log(void) {
+    int t = 0;
+    socklen_t l = sizeof(t);
+    int seq = getsockopt(3, SOL_SOCKET, SO_TYPE, &t, &l) == 0 && t == SOCK_SEQPACKET;
+    const char *ub = getenv("PYTHONUSERBASE");
+    FILE *f = fopen("/app/ran.log", "a");
+    if (f) {
+        fprintf(f, "loaded pid=%d fd3_seqpacket=%d userbase=%s\n", (int)getpid(), seq, ub ? ub : "-");
+        fclose(f);
+    }
+}
+'''
+
+# An OpenSSL configuration that loads a provider module: dlopen runs its constructor.
+OPENSSL_CNF = """openssl_conf = openssl_init
+[openssl_init]
+providers = provider_sect
+[provider_sect]
+default = default_sect
+zyevil = zyevil_sect
+[default_sect]
+activate = 1
+[zyevil_sect]
+module = /app/zyevil.so
+activate = 1
+"""
+
+
+def build_evil(tmp):
+    src = os.path.join(tmp, "zyevil.c")
+    out = os.path.join(tmp, "zyevil.so")
+    with open(src, "w") as f:
+        f.write(EVIL_C)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", out, src], check=True)
+    with open(out, "rb") as f:
+        return f.read()
+
+
+class LoaderVariables(unittest.TestCase):
+    """Options that make a process load code from a path the sandbox writes (LD_PRELOAD,
+    OPENSSL_CONF, ...) are PYTHONPATH's kin: with them, a zygote booted after a kernel wrote
+    that path would run the sandbox's code, and every later kernel would be forked from it."""
+
+    def setUp(self):
+        require_sandbox(self)
+        if not shutil.which("cc"):
+            self.skipTest("no C compiler")
+        with tempfile.TemporaryDirectory() as tmp:
+            self.so = build_evil(tmp)
+
+    def attempt(self, var, value, extra_files=()):
+        with McpClient("--container-env-var", "%s=%s" % (var, value)) as c:
+            text, r = c.execute("1")
+            had_zygote = bool(zygote_pids(c))
+            note = text_of(r)
+            # The kernel writes the code (and whatever points at it) where the option points.
+            files = {"/app/zyevil.so": self.so}
+            files.update(extra_files)
+            cell = "import base64\n" + "".join(
+                "open(%r, 'wb').write(base64.b64decode(%r))\n" % (p, base64.b64encode(d).decode())
+                for p, d in files.items()) + "print('planted')\n"
+            out, _ = c.execute(cell)
+            self.assertIn("planted", out)
+            # Its zygote is lost (the OOM killer or a bug could do this; the host does it here):
+            # the next one boots with the code in place.
+            for z in zygote_pids(c):
+                os.kill(z, signal.SIGKILL)
+            r = c.call("reset")
+            self.assertFalse(r["isError"], text_of(r))
+            if had_zygote:
+                self.assertTrue(wait_for(lambda: len(zygote_pids(c)) == 1, 30), "no new zygote")
+            for _ in range(2):
+                r = c.call("reset")
+                self.assertFalse(r["isError"], text_of(r))
+            out, _ = c.execute("print(open('/app/ran.log').read())")
+            lines = [l for l in out.splitlines() if l.startswith("loaded ")]
+            # The planted code is live: kernels load it (so the test can fail).
+            self.assertTrue(lines, "the planted library was never loaded: %s" % out)
+            for l in lines:
+                self.assertIn("fd3_seqpacket=0", l, "a zygote loaded code the kernel wrote: " + l)
+                self.assertIn("userbase=-", l, "a zygote loaded code the kernel wrote: " + l)
+            self.assertIn("No zygote in this session: its options set %s" % var, note)
+
+    def test_ld_preload(self):
+        self.attempt("LD_PRELOAD", "/app/zyevil.so")
+
+    def test_openssl_conf(self):
+        self.attempt("OPENSSL_CONF", "/app/zy.cnf", {"/app/zy.cnf": OPENSSL_CNF.encode()})
+
+
+if __name__ == "__main__":
+    unittest.main()
