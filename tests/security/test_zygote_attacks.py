@@ -15,7 +15,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from ipybox_test import McpClient, require_sandbox, text_of, wait_for  # noqa: E402
-from test_zygote import zygote_pids  # noqa: E402
+from test_zygote import start_of, zygote_pids  # noqa: E402
 
 # A shared object that logs who loaded it: a zygote has its channel, a SOCK_SEQPACKET socket,
 # on fd 3 and PYTHONUSERBASE=/nonexistent; a kernel has neither.
@@ -112,6 +112,53 @@ class LoaderVariables(unittest.TestCase):
 
     def test_openssl_conf(self):
         self.attempt("OPENSSL_CONF", "/app/zy.cnf", {"/app/zy.cnf": OPENSSL_CNF.encode()})
+
+
+# How many tasks (processes and threads) the kernel's tree can hold at once: the kernel's own,
+# plus children forked until the limit refuses one.
+COUNT_TASKS = r'''
+import os, time
+kids = []
+while True:
+    try:
+        p = os.fork()
+    except OSError:
+        break
+    if p == 0:
+        time.sleep(120)
+        os._exit(0)
+    kids.append(p)
+own = len(os.listdir("/proc/self/task"))
+for p in kids:
+    os.kill(p, 9)
+    os.waitpid(p, 0)
+print("TASKS", own + len(kids))
+'''
+
+
+class PidsLimit(unittest.TestCase):
+    """The limit is raised for S0, the zygote and the fork between them: a kernel must not get
+    more of it than with --no-zygote."""
+
+    def tasks(self, *opts):
+        with McpClient("--max-processes", "24", *opts) as c:
+            c.execute("1")
+            zygotes = zygote_pids(c)
+            out, _ = c.execute(COUNT_TASKS, timeout=120)
+            self.assertIn("TASKS", out)
+            if zygotes:
+                # And the limit still leaves the fork its slots: the next kernel is a zygote's.
+                r = c.call("reset")
+                self.assertEqual(start_of(r), "zygote", text_of(r))
+                self.assertEqual(c.execute("print(6 * 7)")[0].strip(), "42")
+            return int(out.split("TASKS", 1)[1].split()[0]), zygotes
+
+    def test_kernel_gets_what_was_asked(self):
+        require_sandbox(self)
+        with_zygote, zygotes = self.tasks()
+        self.assertTrue(zygotes, "the session had no zygote")
+        without, _ = self.tasks("--no-zygote")
+        self.assertEqual(with_zygote, without, "a kernel with a zygote holds more of the pids limit")
 
 
 if __name__ == "__main__":
