@@ -161,5 +161,30 @@ class PidsLimit(unittest.TestCase):
         self.assertEqual(with_zygote, without, "a kernel with a zygote holds more of the pids limit")
 
 
+# What a kernel reads of its own ids: a slow start has them all equal.
+IDS = r'''
+import os, threading
+print("IDS", os.getpid(), threading.get_native_id(), threading.main_thread().native_id)
+'''
+
+
+class PidState(unittest.TestCase):
+    """A forked kernel keeps no id of the zygote's: CPython's at-fork hook leaves the main
+    thread's native_id at the parent's thread id, which for a kernel is the zygote's pid in P0,
+    a number that in P1 may be another process."""
+
+    def test_main_thread_native_id(self):
+        require_sandbox(self)
+        with McpClient() as c:
+            c.execute("1")
+            self.assertTrue(zygote_pids(c), "the session had no zygote")
+            for _ in range(2):
+                r = c.call("reset")
+                self.assertEqual(start_of(r), "zygote", text_of(r))
+                out, _ = c.execute(IDS)
+                ids = out.split("IDS", 1)[1].split()
+                self.assertEqual(len(set(ids)), 1, out)
+
+
 if __name__ == "__main__":
     unittest.main()
