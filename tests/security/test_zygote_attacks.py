@@ -14,7 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from ipybox_test import McpClient, require_sandbox, text_of, wait_for  # noqa: E402
+from ipybox_test import McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
 from test_zygote import start_of, zygote_pids  # noqa: E402
 
 # A shared object that logs who loaded it: a zygote has its channel, a SOCK_SEQPACKET socket,
@@ -184,6 +184,98 @@ class PidState(unittest.TestCase):
                 out, _ = c.execute(IDS)
                 ids = out.split("IDS", 1)[1].split()
                 self.assertEqual(len(set(ids)), 1, out)
+
+
+def start_time(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def session_processes(c):
+    """Every process under the session's ipybox, as (pid, start time): the same pid with another
+    start time is another process."""
+    procs = {(p, start_time(p)) for p in descendants(c.proc.pid)}
+    return {(p, t) for p, t in procs if t is not None}
+
+
+def left(procs):
+    """Those of procs still there, running or as zombies."""
+    return sorted(p for p, t in procs if start_time(p) == t)
+
+
+# Processes a kernel leaves behind: a double-forked daemon in its own session, a stopped child,
+# and a child that ignores SIGTERM and SIGHUP.
+LEAVE = r'''
+import os, signal, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(600)
+    os._exit(0)
+p = os.fork()
+if p == 0:
+    os.kill(os.getpid(), signal.SIGSTOP)
+    os._exit(0)
+if os.fork() == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    time.sleep(600)
+    os._exit(0)
+time.sleep(0.5)
+print("left")
+'''
+
+
+class NothingLeft(unittest.TestCase):
+    """S0, the zygote (booted, or booting), the kernels and what they made are all gone once
+    the session ends, by EOF or by the supervisor's death."""
+
+    def setUp(self):
+        require_sandbox(self)
+
+    def check_gone(self, procs, how):
+        self.assertTrue(wait_for(lambda: not left(procs), 30),
+                        "%s left processes: %s" % (how, [(p, open("/proc/%d/comm" % p).read().strip())
+                                                          for p in left(procs) if start_time(p)]))
+
+    def test_eof_with_a_ready_zygote(self):
+        with McpClient() as c:
+            c.execute("1")
+            zs = zygote_pids(c)
+            self.assertTrue(zs, "the session had no zygote")
+            self.assertIn("left", c.execute(LEAVE)[0])
+            procs = session_processes(c)
+            self.assertIn(zs[0], {p for p, _ in procs})
+            self.assertGreaterEqual(len(procs), 6, procs)  # S0, S1, the zygote, the kernel, what it left
+        self.check_gone(procs, "the end of a session")
+
+    def test_eof_while_the_zygote_boots(self):
+        with McpClient() as c:
+            c.execute("1")
+            for z in zygote_pids(c):
+                os.kill(z, signal.SIGKILL)
+            r = c.call("reset")
+            self.assertEqual(start_of(r), "exec", text_of(r))
+            self.assertIn("left", c.execute(LEAVE)[0])
+            procs = session_processes(c)
+        self.check_gone(procs, "the end of a session while its zygote booted")
+
+    def test_supervisor_killed(self):
+        c = McpClient()
+        try:
+            c.execute("1")
+            self.assertTrue(zygote_pids(c), "the session had no zygote")
+            self.assertIn("left", c.execute(LEAVE)[0])
+            procs = session_processes(c)
+            os.kill(c.proc.pid, signal.SIGKILL)
+            c.proc.wait()
+            c.proc.stdin.close()
+        finally:
+            c.close()
+        self.check_gone(procs, "the supervisor's death")
 
 
 if __name__ == "__main__":
