@@ -381,6 +381,8 @@ def _zygote(chan, env):
         if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != 1:  # PR_SET_PDEATHSIG
             os._exit(1)
         gc.enable()
+        # CPython's at-fork hook keeps the parent's thread id here (the zygote's pid in P0).
+        threading.main_thread()._set_native_id()
         os.environ.clear()
         os.environ.update({k: v for k, v in env.items() if k != 'PYTHONUSERBASE'})
         site.USER_BASE = None

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "shellgate.h"
 #include "shimcfg.h"
+#include "zygote_env.h"
 
 int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb_error **err) {
     memset(s, 0, sizeof(*s));
@@ -79,18 +80,10 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
         goto fail;
     /* A zygote must read only read-only trees: none when the options point Python's imports or
      * its bytecode cache elsewhere (a sitecustomize on PYTHONPATH, a .pth of a user site the
-     * sandbox writes, a stdlib or .pyc files it could plant: architecture.md, "Zygote kernels"). */
-    static const char *const moved[] = {"PYTHONPATH=", "PYTHONUSERBASE=", "PYTHONHOME=", "PYTHONPYCACHEPREFIX=",
-                                        "PYTHONPLATLIBDIR=", NULL};
-    if (o->zygote) {
-        s->cfg.zygote = 1;
-        for (size_t i = 0; i < s->cfg.env.n && s->cfg.zygote; i++)
-            for (const char *const *m = moved; *m; m++)
-                if (!strncmp(s->cfg.env.v[i], *m, strlen(*m))) {
-                    s->cfg.zygote = 0;
-                    snprintf(s->no_zygote, sizeof(s->no_zygote), "%.*s", (int)strlen(*m) - 1, *m);
-                }
-    }
+     * sandbox writes, a stdlib or .pyc files it could plant: architecture.md, "Zygote kernels"),
+     * or make the loader, glibc or OpenSSL load code or files from anywhere (zygote_env.c). */
+    if (o->zygote)
+        s->cfg.zygote = ipb_zygote_env_ok(s->cfg.env.v, s->cfg.env.n, s->no_zygote, sizeof(s->no_zygote));
     if (ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err) < 0) {
         char why[320];
         if (ipb_kernel_lacks_ipykernel(&s->kernel, why, sizeof(why))) {

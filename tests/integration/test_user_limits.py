@@ -143,12 +143,12 @@ class UserModeLimits(LimitsCase):
             self.assertTrue(l.startswith("ipybox: --"), l)
         # Whatever the host, the session works with all three asked for, and the process limit
         # is either in place (RLIMIT_NPROC inside is the limit, or a backstop 16 above a
-        # cgroup's; both 3 above what was asked, for S0, the zygote and the fork between it and
-        # a kernel: architecture.md, "Zygote kernels") or named in the notice.
+        # cgroup's; both 2 above what was asked, for S0 and the zygote: architecture.md, "Zygote
+        # kernels") or named in the notice.
         text, _ = c.execute("import resource\nprint('nproc', resource.getrlimit(resource.RLIMIT_NPROC)[0])")
         nproc = int(text.split("nproc ")[1].split()[0])
         if not notice_for(err, "--max-processes"):
-            self.assertIn(nproc, (PROCS + 3, PROCS + 19), "RLIMIT_NPROC in the kernel is %d" % nproc)
+            self.assertIn(nproc, (PROCS + 2, PROCS + 18), "RLIMIT_NPROC in the kernel is %d" % nproc)
 
     def test_daemon_user_mode_enforces_session_limits(self):
         d = Daemon("--max-processes", str(PROCS))
