@@ -621,7 +621,8 @@ const char *ipb_options_help(void) {
            "                            did the kernel's imports once and forks each new kernel: `reset`\n"
            "                            takes a fraction of the time, an idle session ~17 MiB more memory\n"
            "                            (default on; none when PYTHONPATH, PYTHONHOME, PYTHONUSERBASE,\n"
-           "                            PYTHONPYCACHEPREFIX or PYTHONPLATLIBDIR is set). Kernels only.\n"
+           "                            PYTHONPYCACHEPREFIX, PYTHONPLATLIBDIR, an LD_ variable, OPENSSL_CONF\n"
+           "                            and kin, glibc's file variables or a TZ file path is set). Kernels only.\n"
            "  -v, --verbose             More log lines on stderr (repeat, or -vv, for debug).\n"
            "  -h, --help                This help.\n";
 }

@@ -338,6 +338,10 @@ class ZygoteLoss(unittest.TestCase):
             zs = zygote_pids(c)
             self.assertEqual(len(zs), 1)
             told, r = c.execute("x = bytearray(1 << 30)")
+            if "MemoryError" in told and "address space" in told:
+                # No cgroup for this user here: --memory is RLIMIT_AS per process, the cell gets
+                # MemoryError and no kernel dies (test_user_limits checks that case).
+                self.skipTest("--memory is a per-process address-space limit on this host: no kernel death")
             text, r = c.execute("print('v' in dir())\n"
                                 "print('PYTHONUSERBASE=/nonexistent' in open('/proc/self/environ').read())")
             self.assertIn("died", told + text)
