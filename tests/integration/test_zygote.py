@@ -392,14 +392,14 @@ class DaemonSessions(unittest.TestCase):
 @unittest.skipUnless(test_user_limits.ROOT_USERS, "needs root, useradd and runuser")
 class PlainUser(test_user_limits.PlainUserCase):
     """User mode proper (a plain user, no monitor): S0 and user namespace Z made without
-    privileges, the process limit (RLIMIT_NPROC here) raised by 3 for the zygote's processes."""
+    privileges, the process limit (RLIMIT_NPROC here) raised by 2 for S0 and the zygote."""
     USER = "ipbt-zygote"
 
     def test_reset_forks_and_the_process_limit_is_the_users(self):
         c = McpClient("--max-processes", "40", env=self.env, wrap=self.wrap)
         self.clients.append(c)
         text, r = c.execute("import os, resource\nprint(resource.getrlimit(resource.RLIMIT_NPROC)[0], os.getuid())")
-        self.assertEqual(text.split(), ["43", "1000"], text)
+        self.assertEqual(text.split(), ["42", "1000"], text)
         r = c.call("reset")
         self.assertEqual(start_of(r), "zygote", text_of(r))
         text, r = c.execute("import os\nprint(os.getppid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()"
