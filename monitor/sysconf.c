@@ -26,7 +26,7 @@ void ipbm_sysconf_defaults(ipbm_sysconf *c) {
     c->max_sessions_per_user = 16;
     c->user_memory_max = 1ull << 30;
     c->user_pids_max = 1024;
-    c->zygote = true;
+    c->zygote = false; /* density first on a shared host; see dist/ipyboxd.conf */
 }
 
 static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *ret) {

@@ -101,7 +101,7 @@ START_TEST(test_sysconf_defaults_and_values) {
     ck_assert_uint_eq(c.warm_sessions, 0);
     ck_assert_uint_eq(c.user_memory_max, 1ull << 30);
     ck_assert_uint_eq(c.user_pids_max, 1024);
-    ck_assert(c.zygote);
+    ck_assert(!c.zygote);
     const char *text = "# comment\n\nusers = group  ipybox-users \r\nmemory_max = 512M # trailing\n"
                        "memory_max_bound=1G\npids_max = 100\ncpu_weight = 50\ncpu_weight_bound = 200\n"
                        "uid_pool_start = 200000000\nuid_pool_size = 10\ntmp_size = 64M\nidle_timeout = 60\n"
@@ -120,7 +120,7 @@ START_TEST(test_sysconf_defaults_and_values) {
     ck_assert_uint_eq(c.warm_sessions, 2);
     ck_assert_uint_eq(c.user_memory_max, 300ull << 20);
     ck_assert_uint_eq(c.user_pids_max, 200);
-    ck_assert(c.zygote);
+    ck_assert(!c.zygote);
     ck_assert_msg(parse(&c, "zygote = false\n", msg, sizeof(msg)) == 0, "%s", msg);
     ck_assert(!c.zygote);
     ck_assert_msg(parse(&c, "zygote = true\n", msg, sizeof(msg)) == 0, "%s", msg);

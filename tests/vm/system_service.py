@@ -49,6 +49,10 @@ def size(v):
 CONF = read_conf()
 MEMORY_MAX = size(CONF["memory_max"])
 PIDS_MAX = int(CONF["pids_max"])
+# With a zygote (`zygote = true`; the service's default is false) the sandbox's cgroup also holds
+# S0 and the zygote: pids.max is the limit + 2, so that the kernel keeps what the limit says
+# (architecture.md, "Zygote kernels").
+ZYGOTE_PIDS = 2 if CONF.get("zygote", "false").strip() == "true" else 0
 CPU_WEIGHT = int(CONF.get("cpu_weight", "100"))
 POOL_START = int(CONF.get("uid_pool_start", "1879048192"))
 POOL_END = POOL_START + int(CONF.get("uid_pool_size", "256")) * 65536
@@ -314,7 +318,7 @@ class SystemService(unittest.TestCase):
         got = {f: cgfile(d, f) for f in ("memory.max", "memory.swap.max", "pids.max", "cpu.weight")}
         print("sandbox cgroup %s: %s" % (d, got))
         self.assertTrue(d.startswith(SERVICE_CG + "/"), d)
-        self.assertEqual(got, {"memory.max": str(MEMORY_MAX), "memory.swap.max": "0", "pids.max": str(PIDS_MAX),
+        self.assertEqual(got, {"memory.max": str(MEMORY_MAX), "memory.swap.max": "0", "pids.max": str(PIDS_MAX + ZYGOTE_PIDS),
                                "cpu.weight": str(CPU_WEIGHT)})
         out, res = c.execute("x = b'x' * (1 << 30)\nprint('survived')")
         print("result: %r" % text(res)[-400:])
