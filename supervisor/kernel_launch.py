@@ -287,9 +287,56 @@ def run(wrap_magics):
     app.start()
 
 
-# Modules that read /proc/<their pid> or /proc/self at import: in the zygote that is no process
-# of theirs (it has no pid in the kernels' /proc), so a kernel executes them again.
-_PID_MODULES = ('psutil._pslinux',)
+def _import_psutil_as_pid1():
+    """psutil looks at /proc/<its pid> at import: its Linux module sets HAS_PROC_SMAPS and
+    HAS_PROC_SMAPS_ROLLUP from smaps and smaps_rollup there and defines Process.io_counters
+    only where io is, and psutil's Process takes io_counters and memory_maps from that. The
+    zygote has no pid in the kernels' /proc (P1's): /proc/<its pid> is another process or none.
+    So in the zygote psutil is imported first, with os.getpid() answering 1 to psutil's own
+    code: PID 1 of P1 (the shim, which the sandbox cannot change) is a process there, as every
+    kernel will be, and K checks the answers against its own pid (_pid_view_differs). Returns
+    why it failed, or None."""
+    import os, sys
+    getpid = os.getpid
+
+    def pid_for_psutil():
+        if sys._getframe(1).f_globals.get('__name__', '').partition('.')[0] == 'psutil':
+            return 1
+        return getpid()
+
+    os.getpid = pid_for_psutil
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        os.getpid = getpid
+    for name, m in list(sys.modules.items()):
+        d = getattr(m, '__dict__', None)
+        if isinstance(d, dict) and any(v is pid_for_psutil for v in d.values()):
+            return 'module %s kept the os.getpid of psutil\'s import' % name
+    return None
+
+
+def _pid_view_differs():
+    """True when what psutil found at the zygote's import (/proc/1, _import_psutil_as_pid1) is
+    not what it finds for this process, as a fresh start would have imported it."""
+    import os, sys
+    pslinux = sys.modules.get('psutil._pslinux')
+    if pslinux is None:
+        return False
+    found = (getattr(pslinux, 'HAS_PROC_SMAPS', None), getattr(pslinux, 'HAS_PROC_SMAPS_ROLLUP', None),
+             hasattr(getattr(pslinux, 'Process', None), 'io_counters'))
+    pid = os.getpid()
+    return found != tuple(os.path.exists('/proc/%d/%s' % (pid, f)) for f in ('smaps', 'smaps_rollup', 'io'))
+
+
+def _exec_slow():
+    """Start fresh, in place: same pid, same argv, today's start (fd 3 is closed: the slow way)."""
+    import os
+    with open('/proc/self/cmdline', 'rb') as f:
+        argv = f.read().split(b'\0')[:-1]
+    os.execv(argv[0], argv)
 
 
 def _zygote_channel():
@@ -311,7 +358,8 @@ def _zygote_channel():
 def _zygote(chan, env):
     """Never runs user code: imports what every kernel needs (prepare()), then forks a kernel
     for each FORK record from the sandbox's PID 1 (kernel-shim/zygote_proto.h)."""
-    import ctypes, errno, gc, importlib, os, random, signal, site, stat, struct, sys, threading, time
+    import ctypes, errno, gc, os, random, signal, site, stat, struct, sys, threading, time
+    why = _import_psutil_as_pid1()
     wrap_magics = prepare()
     libc = ctypes.CDLL(None, use_errno=True)
     rec = struct.Struct('=IIii')
@@ -322,6 +370,8 @@ def _zygote(chan, env):
         sys.stderr.flush()
         os._exit(70)
 
+    if why:
+        die(why)
     if threading.active_count() != 1:
         die('a thread was started while importing')
     # IPython.utils.io opens os.devnull at import; a kernel keeps it, as a fresh one has it.
@@ -400,12 +450,9 @@ def _zygote(chan, env):
             base = n.partition('.')[0]
             if (n.endswith('.pth') or base in ('usercustomize', 'sitecustomize') or
                     (base in loaded and not n.endswith(('.dist-info', '.egg-info')))):
-                with open('/proc/self/cmdline', 'rb') as f:
-                    argv = f.read().split(b'\0')[:-1]
-                os.execv(argv[0], argv)
-        for m in _PID_MODULES:
-            if m in sys.modules:
-                importlib.reload(sys.modules[m])
+                _exec_slow()
+        if _pid_view_differs():
+            _exec_slow()
         run(wrap_magics)
 
     while True:

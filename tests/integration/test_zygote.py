@@ -85,7 +85,9 @@ print("PROBE" + json.dumps({
 '''
 
 
-# The plain globals (bool, int, str, tuples of them) of every loaded module.
+# The plain globals (bool, int, str, tuples of them) of every loaded module, and the names
+# that each class a module defines has (a module that looks at its process at import may
+# define methods or not: psutil's Process has io_counters only where /proc/<its pid>/io was).
 GLOBALS = r'''
 import sys, json
 out = {}
@@ -94,6 +96,9 @@ for name, m in list(sys.modules.items()):
     if not isinstance(d, dict):
         continue
     for k, v in list(d.items()):
+        if isinstance(v, type) and getattr(v, "__module__", None) == name and not k.startswith("__"):
+            out[name + "." + k + ".__dict__"] = repr(sorted(n for n in vars(v) if isinstance(n, str)))
+            continue
         if k.startswith("__") or type(v) not in (bool, int, str, tuple):
             continue
         if type(v) is tuple and not all(type(x) in (bool, int, str) for x in v):
