@@ -266,10 +266,24 @@ def prepare():
     return wrap_magics
 
 
-def run(wrap_magics):
+def parsed_app():
+    """IPKernelApp.instance() with our argv parsed: what initialize() does first, for the
+    zygote to do once. The argv is fixed (the kernel's, which the zygote has too), and
+    neither the instance nor the parse reads a file, the cwd, the pid or the time, or starts
+    a thread (architecture.md, "Zygote kernels"); the values set come from the argv and the
+    classes' defaults. Nothing else of initialize() may move here: the profile and its
+    config files are in $HOME, which the sandbox writes."""
+    from ipykernel import kernelapp
+    app = kernelapp.IPKernelApp.instance()
+    app.parse_command_line()
+    return app
+
+
+def run(wrap_magics, app=None):
     """The rest of a kernel's start, in the kernel itself: cwd /app, the user site on
     sys.path, IPKernelApp's initialize() (the connection file, sockets, threads, the shell from
-    the profile in $HOME) and start()."""
+    the profile in $HOME) and start(). A forked kernel has its app from parsed_app(), parsed
+    in the zygote: initialize() then does all but the parse."""
     import os, sys, site
     os.chdir('/app')
     user_site = site.getusersitepackages()
@@ -280,8 +294,15 @@ def run(wrap_magics):
         sys.path.insert(at, user_site)
     from ipykernel import kernelapp
     # What kernelapp.launch_new_instance() does, with the shell's magics wrapped in between.
-    app = kernelapp.IPKernelApp.instance()
-    app.initialize()
+    if app is None:
+        app = kernelapp.IPKernelApp.instance()
+        app.initialize()
+    else:
+        app.parse_command_line = lambda argv=None: None
+        try:
+            app.initialize()
+        finally:
+            del app.parse_command_line
     if wrap_magics:
         wrap_magics(app.shell)
     app.start()
@@ -361,6 +382,7 @@ def _zygote(chan, env):
     import ctypes, errno, gc, os, random, signal, site, stat, struct, sys, threading, time
     why = _import_psutil_as_pid1()
     wrap_magics = prepare()
+    app = parsed_app()
     libc = ctypes.CDLL(None, use_errno=True)
     rec = struct.Struct('=IIii')
     FORK, READY, STARTED, FAILED = 1, 2, 3, 4
@@ -453,7 +475,7 @@ def _zygote(chan, env):
                 _exec_slow()
         if _pid_view_differs():
             _exec_slow()
-        run(wrap_magics)
+        run(wrap_magics, app)
 
     while True:
         try:
