@@ -128,6 +128,18 @@ def _bound_output(limit=1 << 20):
     iostream.OutStream.write = bounded_write
 
 
+def _keep_connection_file():
+    """ipykernel writes the connection file again once its sockets are bound (unlink, then a
+    new file with the same ports and key): the supervisor wrote it (kernel.c) and never reads
+    it back, so the kernel leaves it as it is."""
+    from ipykernel import kernelapp
+
+    def write_connection_file(self):
+        pass
+
+    kernelapp.IPKernelApp.write_connection_file = write_connection_file
+
+
 def _shell_gate(escape):
     """Every shell command of IPython asks first, through the tool channel, as server "ipybox":
     tool "shell" for !cmd, !!cmd, %sx, %system, %sc, aliases, %pip and getoutput (the command as
@@ -261,6 +273,7 @@ def prepare():
     del sys.modules['debugpy']
     _gate_interrupts()
     _bound_output()
+    _keep_connection_file()
     wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None
     from ipykernel import kernelapp  # noqa: F401
     return wrap_magics

@@ -226,6 +226,15 @@ class ResetBothWays(unittest.TestCase):
         self.assertEqual(text, fresh)
         self.assertNotIn("changed", text)
 
+    def test_connection_file_is_the_supervisors(self):
+        # The kernel does not write it again (kernel_launch.py): what the supervisor wrote
+        # (kernel.c: indented by one, kernel_name python3) is what a cell finds.
+        code = "print(repr(open('/run/ipybox/connection.json').read()))"
+        for _ in range(2):
+            text, r = self.c.execute(code)
+            self.assertIn('\\n "kernel_name": "python3"', text)
+            self.reset()
+
     def test_two_resets_in_a_row(self):
         self.c.execute("y = 5")
         self.reset()
