@@ -276,6 +276,10 @@ def prepare():
     _keep_connection_file()
     wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None
     from ipykernel import kernelapp  # noqa: F401
+    # What initialize() imports besides (init_io, the shell's completer): they read nothing
+    # at import.
+    import faulthandler  # noqa: F401
+    import IPython.core.completerlib  # noqa: F401
     return wrap_magics
 
 
