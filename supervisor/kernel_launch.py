@@ -7,10 +7,12 @@
 # - interrupts that reach only user code (_gate_interrupts);
 # - output that waits for the supervisor instead of piling up (_bound_output);
 # - with --approve-shell (SHELL_GATE, set by the supervisor in our argv), shell commands that
-#   ask the application first (_shell_gate).
+#   ask the application first (_shell_gate);
+# - the connection file left as the supervisor wrote it (_keep_connection_file).
 # Started by the shim with a SOCK_SEQPACKET socket on fd 3, it is the sandbox's zygote instead
-# (_zygote; architecture.md, "Zygote kernels"): prepare() once, then a kernel forked for each
-# FORK record, which makes fresh what a new interpreter has fresh and runs run().
+# (_zygote; architecture.md, "Zygote kernels"): prepare() and parsed_app() once, then a kernel
+# forked for each FORK record, which makes fresh what a new interpreter has fresh and runs
+# run() with the app the zygote parsed.
 # Nothing here is a security boundary: code in the kernel may undo all of it, and then only
 # harms its own session.
 
@@ -254,15 +256,23 @@ def _shell_gate(escape):
     return wrap_magics
 
 
+def _set_sys_path():
+    """No cwd on sys.path (`-c` put it first), and /opt/ipybox, a read-only bind, last. Done
+    before any import; doing it again changes nothing."""
+    import sys
+    if sys.path and sys.path[0] in ('', '/'):
+        del sys.path[0]
+    if MCPDIR not in sys.path:
+        sys.path.append(MCPDIR)
+
+
 def prepare():
     """What every kernel of a sandbox imports and patches the same way: the zygote runs this
     once (kernel_launch.py's zygote part), the slow way runs it and run() in one process.
     Reads nothing the sandbox writes. Returns the function that wraps the shell's magics, or
     None."""
     import sys
-    if sys.path and sys.path[0] in ('', '/'):
-        del sys.path[0]
-    sys.path.append(MCPDIR)  # /opt/ipybox, a read-only bind
+    _set_sys_path()
     sys.modules['debugpy'] = None
     try:
         import ipykernel.ipkernel
@@ -404,9 +414,11 @@ def _zygote_channel():
 
 
 def _zygote(chan, env):
-    """Never runs user code: imports what every kernel needs (prepare()), then forks a kernel
-    for each FORK record from the sandbox's PID 1 (kernel-shim/zygote_proto.h)."""
+    """Never runs user code: imports what every kernel needs (psutil first, then prepare()),
+    parses the kernel's argv (parsed_app()) and warms caches (_warm_caches), then forks a
+    kernel for each FORK record from the sandbox's PID 1 (kernel-shim/zygote_proto.h)."""
     import ctypes, errno, gc, os, random, signal, site, stat, struct, sys, threading, time
+    _set_sys_path()
     why = _import_psutil_as_pid1()
     wrap_magics = prepare()
     app = parsed_app()
