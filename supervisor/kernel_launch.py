@@ -457,6 +457,8 @@ def _zygote(chan, env):
             die('import of %s after READY' % name)
 
     refuser = Refuser()
+    # The top-level names of the modules every kernel has at its fork (no import after READY).
+    loaded = frozenset(m.partition('.')[0] for m in sys.modules)
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
     gc.disable()
     gc.freeze()
@@ -488,10 +490,6 @@ def _zygote(chan, env):
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1, as an exec would make it
-        while os.getppid() != 1:  # A, our parent, exits at once
-            time.sleep(0.0002)
-        if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != 1:  # PR_SET_PDEATHSIG
-            os._exit(1)
         gc.enable()
         # CPython's at-fork hook keeps the parent's thread id here (the zygote's pid in P0).
         threading.main_thread()._set_native_id()
@@ -501,13 +499,18 @@ def _zygote(chan, env):
         site.USER_SITE = None
         user_site = site.getusersitepackages()
         random.seed()
+        # A, our parent, exits at once (meanwhile the steps above); the parent-death signal
+        # is set before anything can exec.
+        while os.getppid() != 1:
+            time.sleep(0.0002)
+        if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != 1:  # PR_SET_PDEATHSIG
+            os._exit(1)
         # Code the sandbox put in the user site runs at a fresh start: then start fresh, in
         # place (same pid, same argv, today's start).
         try:
             names = os.listdir(user_site)
         except OSError:
             names = []
-        loaded = {m.partition('.')[0] for m in sys.modules}
         for n in names:
             base = n.partition('.')[0]
             if (n.endswith('.pth') or base in ('usercustomize', 'sitecustomize') or

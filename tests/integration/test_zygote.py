@@ -128,9 +128,11 @@ out["excepthook"] = plain(sys.excepthook)
 out["shell_config"] = plain(get_ipython().config)
 print("APP" + json.dumps(out))
 '''
-# What differs between any two kernels: thread ids, and the Session key of `--secure`, a flag
-# whose config jupyter_client makes at import (a random key, unused: our argv has no --secure).
-APP_DIFFER_ANYWAY = re.compile(r"(started daemon \d+|'key': b'[0-9a-f-]+')")
+# What differs between any two kernels: thread ids; the fd that ipykernel dups from stderr for
+# its log handler (44 or 45 in slow starts too: zmq's I/O thread opens its own fds meanwhile);
+# and the Session key of `--secure`, a flag whose config jupyter_client makes at import (a
+# random key, unused: our argv has no --secure).
+APP_DIFFER_ANYWAY = re.compile(r"(started daemon \d+|<StreamHandler \d+ |'key': b'[0-9a-f-]+')")
 
 
 def probe(c):
