@@ -7,10 +7,12 @@
 # - interrupts that reach only user code (_gate_interrupts);
 # - output that waits for the supervisor instead of piling up (_bound_output);
 # - with --approve-shell (SHELL_GATE, set by the supervisor in our argv), shell commands that
-#   ask the application first (_shell_gate).
+#   ask the application first (_shell_gate);
+# - the connection file left as the supervisor wrote it (_keep_connection_file).
 # Started by the shim with a SOCK_SEQPACKET socket on fd 3, it is the sandbox's zygote instead
-# (_zygote; architecture.md, "Zygote kernels"): prepare() once, then a kernel forked for each
-# FORK record, which makes fresh what a new interpreter has fresh and runs run().
+# (_zygote; architecture.md, "Zygote kernels"): prepare() and parsed_app() once, then a kernel
+# forked for each FORK record, which makes fresh what a new interpreter has fresh and runs
+# run() with the app the zygote parsed.
 # Nothing here is a security boundary: code in the kernel may undo all of it, and then only
 # harms its own session.
 
@@ -128,6 +130,18 @@ def _bound_output(limit=1 << 20):
     iostream.OutStream.write = bounded_write
 
 
+def _keep_connection_file():
+    """ipykernel writes the connection file again once its sockets are bound (unlink, then a
+    new file with the same ports and key): the supervisor wrote it (kernel.c) and never reads
+    it back, so the kernel leaves it as it is."""
+    from ipykernel import kernelapp
+
+    def write_connection_file(self):
+        pass
+
+    kernelapp.IPKernelApp.write_connection_file = write_connection_file
+
+
 def _shell_gate(escape):
     """Every shell command of IPython asks first, through the tool channel, as server "ipybox":
     tool "shell" for !cmd, !!cmd, %sx, %system, %sc, aliases, %pip and getoutput (the command as
@@ -242,15 +256,23 @@ def _shell_gate(escape):
     return wrap_magics
 
 
+def _set_sys_path():
+    """No cwd on sys.path (`-c` put it first), and /opt/ipybox, a read-only bind, last. Done
+    before any import; doing it again changes nothing."""
+    import sys
+    if sys.path and sys.path[0] in ('', '/'):
+        del sys.path[0]
+    if MCPDIR not in sys.path:
+        sys.path.append(MCPDIR)
+
+
 def prepare():
     """What every kernel of a sandbox imports and patches the same way: the zygote runs this
     once (kernel_launch.py's zygote part), the slow way runs it and run() in one process.
     Reads nothing the sandbox writes. Returns the function that wraps the shell's magics, or
     None."""
     import sys
-    if sys.path and sys.path[0] in ('', '/'):
-        del sys.path[0]
-    sys.path.append(MCPDIR)  # /opt/ipybox, a read-only bind
+    _set_sys_path()
     sys.modules['debugpy'] = None
     try:
         import ipykernel.ipkernel
@@ -261,15 +283,34 @@ def prepare():
     del sys.modules['debugpy']
     _gate_interrupts()
     _bound_output()
+    _keep_connection_file()
     wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None
     from ipykernel import kernelapp  # noqa: F401
+    # What initialize() imports besides (init_io, the shell's completer): they read nothing
+    # at import.
+    import faulthandler  # noqa: F401
+    import IPython.core.completerlib  # noqa: F401
     return wrap_magics
 
 
-def run(wrap_magics):
+def parsed_app():
+    """IPKernelApp.instance() with our argv parsed: what initialize() does first, for the
+    zygote to do once. The argv is fixed (the kernel's, which the zygote has too), and
+    neither the instance nor the parse reads a file, the cwd, the pid or the time, or starts
+    a thread (architecture.md, "Zygote kernels"); the values set come from the argv and the
+    classes' defaults. Nothing else of initialize() may move here: the profile and its
+    config files are in $HOME, which the sandbox writes."""
+    from ipykernel import kernelapp
+    app = kernelapp.IPKernelApp.instance()
+    app.parse_command_line()
+    return app
+
+
+def run(wrap_magics, app=None):
     """The rest of a kernel's start, in the kernel itself: cwd /app, the user site on
     sys.path, IPKernelApp's initialize() (the connection file, sockets, threads, the shell from
-    the profile in $HOME) and start()."""
+    the profile in $HOME) and start(). A forked kernel has its app from parsed_app(), parsed
+    in the zygote: initialize() then does all but the parse."""
     import os, sys, site
     os.chdir('/app')
     user_site = site.getusersitepackages()
@@ -280,16 +321,80 @@ def run(wrap_magics):
         sys.path.insert(at, user_site)
     from ipykernel import kernelapp
     # What kernelapp.launch_new_instance() does, with the shell's magics wrapped in between.
-    app = kernelapp.IPKernelApp.instance()
-    app.initialize()
+    if app is None:
+        app = kernelapp.IPKernelApp.instance()
+        app.initialize()
+    else:
+        app.parse_command_line = lambda argv=None: None
+        try:
+            app.initialize()
+        finally:
+            del app.parse_command_line
     if wrap_magics:
         wrap_magics(app.shell)
     app.start()
 
 
-# Modules that read /proc/<their pid> or /proc/self at import: in the zygote that is no process
-# of theirs (it has no pid in the kernels' /proc), so a kernel executes them again.
-_PID_MODULES = ('psutil._pslinux',)
+def _import_psutil_as_pid1():
+    """psutil looks at /proc/<its pid> at import: its Linux module sets HAS_PROC_SMAPS and
+    HAS_PROC_SMAPS_ROLLUP from smaps and smaps_rollup there and defines Process.io_counters
+    only where io is, and psutil's Process takes io_counters and memory_maps from that. The
+    zygote has no pid in the kernels' /proc (P1's): /proc/<its pid> is another process or none.
+    So in the zygote psutil is imported first, with os.getpid() answering 1 to psutil's own
+    code: PID 1 of P1 (the shim, which the sandbox cannot change) is a process there, as every
+    kernel will be, and K checks the answers against its own pid (_pid_view_differs). Returns
+    why it failed, or None."""
+    import os, sys
+    getpid = os.getpid
+
+    def pid_for_psutil():
+        if sys._getframe(1).f_globals.get('__name__', '').partition('.')[0] == 'psutil':
+            return 1
+        return getpid()
+
+    os.getpid = pid_for_psutil
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        os.getpid = getpid
+    for name, m in list(sys.modules.items()):
+        d = getattr(m, '__dict__', None)
+        if isinstance(d, dict) and any(v is pid_for_psutil for v in d.values()):
+            return 'module %s kept the os.getpid of psutil\'s import' % name
+    return None
+
+
+def _pid_view_differs():
+    """True when what psutil found at the zygote's import (/proc/1, _import_psutil_as_pid1) is
+    not what it finds for this process, as a fresh start would have imported it."""
+    import os, sys
+    pslinux = sys.modules.get('psutil._pslinux')
+    if pslinux is None:
+        return False
+    found = (getattr(pslinux, 'HAS_PROC_SMAPS', None), getattr(pslinux, 'HAS_PROC_SMAPS_ROLLUP', None),
+             hasattr(getattr(pslinux, 'Process', None), 'io_counters'))
+    pid = os.getpid()
+    return found != tuple(os.path.exists('/proc/%d/%s' % (pid, f)) for f in ('smaps', 'smaps_rollup', 'io'))
+
+
+def _exec_slow():
+    """Start fresh, in place: same pid, same argv, today's start (fd 3 is closed: the slow way)."""
+    import os
+    with open('/proc/self/cmdline', 'rb') as f:
+        argv = f.read().split(b'\0')[:-1]
+    os.execv(argv[0], argv)
+
+
+def _warm_caches():
+    """Work every kernel does at its first cell, done once in the zygote: IPython's input
+    transformer tokenizes the cell, and tokenize compiles its pattern at the first call (1.5 ms).
+    A constant string, through a TransformerManager of our own: it fills only the caches of
+    the re and tokenize modules (the same patterns a kernel would compile), no state of a
+    kernel's shell, which is made in the kernel."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    TransformerManager().transform_cell('1 + 1\n')
 
 
 def _zygote_channel():
@@ -309,10 +414,15 @@ def _zygote_channel():
 
 
 def _zygote(chan, env):
-    """Never runs user code: imports what every kernel needs (prepare()), then forks a kernel
-    for each FORK record from the sandbox's PID 1 (kernel-shim/zygote_proto.h)."""
-    import ctypes, errno, gc, importlib, os, random, signal, site, stat, struct, sys, threading, time
+    """Never runs user code: imports what every kernel needs (psutil first, then prepare()),
+    parses the kernel's argv (parsed_app()) and warms caches (_warm_caches), then forks a
+    kernel for each FORK record from the sandbox's PID 1 (kernel-shim/zygote_proto.h)."""
+    import ctypes, errno, gc, os, random, signal, site, stat, struct, sys, threading, time
+    _set_sys_path()
+    why = _import_psutil_as_pid1()
     wrap_magics = prepare()
+    app = parsed_app()
+    _warm_caches()
     libc = ctypes.CDLL(None, use_errno=True)
     rec = struct.Struct('=IIii')
     FORK, READY, STARTED, FAILED = 1, 2, 3, 4
@@ -322,6 +432,8 @@ def _zygote(chan, env):
         sys.stderr.flush()
         os._exit(70)
 
+    if why:
+        die(why)
     if threading.active_count() != 1:
         die('a thread was started while importing')
     # IPython.utils.io opens os.devnull at import; a kernel keeps it, as a fresh one has it.
@@ -345,6 +457,8 @@ def _zygote(chan, env):
             die('import of %s after READY' % name)
 
     refuser = Refuser()
+    # The top-level names of the modules every kernel has at its fork (no import after READY).
+    loaded = frozenset(m.partition('.')[0] for m in sys.modules)
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
     gc.disable()
     gc.freeze()
@@ -376,10 +490,6 @@ def _zygote(chan, env):
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1, as an exec would make it
-        while os.getppid() != 1:  # A, our parent, exits at once
-            time.sleep(0.0002)
-        if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != 1:  # PR_SET_PDEATHSIG
-            os._exit(1)
         gc.enable()
         # CPython's at-fork hook keeps the parent's thread id here (the zygote's pid in P0).
         threading.main_thread()._set_native_id()
@@ -389,24 +499,26 @@ def _zygote(chan, env):
         site.USER_SITE = None
         user_site = site.getusersitepackages()
         random.seed()
+        # A, our parent, exits at once (meanwhile the steps above); the parent-death signal
+        # is set before anything can exec.
+        while os.getppid() != 1:
+            time.sleep(0.0002)
+        if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != 1:  # PR_SET_PDEATHSIG
+            os._exit(1)
         # Code the sandbox put in the user site runs at a fresh start: then start fresh, in
         # place (same pid, same argv, today's start).
         try:
             names = os.listdir(user_site)
         except OSError:
             names = []
-        loaded = {m.partition('.')[0] for m in sys.modules}
         for n in names:
             base = n.partition('.')[0]
             if (n.endswith('.pth') or base in ('usercustomize', 'sitecustomize') or
                     (base in loaded and not n.endswith(('.dist-info', '.egg-info')))):
-                with open('/proc/self/cmdline', 'rb') as f:
-                    argv = f.read().split(b'\0')[:-1]
-                os.execv(argv[0], argv)
-        for m in _PID_MODULES:
-            if m in sys.modules:
-                importlib.reload(sys.modules[m])
-        run(wrap_magics)
+                _exec_slow()
+        if _pid_view_differs():
+            _exec_slow()
+        run(wrap_magics, app)
 
     while True:
         try:

@@ -85,7 +85,9 @@ print("PROBE" + json.dumps({
 '''
 
 
-# The plain globals (bool, int, str, tuples of them) of every loaded module.
+# The plain globals (bool, int, str, tuples of them) of every loaded module, and the names
+# that each class a module defines has (a module that looks at its process at import may
+# define methods or not: psutil's Process has io_counters only where /proc/<its pid>/io was).
 GLOBALS = r'''
 import sys, json
 out = {}
@@ -94,6 +96,9 @@ for name, m in list(sys.modules.items()):
     if not isinstance(d, dict):
         continue
     for k, v in list(d.items()):
+        if isinstance(v, type) and getattr(v, "__module__", None) == name and not k.startswith("__"):
+            out[name + "." + k + ".__dict__"] = repr(sorted(n for n in vars(v) if isinstance(n, str)))
+            continue
         if k.startswith("__") or type(v) not in (bool, int, str, tuple):
             continue
         if type(v) is tuple and not all(type(x) in (bool, int, str) for x in v):
@@ -104,6 +109,30 @@ print("GLOBALS" + json.dumps(out))
 # Differences any two interpreters have: addresses (ASLR) and the order of sets of str (the
 # hash secret), which tokenize joins into its patterns.
 DIFFER_ANYWAY = re.compile(r"^(_?ctypes\.\w+_addr|tokenize\.\w+)$")
+
+
+# The kernel's IPKernelApp: every trait, its config and command-line config, its log handlers,
+# the excepthook and the shell's config. Compared between a forked kernel and a slow one.
+APP = r'''
+import json, logging, re, sys
+from ipykernel.kernelapp import IPKernelApp
+app = IPKernelApp.instance()
+def plain(v):
+    return re.sub(r" at 0x[0-9a-f]+", "", repr(v))
+out = {n: plain(getattr(app, n)) for n in sorted(app.trait_names())}
+out["config"] = plain(app.config)
+out["cli_config"] = plain(app.cli_config)
+out["handlers"] = plain([(h, h.level, h.formatter._fmt if h.formatter else None)
+                         for h in logging.getLogger("IPKernelApp").handlers])
+out["excepthook"] = plain(sys.excepthook)
+out["shell_config"] = plain(get_ipython().config)
+print("APP" + json.dumps(out))
+'''
+# What differs between any two kernels: thread ids; the fd that ipykernel dups from stderr for
+# its log handler (44 or 45 in slow starts too: zmq's I/O thread opens its own fds meanwhile);
+# and the Session key of `--secure`, a flag whose config jupyter_client makes at import (a
+# random key, unused: our argv has no --secure).
+APP_DIFFER_ANYWAY = re.compile(r"(started daemon \d+|<StreamHandler \d+ |'key': b'[0-9a-f-]+')")
 
 
 def probe(c):
@@ -161,6 +190,52 @@ class ResetBothWays(unittest.TestCase):
         text, r = self.c.execute("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() "
                                  "and int(p) != os.getpid()))")
         self.assertEqual(text.strip(), "[1]", "processes of the old kernel are left: " + text)
+
+    def test_profile_written_before_a_reset_takes_effect_after_it(self):
+        # The kernel's config file and a startup file of the profile in $HOME, written by the
+        # sandbox: read by the next kernel (never by the zygote, which parses only the argv).
+        profile = "/home/appuser/.ipython/profile_default"
+        text, r = self.c.execute(
+            "import os\n"
+            "os.makedirs(%r, exist_ok=True)\n"
+            "open(%r, 'w').write('c.IPKernelApp.exec_lines = [\"from_config = 40\"]\\n')\n"
+            "open(%r, 'w').write('from_startup = 2\\n')\n"
+            "print('from_config' in dir())" % (profile + "/startup", profile + "/ipython_kernel_config.py",
+                                              profile + "/startup/50-zy.py"))
+        self.assertEqual(text.strip(), "False", text)
+        try:
+            self.reset()
+            text, r = self.c.execute("print(from_config + from_startup)")
+            self.assertEqual(text.strip(), "42", text)
+        finally:
+            self.c.execute("import os\nos.unlink(%r)\nos.unlink(%r)" % (
+                profile + "/ipython_kernel_config.py", profile + "/startup/50-zy.py"))
+        self.reset()
+        text, r = self.c.execute("print('from_config' in dir(), 'from_startup' in dir())")
+        self.assertEqual(text.split(), ["False", "False"], text)
+
+    def test_app_state_changed_by_a_kernel_is_not_the_next_ones(self):
+        # The kernel's IPKernelApp is parsed in the zygote: what one kernel changes in it (its
+        # argv, its config) is its own.
+        app = "from ipykernel.kernelapp import IPKernelApp\napp = IPKernelApp.instance()\n"
+        fresh, r = self.c.execute(app + "print(app.argv, app.extra_args, app.config.IPKernelApp, app.cli_config)")
+        self.assertIn("connection.json", fresh)
+        self.c.execute(app + "app.argv.append('--changed')\napp.extra_args.append('x')\n"
+                       "app.config.IPKernelApp.exec_lines = ['changed = 1']\n"
+                       "app.cli_config.IPKernelApp.connection_file = '/tmp/changed.json'")
+        self.reset()
+        text, r = self.c.execute(app + "print(app.argv, app.extra_args, app.config.IPKernelApp, app.cli_config)")
+        self.assertEqual(text, fresh)
+        self.assertNotIn("changed", text)
+
+    def test_connection_file_is_the_supervisors(self):
+        # The kernel does not write it again (kernel_launch.py): what the supervisor wrote
+        # (kernel.c: indented by one, kernel_name python3) is what a cell finds.
+        code = "print(repr(open('/run/ipybox/connection.json').read()))"
+        for _ in range(2):
+            text, r = self.c.execute(code)
+            self.assertIn('\\n "kernel_name": "python3"', text)
+            self.reset()
 
     def test_two_resets_in_a_row(self):
         self.c.execute("y = 5")
@@ -245,6 +320,13 @@ class SeenFromInside(unittest.TestCase):
             b = probe(fast)
             ga = json.loads(slow.execute(GLOBALS, max_output_chars=10 ** 7)[0].split("GLOBALS", 1)[1])
             gb = json.loads(fast.execute(GLOBALS, max_output_chars=10 ** 7)[0].split("GLOBALS", 1)[1])
+            appa = json.loads(slow.execute(APP, max_output_chars=10 ** 7)[0].split("APP", 1)[1])
+            appb = json.loads(fast.execute(APP, max_output_chars=10 ** 7)[0].split("APP", 1)[1])
+        self.assertGreater(len(appa), 50)
+        self.assertIn("connection.json", appa["cli_config"])
+        for k in sorted(appa):
+            self.assertEqual(APP_DIFFER_ANYWAY.sub("", appa[k]), APP_DIFFER_ANYWAY.sub("", appb.get(k, "")),
+                             "the kernel's app differs from a slow start's in %s" % k)
         self.assertGreater(len(ga), 1000)
         self.assertEqual(sorted(set(ga) ^ set(gb)), [], "modules or names that only one kernel has")
         differ = sorted(k for k in ga if ga[k] != gb[k] and not DIFFER_ANYWAY.match(k))
