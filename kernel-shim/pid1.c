@@ -18,6 +18,7 @@
 #include "fdio.h"
 #include "harden.h"
 #include "mountplan.h"
+#include "reap.h"
 #include "tree.h"
 #include "zygote_s1.h"
 
@@ -131,12 +132,13 @@ static pid_t start_program(int fd, shim_config *cfg, uint32_t gen) {
     return pid;
 }
 
-/* SIGKILL every process of the sandbox but PID 1, and reap them. */
-static void kill_all(void) {
-    kill(-1, SIGKILL);
-    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-        ;
-}
+/* How long PID 1 reaps after SIGKILL to every other process before it goes on (reap.h): the
+ * supervisor waits 10 s for KILLED. */
+#define SHIM_KILL_ALL_MS 5000
+
+/* SIGKILL every process of the sandbox but PID 1, and reap them within a bound: PID 1 never
+ * waits without one for what sandbox code made. */
+static void kill_all(void) { shim_kill_all_bounded(SHIM_KILL_ALL_MS); }
 
 static void clean_rundir(void) {
     int dfd = open(IPB_SANDBOX_RUNDIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -196,9 +196,11 @@ void shim_s0_split(int fail_fd, shim_config *cfg, int *ret_ctl) {
     if (s1 == 0) {
         close(ctl[0]);
         close(p0);
-        /* S0 opens P1 through the host's /proc, which is gone once we pivot: wait for it. */
+        /* S0 opens P1 through the host's /proc, which is gone once we pivot: wait for it,
+         * within a bound (its user-namespace helper has 10 s; the supervisor waits 30 s for
+         * the sandbox). S0 exits when it fails. */
         zy_rec m;
-        if (zy_recv(ctl[1], &m, NULL, -1) != 1 || m.type != ZY_GO)
+        if (zy_recv(ctl[1], &m, NULL, 20000) != 1 || m.type != ZY_GO)
             _exit(1);
         *ret_ctl = ctl[1];
         return;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "reap.h"
 #include "shim_proto.h"
 #include "zygote_proto.h"
 
@@ -173,10 +174,9 @@ pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
         if (pid > 1)
             return pid;
         if (pid < 0) {
-            /* A kernel may have been forked before it failed: nothing half-made stays. */
-            kill(-1, SIGKILL);
-            while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-                ;
+            /* A kernel may have been forked before it failed: nothing half-made stays (every
+             * process of P1 gets SIGKILL; the reap is bounded, stragglers go to pid1.c's loop). */
+            shim_kill_all_bounded(SHIM_ZY_FORK_MS);
         }
     }
     if (z->untold) {
