@@ -176,8 +176,8 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
     ipb_egress_fds_close(efds);
     if (sent < 0)
         _exit(1);
-    /* Kernel mode with a zygote: its boot begins now, after pivot_root (S0 forks it in the
-     * sandbox's root). */
+    /* Kernel mode with a zygote: it is made after pivot_root (S0 forks it in the sandbox's
+     * root), once the first kernel, started the slow way, answered (SHIM_CMD_ANSWERED). */
     shim_zygote z;
     shim_zygote_init(&z, cfg->mode == SHIM_MODE_KERNEL ? ctl : -1);
     if (cfg->mode == SHIM_MODE_RUN) {
@@ -248,6 +248,12 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
             case SHIM_CMD_SIGNAL:
                 if (prog > 0 && m.arg > 0 && m.arg < NSIG)
                     kill(-prog, m.arg);
+                break;
+            case SHIM_CMD_ANSWERED:
+                /* The kernel runs and answered: a zygote deferred until now boots beside it
+                 * instead of competing with its start. */
+                if (prog > 0 && m.gen == gen)
+                    shim_zygote_answered(&z);
                 break;
             case SHIM_CMD_KILL_ALL:
                 kill_all();

@@ -15,8 +15,8 @@ void shim_zygote_init(shim_zygote *z, int ctl) {
     *z = (shim_zygote){.ctl = ctl, .fd = -1, .state = SHIM_ZY_OFF};
     if (ctl < 0)
         return;
+    /* The first kernel starts the slow way (after_slow then wants a zygote). */
     z->state = SHIM_ZY_NONE;
-    shim_zygote_after_slow(z);
 }
 
 int shim_zygote_pollfds(const shim_zygote *z, int fds[2]) {
@@ -44,7 +44,10 @@ static void on_ctl(shim_zygote *z, const zy_rec *m, int fd) {
         drop_channel(z);
         z->fd = fd;
         z->forked = false;
-        if (z->state == SHIM_ZY_MAKING || z->state == SHIM_ZY_NONE)
+        /* WANTED: the one asked for before a missed bound came late; it counts from now. */
+        if (z->state == SHIM_ZY_WANTED)
+            z->deadline = ipb_now_ms() + SHIM_ZY_BOOT_MS;
+        if (z->state == SHIM_ZY_MAKING || z->state == SHIM_ZY_NONE || z->state == SHIM_ZY_WANTED)
             z->state = SHIM_ZY_BOOTING;
         return;
     }
@@ -164,10 +167,22 @@ static pid_t fork_kernel(shim_zygote *z, uint32_t gen) {
     }
 }
 
+/* Asks S0 for a zygote; READY is due within the boot bound. */
+static void make_zygote(shim_zygote *z) {
+    if (zy_send(z->ctl, ZY_MAKE, 0, 0, -1) < 0)
+        return;
+    z->state = SHIM_ZY_MAKING;
+    z->deadline = ipb_now_ms() + SHIM_ZY_BOOT_MS;
+}
+
 pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
     if (z->ctl < 0)
         return 0;
     shim_zygote_service(z);
+    /* Its boot was deferred until a kernel answered, and a START came first (the kernel died
+     * or was reset before): boot it now and wait, rather than start one more Python beside it. */
+    if (z->state == SHIM_ZY_WANTED)
+        make_zygote(z);
     wait_ready(z);
     if (z->state == SHIM_ZY_READY) {
         pid_t pid = fork_kernel(z, gen);
@@ -191,10 +206,11 @@ pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
 }
 
 void shim_zygote_after_slow(shim_zygote *z) {
-    if (z->ctl < 0 || z->state != SHIM_ZY_NONE)
-        return;
-    if (zy_send(z->ctl, ZY_MAKE, 0, 0, -1) < 0)
-        return;
-    z->state = SHIM_ZY_MAKING;
-    z->deadline = ipb_now_ms() + SHIM_ZY_BOOT_MS;
+    if (z->ctl >= 0 && z->state == SHIM_ZY_NONE)
+        z->state = SHIM_ZY_WANTED;
+}
+
+void shim_zygote_answered(shim_zygote *z) {
+    if (z->ctl >= 0 && z->state == SHIM_ZY_WANTED)
+        make_zygote(z);
 }

@@ -5,7 +5,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-enum shim_zy_state { SHIM_ZY_OFF, SHIM_ZY_NONE, SHIM_ZY_MAKING, SHIM_ZY_BOOTING, SHIM_ZY_READY };
+/* OFF: no zygote in this sandbox (none asked, or given up). NONE: none yet, or the last one
+ * ended; the next kernel starts the slow way. WANTED: none yet; S0 is asked for one when the running kernel
+ * (started the slow way) answers, or by the next START, which waits for it. MAKING, BOOTING:
+ * asked for, READY due by the deadline. READY: forks kernels. */
+enum shim_zy_state { SHIM_ZY_OFF, SHIM_ZY_NONE, SHIM_ZY_WANTED, SHIM_ZY_MAKING, SHIM_ZY_BOOTING, SHIM_ZY_READY };
 
 typedef struct shim_zygote {
     int ctl;               /* to S0; -1: no zygote in this sandbox */
@@ -23,15 +27,19 @@ typedef struct shim_zygote {
 #define SHIM_ZY_BOOT_MS 10000
 #define SHIM_ZY_FORK_MS 2000
 
-/* ctl < 0: no zygote. Otherwise asks S0 for the first one. */
+/* ctl < 0: no zygote. Otherwise none yet: the first kernel starts the slow way at once, and
+ * the zygote boots once it answered (shim_zygote_answered), not competing with it. */
 void shim_zygote_init(shim_zygote *z, int ctl);
 /* The descriptors S1 polls for the zygote (-1 where none); returns how many were filled. */
 int shim_zygote_pollfds(const shim_zygote *z, int fds[2]);
 /* Handles whatever arrived from S0 or the zygote, without waiting. */
 void shim_zygote_service(shim_zygote *z);
 /* Starts the kernel of generation gen from the zygote, waiting for its boot if it is being
- * made. Returns its pid (> 1), or 0: take the slow way (having told the supervisor on sup_fd,
- * once, of a zygote that ended). Any process a failed fork may have left in P1 is killed. */
+ * made (or asking for it first when it is wanted), within SHIM_ZY_BOOT_MS of the ask. Returns
+ * its pid (> 1), or 0: take the slow way (having told the supervisor on sup_fd, once, of a
+ * zygote that ended). Any process a failed fork may have left in P1 is killed. */
 pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen);
-/* After a kernel started the slow way: a new zygote, unless given up. */
+/* After a kernel started the slow way: a new zygote is wanted, unless given up. */
 void shim_zygote_after_slow(shim_zygote *z);
+/* The running kernel answered the supervisor: a wanted zygote is asked for now. */
+void shim_zygote_answered(shim_zygote *z);
