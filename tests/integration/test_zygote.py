@@ -12,7 +12,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
+from ipybox_test import PROTOCOL, McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
 from test_mcp_kernel import make_wheel  # noqa: E402
 import test_user_limits  # noqa: E402
@@ -218,6 +218,8 @@ class FreshState(unittest.TestCase):
                 "key = json.load(open('/run/ipybox/connection.json'))['key']\n"
                 "print('STATE' + json.dumps([random.random(), os.urandom(8).hex(), key, k.session.session, "
                 "os.getpid(), hash('abc'), random.getrandbits(64)]))")
+        # The first kernel started the slow way (its own hash secret): compare three forked ones.
+        self.assertEqual(start_of(self.c.call("reset")), "zygote")
         seen = []
         for i in range(3):
             text, r = self.c.execute(code)
@@ -281,6 +283,8 @@ class ZygoteLoss(unittest.TestCase):
     def lose(self, how):
         with McpClient() as c:
             c.execute("1")
+            # The first kernel started the slow way; this one is forked (the zygote is READY).
+            self.assertEqual(start_of(c.call("reset")), "zygote")
             zs = zygote_pids(c)
             self.assertEqual(len(zs), 1, "no zygote found under the session")
             how(zs[0])
@@ -307,6 +311,7 @@ class ZygoteLoss(unittest.TestCase):
     def test_two_zygotes_lost_before_their_first_kernel_none_again(self):
         with McpClient() as c:
             c.execute("1")
+            self.assertEqual(start_of(c.call("reset")), "zygote")
             first = zygote_pids(c)
             self.assertEqual(len(first), 1)
             os.kill(first[0], signal.SIGKILL)  # it forked the first kernel: not a failed boot
@@ -334,6 +339,7 @@ class ZygoteLoss(unittest.TestCase):
 
     def test_memory_kill_replaced_from_the_zygote(self):
         with McpClient("--memory", "300M") as c:
+            self.assertEqual(start_of(c.call("reset")), "zygote")
             c.execute("v = 1")
             zs = zygote_pids(c)
             self.assertEqual(len(zs), 1)
@@ -366,6 +372,128 @@ class ZygoteLoss(unittest.TestCase):
             self.assertNotIn("zygote", text_of(r))
             text, r = c.execute("print(2)")
             self.assertEqual(text.strip(), "2")
+
+
+PROTOCOL_INIT = {"capabilities": {}, "clientInfo": {"name": "ipybox-tests", "version": "1"}}
+FORKED = "print('PYTHONUSERBASE=/nonexistent' in open('/proc/self/environ').read())"
+
+
+def tree(c):
+    """(S0, S1, kernels, zygotes) of a session, from the host: S1 is the third ipybox-shim
+    down (outer shim, S0, S1); kernels are S1's python children, zygotes S0's other children
+    (ipybox-shim until the exec)."""
+    procs = descendants(c.proc.pid)
+    parent = {p: ppid_of(p) for p in procs}
+    shims = {p for p in procs if comm(p) == "ipybox-shim"}
+    s1 = [p for p in shims if parent[p] in shims and parent.get(parent[p]) in shims]
+    if len(s1) != 1:
+        return None, None, [], []
+    s1 = s1[0]
+    s0 = parent[s1]
+    kids = lambda of: sorted(p for p in procs if parent[p] == of and p != s1)  # noqa: E731
+    return (s0, s1, [p for p in kids(s1) if comm(p).startswith("python")],
+            [p for p in kids(s0) if comm(p).startswith("python") or comm(p) == "ipybox-shim"])
+
+
+def has_imported_zmq(pid):
+    """Whether pid maps pyzmq or libzmq: a kernel answers, and a zygote is READY, only after."""
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            return "zmq" in f.read()
+    except OSError:
+        return True
+
+
+class FirstKernel(unittest.TestCase):
+    """The first kernel of a sandbox starts the slow way at once; the zygote boots only once
+    that kernel answered, and a reset while it boots waits for it (architecture.md, "Zygote
+    kernels")."""
+
+    def setUp(self):
+        require_sandbox(self)
+
+    def test_first_kernel_by_exec_the_next_forked(self):
+        with McpClient() as c:
+            self.assertEqual(c.execute(FORKED)[0].strip(), "False", "the first kernel was forked")
+            r = c.call("reset")
+            self.assertFalse(r["isError"], text_of(r))
+            self.assertEqual(start_of(r), "zygote", text_of(r))
+            self.assertNotIn("zygote", text_of(r))
+            self.assertEqual(c.execute(FORKED)[0].strip(), "True")
+
+    def test_zygote_boots_only_after_the_first_kernel_answered(self):
+        for attempt in range(3):
+            c = McpClient(initialize=False)
+            try:
+                rid = c.send_request("initialize", dict(PROTOCOL_INIT, protocolVersion=PROTOCOL))
+                # Hold the first kernel before it can answer (it has not imported zmq yet).
+                kernel = None
+                deadline = time.time() + 60
+                while time.time() < deadline and kernel is None:
+                    s0, s1, ks, zs = tree(c)
+                    if ks:
+                        kernel = ks[0]
+                        os.kill(kernel, signal.SIGSTOP)
+                    else:
+                        time.sleep(0.005)
+                self.assertIsNotNone(kernel, "no kernel appeared")
+                with open("/proc/%d/environ" % kernel, "rb") as f:
+                    self.assertNotIn(b"PYTHONUSERBASE=/nonexistent", f.read(), "the first kernel was forked")
+                if has_imported_zmq(kernel):
+                    os.kill(kernel, signal.SIGCONT)
+                    continue  # caught too late to tell; a new session
+                time.sleep(2)
+                s0, s1, ks, zs = tree(c)
+                self.assertEqual(ks, [kernel])
+                self.assertEqual(zs, [], "a zygote was made before the first kernel answered")
+                os.kill(kernel, signal.SIGCONT)
+                c.wait_response(rid, timeout=120)
+                c.notify("notifications/initialized")
+                self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
+                self.assertTrue(wait_for(lambda: zygote_pids(c), 30), "no zygote after the first kernel answered")
+                self.assertEqual(c.execute(FORKED)[0].strip(), "False")
+                return
+            finally:
+                c.close()
+        self.skipTest("the first kernel was never caught before its imports (3 sessions)")
+
+    def test_reset_while_the_zygote_boots_waits_for_it(self):
+        for attempt in range(3):
+            with McpClient() as c:
+                self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
+                # The zygote boots now: hold it before its imports are done (before READY).
+                deadline = time.time() + 30
+                zygote = None
+                while time.time() < deadline and zygote is None:
+                    zs = zygote_pids(c)
+                    if zs:
+                        zygote = zs[0]
+                        os.kill(zygote, signal.SIGSTOP)
+                    else:
+                        time.sleep(0.005)
+                self.assertIsNotNone(zygote, "no zygote after the first kernel answered")
+                if has_imported_zmq(zygote):
+                    os.kill(zygote, signal.SIGCONT)
+                    continue  # it may be READY already; a new session
+                rid = c.send_request("tools/call", {"name": "reset", "arguments": {}})
+                time.sleep(2)
+                # The reset waits for READY: the old kernel is gone, no kernel is started the
+                # slow way beside the booting zygote, and no second zygote is made.
+                s0, s1, ks, zs = tree(c)
+                self.assertEqual(ks, [], "a kernel runs while the zygote boots")
+                self.assertEqual(zs, [zygote])
+                self.assertRaises(TimeoutError, c.wait_response, rid, 0.5)
+                os.kill(zygote, signal.SIGCONT)
+                msg = c.wait_response(rid, timeout=60)
+                r = msg["result"]
+                self.assertFalse(r["isError"], text_of(r))
+                self.assertEqual(start_of(r), "zygote", text_of(r))
+                self.assertGreaterEqual(r["_meta"]["ipybox/kernel"]["ms"], 2000)
+                self.assertNotIn("zygote", text_of(r))
+                self.assertEqual(zygote_pids(c), [zygote])
+                self.assertEqual(c.execute(FORKED)[0].strip(), "True")
+                return
+        self.skipTest("the zygote was never caught before its imports (3 sessions)")
 
 
 class DaemonSessions(unittest.TestCase):
@@ -415,6 +543,9 @@ class UserSiteCode(unittest.TestCase):
         require_sandbox(self)
         with McpClient() as c:
             forked = "print('PYTHONUSERBASE=/nonexistent' in open('/proc/self/environ').read())"
+            # The first kernel started the slow way; the next one is forked.
+            self.assertEqual(c.execute(forked)[0].strip(), "False")
+            c.call("reset")
             self.assertEqual(c.execute(forked)[0].strip(), "True")
             # A preloaded pure-Python module of one file outside the standard library.
             text, r = c.execute(
