@@ -183,7 +183,7 @@ static int handle_shim_msg(ipb_kernel *k, const struct shim_msg *m, ipb_error **
         ipb_describe_status(m->arg, how, sizeof(how));
         if (m->err == SHIM_ZYGOTE_GIVEN_UP)
             snprintf(k->zygote_note, sizeof(k->zygote_note),
-                     "The zygote ended twice before forking a kernel (the last one %s): kernels of this "
+                     "The zygote ended twice before it was ready (the last one %s): kernels of this "
                      "session start the slow way from now on.", how);
         else
             snprintf(k->zygote_note, sizeof(k->zygote_note),

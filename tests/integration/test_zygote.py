@@ -308,34 +308,53 @@ class ZygoteLoss(unittest.TestCase):
         # It cannot answer FORK within 2 s: killed, the kernel started the slow way.
         self.lose(lambda pid: os.kill(pid, signal.SIGSTOP))
 
-    def test_two_zygotes_lost_before_their_first_kernel_none_again(self):
+    def test_two_zygotes_lost_before_ready_none_again(self):
+        for attempt in range(3):
+            if self.two_lost_before_ready():
+                return
+        self.skipTest("a new zygote was never caught before READY (3 sessions)")
+
+    def two_lost_before_ready(self):
         with McpClient() as c:
             c.execute("1")
             self.assertEqual(start_of(c.call("reset")), "zygote")
             first = zygote_pids(c)
             self.assertEqual(len(first), 1)
-            os.kill(first[0], signal.SIGKILL)  # it forked the first kernel: not a failed boot
+            os.kill(first[0], signal.SIGKILL)  # it was READY (it forked a kernel): not a failed boot
             r = c.call("reset")
             self.assertEqual(start_of(r), "exec")
             self.assertIn("a new zygote is being made", text_of(r))
             for n in (1, 2):
-                self.assertTrue(wait_for(lambda: zygote_pids(c) and zygote_pids(c) != first, 30), "no new zygote")
-                z = zygote_pids(c)
-                os.kill(z[0], signal.SIGKILL)  # before it forked anything
+                # The new one, caught before READY (held before its exec, or before its imports).
+                z = None
+                deadline = time.time() + 30
+                while z is None and time.time() < deadline:
+                    zs = [p for p in tree(c)[3] if p not in first]
+                    if zs:
+                        z = zs[0]
+                        os.kill(z, signal.SIGSTOP)
+                    else:
+                        time.sleep(0.005)
+                self.assertIsNotNone(z, "no new zygote")
+                if comm(z) != "ipybox-shim" and has_imported_zmq(z):
+                    os.kill(z, signal.SIGCONT)
+                    return False
+                os.kill(z, signal.SIGKILL)
                 r = c.call("reset")
                 self.assertEqual(start_of(r), "exec", text_of(r))
                 if n == 1:
                     self.assertIn("a new zygote is being made", text_of(r))
                 else:
-                    self.assertIn("ended twice before forking a kernel", text_of(r))
+                    self.assertIn("ended twice before it was ready", text_of(r))
                     self.assertIn("slow way from now on", text_of(r))
-                first = z
+                first = [z]
             time.sleep(1)
-            self.assertEqual(zygote_pids(c), [], "a zygote was made after two failed ones")
+            self.assertEqual(tree(c)[3], [], "a zygote was made after two failed ones")
             r = c.call("reset")
             self.assertEqual(start_of(r), "exec")
             self.assertNotIn("zygote", text_of(r), "said twice")
             self.assertEqual(c.execute("print(3 * 3)")[0].strip(), "9")
+            return True
 
     def test_memory_kill_replaced_from_the_zygote(self):
         with McpClient("--memory", "300M") as c:
@@ -379,13 +398,13 @@ FORKED = "print('PYTHONUSERBASE=/nonexistent' in open('/proc/self/environ').read
 
 
 def tree(c):
-    """(S0, S1, kernels, zygotes) of a session, from the host: S1 is the third ipybox-shim
-    down (outer shim, S0, S1); kernels are S1's python children, zygotes S0's other children
-    (ipybox-shim until the exec)."""
+    """(S0, S1, kernels, zygotes) of a session, from the host: S1 is the ipybox-shim that is
+    PID 1 of its namespace under S0 (PID 1 of the one above); kernels are S1's python children,
+    zygotes S0's other children (an ipybox-shim held before its exec, then python)."""
     procs = descendants(c.proc.pid)
     parent = {p: ppid_of(p) for p in procs}
     shims = {p for p in procs if comm(p) == "ipybox-shim"}
-    s1 = [p for p in shims if parent[p] in shims and parent.get(parent[p]) in shims]
+    s1 = [p for p in shims if parent[p] in shims and ns_pid(p) == 1 and ns_pid(parent[p]) == 1]
     if len(s1) != 1:
         return None, None, [], []
     s1 = s1[0]
@@ -393,6 +412,18 @@ def tree(c):
     kids = lambda of: sorted(p for p in procs if parent[p] == of and p != s1)  # noqa: E731
     return (s0, s1, [p for p in kids(s1) if comm(p).startswith("python")],
             [p for p in kids(s0) if comm(p).startswith("python") or comm(p) == "ipybox-shim"])
+
+
+def ns_pid(pid):
+    """pid's number in its own pid namespace (the last of NSpid), or None."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def has_imported_zmq(pid):
@@ -445,7 +476,10 @@ class FirstKernel(unittest.TestCase):
                 time.sleep(2)
                 s0, s1, ks, zs = tree(c)
                 self.assertEqual(ks, [kernel])
-                self.assertEqual(zs, [], "a zygote was made before the first kernel answered")
+                # S0's child that will be the zygote holds its place, before its exec: no boot.
+                self.assertEqual([comm(z) for z in zs], ["ipybox-shim"] * len(zs),
+                                 "the zygote boots before the first kernel answered")
+                self.assertLessEqual(len(zs), 1)
                 os.kill(kernel, signal.SIGCONT)
                 c.wait_response(rid, timeout=120)
                 c.notify("notifications/initialized")
