@@ -529,6 +529,42 @@ class FirstKernel(unittest.TestCase):
                 return
         self.skipTest("the zygote was never caught before its imports (3 sessions)")
 
+    def test_start_before_the_boot_was_asked_boots_it(self):
+        # After a lost zygote the next kernel starts the slow way and a new zygote is held
+        # until that kernel answers. That kernel dies before it answers: the next start lets
+        # the held zygote boot and forks from it, no third Python beside it.
+        for attempt in range(3):
+            with McpClient() as c:
+                self.assertEqual(start_of(c.call("reset")), "zygote")
+                old = zygote_pids(c)
+                old_kernels = tree(c)[2]
+                os.kill(old[0], signal.SIGKILL)
+                rid = c.send_request("tools/call", {"name": "reset", "arguments": {}})
+                kernel = None
+                deadline = time.time() + 60
+                while time.time() < deadline and kernel is None:
+                    ks = [k for k in tree(c)[2] if k not in old_kernels]
+                    if ks:
+                        kernel = ks[0]
+                        os.kill(kernel, signal.SIGSTOP)
+                    else:
+                        time.sleep(0.005)
+                self.assertIsNotNone(kernel, "no kernel after the reset")
+                caught = not has_imported_zmq(kernel)
+                held = [z for z in tree(c)[3] if z not in old]
+                os.kill(kernel, signal.SIGKILL)
+                r = c.wait_response(rid, timeout=120)["result"]
+                if not caught:
+                    continue  # it may have answered: a new session
+                self.assertTrue(r["isError"], text_of(r))
+                self.assertIn("exited while starting", text_of(r))
+                self.assertEqual([comm(z) for z in held], ["ipybox-shim"], "the new zygote was not held")
+                text, r = c.execute(FORKED)
+                self.assertEqual(text.strip().splitlines()[0], "True", text)
+                self.assertEqual(zygote_pids(c), held)
+                return
+        self.skipTest("the slow kernel was never caught before its imports (3 sessions)")
+
 
 class DaemonSessions(unittest.TestCase):
     """--no-zygote travels with a daemon session's options, as the other sandbox options do;
