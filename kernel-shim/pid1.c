@@ -18,6 +18,7 @@
 #include "fdio.h"
 #include "harden.h"
 #include "mountplan.h"
+#include "reap.h"
 #include "tree.h"
 #include "zygote_s1.h"
 
@@ -131,12 +132,13 @@ static pid_t start_program(int fd, shim_config *cfg, uint32_t gen) {
     return pid;
 }
 
-/* SIGKILL every process of the sandbox but PID 1, and reap them. */
-static void kill_all(void) {
-    kill(-1, SIGKILL);
-    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-        ;
-}
+/* How long PID 1 reaps after SIGKILL to every other process before it goes on (reap.h): the
+ * supervisor waits 10 s for KILLED. */
+#define SHIM_KILL_ALL_MS 5000
+
+/* SIGKILL every process of the sandbox but PID 1, and reap them within a bound: PID 1 never
+ * waits without one for what sandbox code made. */
+static void kill_all(void) { shim_kill_all_bounded(SHIM_KILL_ALL_MS); }
 
 static void clean_rundir(void) {
     int dfd = open(IPB_SANDBOX_RUNDIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -174,8 +176,8 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
     ipb_egress_fds_close(efds);
     if (sent < 0)
         _exit(1);
-    /* Kernel mode with a zygote: its boot begins now, after pivot_root (S0 forks it in the
-     * sandbox's root). */
+    /* Kernel mode with a zygote: it is made after pivot_root (S0 forks it in the sandbox's
+     * root), once the first kernel, started the slow way, answered (SHIM_CMD_ANSWERED). */
     shim_zygote z;
     shim_zygote_init(&z, cfg->mode == SHIM_MODE_KERNEL ? ctl : -1);
     if (cfg->mode == SHIM_MODE_RUN) {
@@ -246,6 +248,12 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
             case SHIM_CMD_SIGNAL:
                 if (prog > 0 && m.arg > 0 && m.arg < NSIG)
                     kill(-prog, m.arg);
+                break;
+            case SHIM_CMD_ANSWERED:
+                /* The kernel runs and answered: a zygote deferred until now boots beside it
+                 * instead of competing with its start. */
+                if (prog > 0 && m.gen == gen)
+                    shim_zygote_answered(&z);
                 break;
             case SHIM_CMD_KILL_ALL:
                 kill_all();

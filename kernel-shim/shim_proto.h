@@ -38,6 +38,8 @@ enum shim_msg_type {
     SHIM_CMD_START = 100, /* start the program as generation gen */
     SHIM_CMD_SIGNAL,      /* send signal arg to the program's process group */
     SHIM_CMD_KILL_ALL,    /* SIGKILL every sandbox process but PID 1, clean the run directory */
+    SHIM_CMD_ANSWERED,    /* kernel mode: the kernel of generation gen answered its first
+                           * kernel_info_request (a zygote deferred until then may boot now) */
 };
 
 struct shim_msg {

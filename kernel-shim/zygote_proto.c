@@ -38,6 +38,7 @@ int zy_parse(const void *buf, size_t len, zy_rec *ret) {
             return -EBADMSG;
         break;
     case ZY_READY:
+    case ZY_BOOT:
     case ZY_MAKE:
     case ZY_KILL:
     case ZY_NEW:

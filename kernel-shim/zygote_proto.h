@@ -3,7 +3,9 @@
  * bytes, {u32 type, u32 gen, i32 a, i32 b}, in host byte order, on SOCK_SEQPACKET
  * socketpairs; a record of another size or an unknown or inconsistent one is malformed.
  *
- *   S1 -> zygote   ZY_FORK {gen}            fork the kernel of generation gen
+ *   S1 -> zygote   ZY_BOOT                  boot: to S0's child before its exec, which holds
+ *                                           the zygote's place until S1 lets it boot
+ *                  ZY_FORK {gen}            fork the kernel of generation gen
  *   zygote -> S1   ZY_READY                 booted: its imports are done
  *                  ZY_STARTED {gen, a=pid}  the kernel runs as pid (in S1's namespace, > 1)
  *                  ZY_FAILED {gen, a=errno} the fork failed (errno > 0)
@@ -23,6 +25,7 @@ enum zy_type {
     ZY_READY,
     ZY_STARTED,
     ZY_FAILED,
+    ZY_BOOT,
     ZY_MAKE = 16,
     ZY_KILL,
     ZY_NEW,

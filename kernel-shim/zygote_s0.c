@@ -104,6 +104,12 @@ static pid_t make_zygote(shim_config *cfg, int p1, int userns, int ctl, int sfd)
         close(ctl);
         close(sfd);
         close(zc[0]);
+        /* Held here, a small fork of S0 that already counts against the sandbox's pids limit
+         * where the zygote will, until S1 lets it boot (its first kernel answered: the two
+         * Pythons do not compete for the CPU). S1's end closed: nothing to boot for. */
+        zy_rec m;
+        if (zy_recv(zc[1], &m, NULL, -1) != 1 || m.type != ZY_BOOT)
+            _exit(1);
         zygote_exec(cfg, p1, userns, zc[1]);
     }
     close(zc[1]);
@@ -196,9 +202,11 @@ void shim_s0_split(int fail_fd, shim_config *cfg, int *ret_ctl) {
     if (s1 == 0) {
         close(ctl[0]);
         close(p0);
-        /* S0 opens P1 through the host's /proc, which is gone once we pivot: wait for it. */
+        /* S0 opens P1 through the host's /proc, which is gone once we pivot: wait for it,
+         * within a bound (its user-namespace helper has 10 s; the supervisor waits 30 s for
+         * the sandbox). S0 exits when it fails. */
         zy_rec m;
-        if (zy_recv(ctl[1], &m, NULL, -1) != 1 || m.type != ZY_GO)
+        if (zy_recv(ctl[1], &m, NULL, 20000) != 1 || m.type != ZY_GO)
             _exit(1);
         *ret_ctl = ctl[1];
         return;

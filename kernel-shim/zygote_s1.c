@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "reap.h"
 #include "shim_proto.h"
 #include "zygote_proto.h"
 
@@ -38,13 +39,28 @@ static void kill_zygote(shim_zygote *z) {
     z->ending = zy_send(z->ctl, ZY_KILL, 0, 0, -1) == 0;
 }
 
+/* Lets the held zygote boot (ZY_BOOT to S0's child, which then execs it) once that is wanted
+ * and its channel is here; READY is due within the boot bound from then. */
+static void send_boot(shim_zygote *z) {
+    if (!z->go || z->go_sent || z->fd < 0 || z->state != SHIM_ZY_BOOTING)
+        return;
+    if (zy_send(z->fd, ZY_BOOT, 0, 0, -1) < 0) {
+        kill_zygote(z);
+        return;
+    }
+    z->go_sent = true;
+    z->deadline = ipb_now_ms() + SHIM_ZY_BOOT_MS;
+}
+
 static void on_ctl(shim_zygote *z, const zy_rec *m, int fd) {
     if (m->type == ZY_NEW) {
         drop_channel(z);
         z->fd = fd;
-        z->forked = false;
+        z->booted = false;
+        z->go_sent = false;
         if (z->state == SHIM_ZY_MAKING || z->state == SHIM_ZY_NONE)
             z->state = SHIM_ZY_BOOTING;
+        send_boot(z);
         return;
     }
     if (fd >= 0)
@@ -53,8 +69,8 @@ static void on_ctl(shim_zygote *z, const zy_rec *m, int fd) {
         return;
     drop_channel(z);
     z->ending = false;
-    z->failed_boots = z->forked ? 0 : z->failed_boots + 1;
-    z->forked = false;
+    z->failed_boots = z->booted ? 0 : z->failed_boots + 1;
+    z->booted = false;
     z->untold = true;
     z->status = m->a;
     z->state = z->failed_boots >= 2 ? SHIM_ZY_OFF : SHIM_ZY_NONE;
@@ -94,8 +110,10 @@ static void read_zygote(shim_zygote *z) {
     int r = zy_recv(z->fd, &m, NULL, 0);
     if (r == 0)
         return;
-    if (r == 1 && m.type == ZY_READY && z->state == SHIM_ZY_BOOTING) {
+    if (r == 1 && m.type == ZY_READY && z->state == SHIM_ZY_BOOTING && z->go_sent) {
         z->state = SHIM_ZY_READY;
+        z->booted = true;
+        z->failed_boots = 0;
         return;
     }
     /* EOF (it ended) or a record it had no business sending. */
@@ -150,11 +168,8 @@ static pid_t fork_kernel(shim_zygote *z, uint32_t gen) {
         long left = deadline - ipb_now_ms();
         zy_rec m;
         int r = left > 0 ? zy_recv(z->fd, &m, NULL, (int)left) : 0;
-        if (r == 1 && m.type == ZY_STARTED && m.gen == gen) {
-            z->forked = true;
-            z->failed_boots = 0;
+        if (r == 1 && m.type == ZY_STARTED && m.gen == gen)
             return m.a;
-        }
         if (r == 1 && m.type == ZY_FAILED && m.gen == gen)
             return 0; /* it could not fork (the pids limit): the slow way, which says why */
         kill_zygote(z);
@@ -163,20 +178,36 @@ static pid_t fork_kernel(shim_zygote *z, uint32_t gen) {
     }
 }
 
+/* The zygote made (or being made) may boot now. */
+static void boot(shim_zygote *z) {
+    if ((z->state != SHIM_ZY_MAKING && z->state != SHIM_ZY_BOOTING) || z->go)
+        return;
+    z->go = true;
+    z->deadline = ipb_now_ms() + SHIM_ZY_BOOT_MS;
+    send_boot(z);
+}
+
 pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
     if (z->ctl < 0)
         return 0;
     shim_zygote_service(z);
-    wait_ready(z);
+    bool first = !z->started;
+    z->started = true;
+    /* The first kernel starts the slow way at once. A later START lets a held zygote boot (its
+     * kernel died or was reset before it answered) and waits for it, like one booting already,
+     * rather than start one more Python beside it. */
+    if (!first) {
+        boot(z);
+        wait_ready(z);
+    }
     if (z->state == SHIM_ZY_READY) {
         pid_t pid = fork_kernel(z, gen);
         if (pid > 1)
             return pid;
         if (pid < 0) {
-            /* A kernel may have been forked before it failed: nothing half-made stays. */
-            kill(-1, SIGKILL);
-            while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-                ;
+            /* A kernel may have been forked before it failed: nothing half-made stays (every
+             * process of P1 gets SIGKILL; the reap is bounded, stragglers go to pid1.c's loop). */
+            shim_kill_all_bounded(SHIM_ZY_FORK_MS);
         }
     }
     if (z->untold) {
@@ -197,4 +228,10 @@ void shim_zygote_after_slow(shim_zygote *z) {
         return;
     z->state = SHIM_ZY_MAKING;
     z->deadline = ipb_now_ms() + SHIM_ZY_BOOT_MS;
+    z->go = z->go_sent = false;
+}
+
+void shim_zygote_answered(shim_zygote *z) {
+    if (z->ctl >= 0)
+        boot(z);
 }

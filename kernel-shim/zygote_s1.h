@@ -5,15 +5,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* OFF: no zygote in this sandbox (none made, or given up). NONE: the last one ended; the next
+ * kernel starts the slow way. MAKING: asked S0 for one, its channel is due. BOOTING: S0's child
+ * is there, held before its exec until S1 lets it boot (go), then booting. READY: forks. */
 enum shim_zy_state { SHIM_ZY_OFF, SHIM_ZY_NONE, SHIM_ZY_MAKING, SHIM_ZY_BOOTING, SHIM_ZY_READY };
 
 typedef struct shim_zygote {
     int ctl;               /* to S0; -1: no zygote in this sandbox */
     int fd;                /* to the current zygote, or -1 */
     enum shim_zy_state state;
-    long deadline;         /* MAKING or BOOTING: READY is due by then */
-    bool forked;           /* the current zygote has forked a kernel */
-    int failed_boots;      /* zygotes in a row that ended before their first kernel */
+    long deadline;         /* MAKING or BOOTING once go is set: READY is due by then */
+    bool go;               /* the current one may boot (its kernel answered, or a START) */
+    bool go_sent;          /* ZY_BOOT sent to it */
+    bool booted;           /* the current one sent READY */
+    bool started;          /* a kernel was started in this sandbox */
+    int failed_boots;      /* zygotes in a row that ended before READY */
     bool untold;           /* an end not yet told to the supervisor */
     int status;            /* its wait status */
     bool gave_up_told;
@@ -23,15 +29,19 @@ typedef struct shim_zygote {
 #define SHIM_ZY_BOOT_MS 10000
 #define SHIM_ZY_FORK_MS 2000
 
-/* ctl < 0: no zygote. Otherwise asks S0 for the first one. */
+/* ctl < 0: no zygote. Otherwise asks S0 for one, held before its exec: the first kernel starts
+ * the slow way at once, and the zygote boots once it answered (shim_zygote_answered). */
 void shim_zygote_init(shim_zygote *z, int ctl);
 /* The descriptors S1 polls for the zygote (-1 where none); returns how many were filled. */
 int shim_zygote_pollfds(const shim_zygote *z, int fds[2]);
 /* Handles whatever arrived from S0 or the zygote, without waiting. */
 void shim_zygote_service(shim_zygote *z);
-/* Starts the kernel of generation gen from the zygote, waiting for its boot if it is being
- * made. Returns its pid (> 1), or 0: take the slow way (having told the supervisor on sup_fd,
- * once, of a zygote that ended). Any process a failed fork may have left in P1 is killed. */
+/* Starts the kernel of generation gen: the first one of the sandbox the slow way; a later one
+ * from the zygote, letting a held one boot and waiting for READY within SHIM_ZY_BOOT_MS. Returns
+ * its pid (> 1), or 0: take the slow way (having told the supervisor on sup_fd, once, of a
+ * zygote that ended). Any process a failed fork may have left in P1 is killed. */
 pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen);
-/* After a kernel started the slow way: a new zygote, unless given up. */
+/* After a kernel started the slow way: a new zygote (held), unless given up. */
 void shim_zygote_after_slow(shim_zygote *z);
+/* The running kernel answered the supervisor: a held zygote boots now. */
+void shim_zygote_answered(shim_zygote *z);

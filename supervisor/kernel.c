@@ -183,7 +183,7 @@ static int handle_shim_msg(ipb_kernel *k, const struct shim_msg *m, ipb_error **
         ipb_describe_status(m->arg, how, sizeof(how));
         if (m->err == SHIM_ZYGOTE_GIVEN_UP)
             snprintf(k->zygote_note, sizeof(k->zygote_note),
-                     "The zygote ended twice before forking a kernel (the last one %s): kernels of this "
+                     "The zygote ended twice before it was ready (the last one %s): kernels of this "
                      "session start the slow way from now on.", how);
         else
             snprintf(k->zygote_note, sizeof(k->zygote_note),
@@ -429,6 +429,14 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
     log_debug("kernel %u: sockets after %ld ms, ready after %ld ms", k->gen,
               t_sockets - (deadline - k->start_timeout_ms), ipb_now_ms() - (deadline - k->start_timeout_ms));
     k->running = true;
+    /* Told after every start: S1 boots a zygote it deferred (the first kernel started the
+     * slow way) only now, so that the two Pythons do not compete for the CPU. A lost channel
+     * shows at the next call. */
+    ipb_error *aerr = NULL;
+    if (ipb_sandbox_send(&k->sb, SHIM_CMD_ANSWERED, 0, k->gen, &aerr) < 0) {
+        log_debug("telling the sandbox that its kernel answered: %s", ipb_error_msg(aerr));
+        ipb_error_free(aerr);
+    }
     return 0;
 }
 

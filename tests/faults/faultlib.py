@@ -78,6 +78,18 @@ def _cmdline(pid):
         return []
 
 
+def _ns_pid(pid):
+    """pid's number in its own (innermost) pid namespace, or None."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _uid(pid):
     try:
         with open("/proc/%d/status" % pid) as f:
@@ -136,8 +148,12 @@ def process_tree(top):
         elif name == "ipybox-shim" and parent == "shim":
             below = [_cmdline(c) for c in children.get(pid, [])]
             role = "s0" if any(a and os.path.basename(a[0]) == "ipybox-shim" for a in below) else "pid1"
+        elif name == "ipybox-shim" and parent == "s0":
+            # S1 is PID 1 of the kernels' namespace; another shim under S0 is a zygote held
+            # before its exec (until the first kernel answered).
+            role = "pid1" if _ns_pid(pid) == 1 else "zygote"
         elif name == "ipybox-shim":
-            role = "pid1" if parent == "s0" else "shim"
+            role = "shim"
         elif parent == "s0":
             role = "zygote"
         elif parent == "zygote":

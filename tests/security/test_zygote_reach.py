@@ -113,6 +113,9 @@ class ZygoteReach(unittest.TestCase):
     def test_kernel_cannot_signal_trace_or_open_the_zygote(self):
         with McpClient() as c:
             c.execute("1")
+            # The first kernel started the slow way; this one is forked: the zygote is READY,
+            # its status no longer changes by itself.
+            self.assertEqual(start_of(c.call("reset")), "zygote")
             zs = zygote_pids(c)
             self.assertEqual(len(zs), 1, "no zygote found under the session")
             z = zs[0]
