@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from ipybox_test import McpClient, descendants  # noqa: E402
+from ipybox_test import McpClient, descendants, proc_comm as comm  # noqa: E402
 
 
 def pss_kib(pid):
@@ -24,13 +24,6 @@ def pss_kib(pid):
         pass
     return 0
 
-
-def comm(pid):
-    try:
-        with open("/proc/%d/comm" % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 def measure(zygote, n):

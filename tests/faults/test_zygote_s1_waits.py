@@ -9,22 +9,15 @@ import ctypes
 import os
 import signal
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from ipybox_test import McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
+from ipybox_test import (McpClient, descendants, require_sandbox, text_of, wait_for,  # noqa: E402
+                         proc_comm as comm)
 
 PTRACE_SEIZE = 0x4206
 WALL = 0x40000000  # __WALL: wait for a traced process that is not our child
 
-
-def comm(pid):
-    try:
-        with open("/proc/%d/comm" % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 def state(pid):

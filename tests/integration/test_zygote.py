@@ -12,7 +12,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import PROTOCOL, McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
+from ipybox_test import (PROTOCOL, McpClient, descendants, require_sandbox, text_of, wait_for,  # noqa: E402
+                         proc_comm as comm)
 from daemon_fixture import Daemon  # noqa: E402
 from test_mcp_kernel import make_wheel  # noqa: E402
 import test_user_limits  # noqa: E402
@@ -31,12 +32,18 @@ def ppid_of(pid):
         return 0
 
 
-def comm(pid):
-    try:
-        with open("/proc/%d/comm" % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
+
+def stop_new(find, old=(), timeout=60):
+    """SIGSTOPs the first process that find() lists and old does not, as soon as it is there;
+    returns its pid, or None when none came within timeout seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        new = [p for p in find() if p not in old]
+        if new:
+            os.kill(new[0], signal.SIGSTOP)
+            return new[0]
+        time.sleep(0.005)
+    return None
 
 
 def zygote_pids(c):
@@ -408,15 +415,7 @@ class ZygoteLoss(unittest.TestCase):
             self.assertIn("a new zygote is being made", text_of(r))
             for n in (1, 2):
                 # The new one, caught before READY (held before its exec, or before its imports).
-                z = None
-                deadline = time.time() + 30
-                while z is None and time.time() < deadline:
-                    zs = [p for p in tree(c)[3] if p not in first]
-                    if zs:
-                        z = zs[0]
-                        os.kill(z, signal.SIGSTOP)
-                    else:
-                        time.sleep(0.005)
+                z = stop_new(lambda: tree(c)[3], first, timeout=30)
                 self.assertIsNotNone(z, "no new zygote")
                 if comm(z) != "ipybox-shim" and has_imported_zmq(z):
                     os.kill(z, signal.SIGCONT)
@@ -540,15 +539,7 @@ class FirstKernel(unittest.TestCase):
             try:
                 rid = c.send_request("initialize", dict(PROTOCOL_INIT, protocolVersion=PROTOCOL))
                 # Hold the first kernel before it can answer (it has not imported zmq yet).
-                kernel = None
-                deadline = time.time() + 60
-                while time.time() < deadline and kernel is None:
-                    s0, s1, ks, zs = tree(c)
-                    if ks:
-                        kernel = ks[0]
-                        os.kill(kernel, signal.SIGSTOP)
-                    else:
-                        time.sleep(0.005)
+                kernel = stop_new(lambda: tree(c)[2])
                 self.assertIsNotNone(kernel, "no kernel appeared")
                 with open("/proc/%d/environ" % kernel, "rb") as f:
                     self.assertNotIn(b"PYTHONUSERBASE=/nonexistent", f.read(), "the first kernel was forked")
@@ -578,15 +569,7 @@ class FirstKernel(unittest.TestCase):
             with McpClient() as c:
                 self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
                 # The zygote boots now: hold it before its imports are done (before READY).
-                deadline = time.time() + 30
-                zygote = None
-                while time.time() < deadline and zygote is None:
-                    zs = zygote_pids(c)
-                    if zs:
-                        zygote = zs[0]
-                        os.kill(zygote, signal.SIGSTOP)
-                    else:
-                        time.sleep(0.005)
+                zygote = stop_new(lambda: zygote_pids(c), timeout=30)
                 self.assertIsNotNone(zygote, "no zygote after the first kernel answered")
                 if has_imported_zmq(zygote):
                     os.kill(zygote, signal.SIGCONT)
@@ -622,15 +605,7 @@ class FirstKernel(unittest.TestCase):
                 old_kernels = tree(c)[2]
                 os.kill(old[0], signal.SIGKILL)
                 rid = c.send_request("tools/call", {"name": "reset", "arguments": {}})
-                kernel = None
-                deadline = time.time() + 60
-                while time.time() < deadline and kernel is None:
-                    ks = [k for k in tree(c)[2] if k not in old_kernels]
-                    if ks:
-                        kernel = ks[0]
-                        os.kill(kernel, signal.SIGSTOP)
-                    else:
-                        time.sleep(0.005)
+                kernel = stop_new(lambda: tree(c)[2], old_kernels)
                 self.assertIsNotNone(kernel, "no kernel after the reset")
                 caught = not has_imported_zmq(kernel)
                 held = [z for z in tree(c)[3] if z not in old]

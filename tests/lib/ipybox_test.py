@@ -180,6 +180,15 @@ def proc_cmdline(pid):
         return b""
 
 
+def proc_comm(pid):
+    """/proc/<pid>/comm without its newline; "" once pid is gone."""
+    try:
+        with open("/proc/%d/comm" % int(pid)) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def wait_for(pred, timeout=20, step=0.05):
     """Polls pred until it is true or timeout seconds pass; returns its last value."""
     deadline = time.time() + timeout
