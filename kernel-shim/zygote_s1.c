@@ -222,7 +222,16 @@ pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
 }
 
 void shim_zygote_after_slow(shim_zygote *z) {
-    if (z->ctl < 0 || z->state != SHIM_ZY_NONE)
+    if (z->ctl < 0)
+        return;
+    /* Given up: S0 still holds the zygote's place in the pids limit with a held Zpre that is
+     * never let boot, or the slot the limit was raised by would be the kernel's. */
+    if (z->state == SHIM_ZY_OFF) {
+        if (z->fd < 0 && !z->ending)
+            zy_send(z->ctl, ZY_MAKE, 0, 0, -1);
+        return;
+    }
+    if (z->state != SHIM_ZY_NONE)
         return;
     if (zy_send(z->ctl, ZY_MAKE, 0, 0, -1) < 0)
         return;
