@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 sys.path.insert(0, os.path.dirname(__file__))
 from ipybox_test import McpClient, require_sandbox, text_of, wait_for  # noqa: E402
 from test_zygote import start_of, zygote_pids  # noqa: E402
-from test_zygote_attacks import COUNT_TASKS  # noqa: E402
+from test_zygote_attacks import COUNT_TASKS, left, session_processes  # noqa: E402
 
 LIMIT = "24"
 
@@ -67,8 +67,11 @@ class LostZygoteSlot(unittest.TestCase):
             r = c.call("reset")
             self.assertEqual(start_of(r), "exec", text_of(r))
             with_given_up = tasks(c)
+            procs = session_processes(c)
         self.assertEqual(with_given_up, without,
                          "a kernel of a session whose zygote was given up holds more of the pids limit")
+        # What holds the slot goes with the session.
+        self.assertTrue(wait_for(lambda: not left(procs), 30), "the session left processes: %s" % left(procs))
 
 
 if __name__ == "__main__":
