@@ -187,6 +187,30 @@ static void boot(shim_zygote *z) {
     send_boot(z);
 }
 
+/* Before a kernel starts the slow way: the zygote's place in the pids limit is taken now, while
+ * P1 holds no process that could fork into it (the START follows KILL_ALL), and not after the
+ * kernel started: a new held Zpre, or, once given up, one that is never let boot. S0's answer
+ * (its channel, or its end) is awaited within the fork bound. */
+static void hold_slot(shim_zygote *z) {
+    if (z->ctl < 0 || z->fd >= 0 || z->ending)
+        return;
+    if (z->state == SHIM_ZY_NONE) {
+        shim_zygote_after_slow(z);
+        if (z->state != SHIM_ZY_MAKING)
+            return;
+    } else if (z->state != SHIM_ZY_OFF || zy_send(z->ctl, ZY_MAKE, 0, 0, -1) < 0) {
+        return;
+    }
+    int ends = z->failed_boots;
+    long deadline = ipb_now_ms() + SHIM_ZY_FORK_MS;
+    while (z->ctl >= 0 && z->fd < 0 && z->failed_boots == ends) {
+        long left = deadline - ipb_now_ms();
+        if (left <= 0)
+            break;
+        read_ctl(z, (int)left);
+    }
+}
+
 pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
     if (z->ctl < 0)
         return 0;
@@ -218,11 +242,21 @@ pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
             shim_send(sup_fd, SHIM_EV_ZYGOTE, z->status, give_up ? SHIM_ZYGOTE_GIVEN_UP : 0, gen, NULL, NULL);
         z->untold = false;
     }
+    hold_slot(z);
     return 0;
 }
 
 void shim_zygote_after_slow(shim_zygote *z) {
-    if (z->ctl < 0 || z->state != SHIM_ZY_NONE)
+    if (z->ctl < 0)
+        return;
+    /* Given up: S0 still holds the zygote's place in the pids limit with a held Zpre that is
+     * never let boot, or the slot the limit was raised by would be the kernel's. */
+    if (z->state == SHIM_ZY_OFF) {
+        if (z->fd < 0 && !z->ending)
+            zy_send(z->ctl, ZY_MAKE, 0, 0, -1);
+        return;
+    }
+    if (z->state != SHIM_ZY_NONE)
         return;
     if (zy_send(z->ctl, ZY_MAKE, 0, 0, -1) < 0)
         return;

@@ -5,7 +5,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* OFF: no zygote in this sandbox (none made, or given up). NONE: the last one ended; the next
+/* OFF: no zygote in this sandbox (none made, or given up: then a held Zpre that never boots
+ * keeps its place in the pids limit). NONE: the last one ended; the next
  * kernel starts the slow way. MAKING: asked S0 for one, its channel is due. BOOTING: S0's child
  * is there, held before its exec until S1 lets it boot (go), then booting. READY: forks. */
 enum shim_zy_state { SHIM_ZY_OFF, SHIM_ZY_NONE, SHIM_ZY_MAKING, SHIM_ZY_BOOTING, SHIM_ZY_READY };
@@ -39,9 +40,12 @@ void shim_zygote_service(shim_zygote *z);
 /* Starts the kernel of generation gen: the first one of the sandbox the slow way; a later one
  * from the zygote, letting a held one boot and waiting for READY within SHIM_ZY_BOOT_MS. Returns
  * its pid (> 1), or 0: take the slow way (having told the supervisor on sup_fd, once, of a
- * zygote that ended). Any process a failed fork may have left in P1 is killed. */
+ * zygote that ended, and with the next zygote's place in the pids limit taken by a held Zpre
+ * when there was none). Any process a failed fork may have left in P1 is killed. */
 pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen);
-/* After a kernel started the slow way: a new zygote (held), unless given up. */
+/* After a kernel started the slow way: a new zygote (held), or when given up a held one that is
+ * never let boot, if shim_zygote_start could not make it before (the slot the pids limit was
+ * raised by is never the kernel's). */
 void shim_zygote_after_slow(shim_zygote *z);
 /* The running kernel answered the supervisor: a held zygote boots now. */
 void shim_zygote_answered(shim_zygote *z);
