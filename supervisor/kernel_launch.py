@@ -565,6 +565,8 @@ def _zygote(chan, env):
 
 
 def main():
+    # Before any import that is not done yet (socket, ctypes, ...): none may come from the cwd.
+    _set_sys_path()
     import os
     env = dict(os.environ)
     chan = _zygote_channel()
