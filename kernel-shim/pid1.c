@@ -177,7 +177,8 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
     if (sent < 0)
         _exit(1);
     /* Kernel mode with a zygote: it is made after pivot_root (S0 forks it in the sandbox's
-     * root), once the first kernel, started the slow way, answered (SHIM_CMD_ANSWERED). */
+     * root) and boots at once; the first kernel is forked from it. A zygote made after a lost
+     * one is held until the kernel started the slow way meanwhile answered (SHIM_CMD_ANSWERED). */
     shim_zygote z;
     shim_zygote_init(&z, cfg->mode == SHIM_MODE_KERNEL ? ctl : -1);
     if (cfg->mode == SHIM_MODE_RUN) {

@@ -11,12 +11,22 @@
 #include "shim_proto.h"
 #include "zygote_proto.h"
 
+static void boot(shim_zygote *z);
+
+/* READY is due this long after ZY_BOOT: the first zygote's first kernel waits for it as for a
+ * slow start, the supervisor's start bound covering both; later ones are a reset's fast path. */
+static long boot_bound(const shim_zygote *z) { return z->started ? SHIM_ZY_BOOT_MS : SHIM_ZY_FIRST_BOOT_MS; }
+
 void shim_zygote_init(shim_zygote *z, int ctl) {
     *z = (shim_zygote){.ctl = ctl, .fd = -1, .state = SHIM_ZY_OFF};
     if (ctl < 0)
         return;
     z->state = SHIM_ZY_NONE;
     shim_zygote_after_slow(z);
+    /* The first zygote boots at once: the first kernel is forked from it, so that the two
+     * share their pages (a kernel started the slow way beside a zygote holds its own copy of
+     * every import, ~30 MiB more until the first reset). */
+    boot(z);
 }
 
 int shim_zygote_pollfds(const shim_zygote *z, int fds[2]) {
@@ -49,7 +59,7 @@ static void send_boot(shim_zygote *z) {
         return;
     }
     z->go_sent = true;
-    z->deadline = ipb_now_ms() + SHIM_ZY_BOOT_MS;
+    z->deadline = ipb_now_ms() + boot_bound(z);
 }
 
 static void on_ctl(shim_zygote *z, const zy_rec *m, int fd) {
@@ -183,7 +193,7 @@ static void boot(shim_zygote *z) {
     if ((z->state != SHIM_ZY_MAKING && z->state != SHIM_ZY_BOOTING) || z->go)
         return;
     z->go = true;
-    z->deadline = ipb_now_ms() + SHIM_ZY_BOOT_MS;
+    z->deadline = ipb_now_ms() + boot_bound(z);
     send_boot(z);
 }
 
@@ -215,15 +225,13 @@ pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
     if (z->ctl < 0)
         return 0;
     shim_zygote_service(z);
-    bool first = !z->started;
+    /* The first kernel waits for the first zygote's boot (begun at init), within its longer
+     * bound. A later START lets a held zygote boot (after a lost one, the slow kernel died or
+     * was reset before it answered) and waits for it, like one booting already, rather than
+     * start one more Python beside it. */
+    boot(z);
+    wait_ready(z);
     z->started = true;
-    /* The first kernel starts the slow way at once. A later START lets a held zygote boot (its
-     * kernel died or was reset before it answered) and waits for it, like one booting already,
-     * rather than start one more Python beside it. */
-    if (!first) {
-        boot(z);
-        wait_ready(z);
-    }
     if (z->state == SHIM_ZY_READY) {
         pid_t pid = fork_kernel(z, gen);
         if (pid > 1)

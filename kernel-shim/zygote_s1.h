@@ -28,17 +28,19 @@ typedef struct shim_zygote {
 } shim_zygote;
 
 #define SHIM_ZY_BOOT_MS 10000
+#define SHIM_ZY_FIRST_BOOT_MS 50000
 #define SHIM_ZY_FORK_MS 2000
 
-/* ctl < 0: no zygote. Otherwise asks S0 for one, held before its exec: the first kernel starts
- * the slow way at once, and the zygote boots once it answered (shim_zygote_answered). */
+/* ctl < 0: no zygote. Otherwise asks S0 for one and lets it boot at once: the first kernel is
+ * forked from it (SHIM_ZY_FIRST_BOOT_MS). */
 void shim_zygote_init(shim_zygote *z, int ctl);
 /* The descriptors S1 polls for the zygote (-1 where none); returns how many were filled. */
 int shim_zygote_pollfds(const shim_zygote *z, int fds[2]);
 /* Handles whatever arrived from S0 or the zygote, without waiting. */
 void shim_zygote_service(shim_zygote *z);
-/* Starts the kernel of generation gen: the first one of the sandbox the slow way; a later one
- * from the zygote, letting a held one boot and waiting for READY within SHIM_ZY_BOOT_MS. Returns
+/* Starts the kernel of generation gen from the zygote, letting a held one boot and waiting for
+ * READY (the first zygote within SHIM_ZY_FIRST_BOOT_MS of its boot, later ones within
+ * SHIM_ZY_BOOT_MS). Returns
  * its pid (> 1), or 0: take the slow way (having told the supervisor on sup_fd, once, of a
  * zygote that ended, and with the next zygote's place in the pids limit taken by a held Zpre
  * when there was none). Any process a failed fork may have left in P1 is killed. */

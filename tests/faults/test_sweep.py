@@ -73,8 +73,8 @@ class Sweep(FaultCase):
         t0 = time.time()
         if role == "zygote":
             # The case is a lost zygote that was READY: a reset waits for READY and forks. The
-            # first kernel, and the first after an earlier case killed it, start the slow way
-            # (the new zygote boots once that kernel answered); the next reset forks.
+            # first kernel after an earlier case killed it starts the slow way (the new zygote
+            # boots once that kernel answered); the next reset forks.
             for _ in range(2):
                 r = s.client.call("reset")
                 self.assertFalse(r["isError"], r)

@@ -300,7 +300,7 @@ class FreshState(unittest.TestCase):
                 "key = json.load(open('/run/ipybox/connection.json'))['key']\n"
                 "print('STATE' + json.dumps([random.random(), os.urandom(8).hex(), key, k.session.session, "
                 "os.getpid(), hash('abc'), random.getrandbits(64)]))")
-        # The first kernel started the slow way (its own hash secret): compare three forked ones.
+        # Three kernels forked by resets (the first one was forked too).
         self.assertEqual(start_of(self.c.call("reset")), "zygote")
         seen = []
         for i in range(3):
@@ -372,7 +372,7 @@ class ZygoteLoss(unittest.TestCase):
     def lose(self, how):
         with McpClient() as c:
             c.execute("1")
-            # The first kernel started the slow way; this one is forked (the zygote is READY).
+            # This one is forked, as the first was (the zygote is READY).
             self.assertEqual(start_of(c.call("reset")), "zygote")
             zs = zygote_pids(c)
             self.assertEqual(len(zs), 1, "no zygote found under the session")
@@ -523,60 +523,61 @@ def has_imported_zmq(pid):
 
 
 class FirstKernel(unittest.TestCase):
-    """The first kernel of a sandbox starts the slow way at once; the zygote boots only once
-    that kernel answered, and a reset while it boots waits for it (architecture.md, "Zygote
-    kernels")."""
+    """The first zygote of a sandbox boots at once and the first kernel is forked from it (their
+    pages shared), its START waiting for READY as for a slow start; a zygote made after a lost
+    one is held until the kernel started the slow way meanwhile answered, and a reset while it
+    boots waits for it (architecture.md, "Zygote kernels")."""
 
     def setUp(self):
         require_sandbox(self)
 
-    def test_first_kernel_by_exec_the_next_forked(self):
+    def test_first_kernel_forked_and_the_next(self):
         with McpClient() as c:
-            self.assertEqual(c.execute(FORKED)[0].strip(), "False", "the first kernel was forked")
+            self.assertEqual(c.execute(FORKED)[0].strip(), "True", "the first kernel was not forked")
             r = c.call("reset")
             self.assertFalse(r["isError"], text_of(r))
             self.assertEqual(start_of(r), "zygote", text_of(r))
             self.assertNotIn("zygote", text_of(r))
             self.assertEqual(c.execute(FORKED)[0].strip(), "True")
 
-    def test_zygote_boots_only_after_the_first_kernel_answered(self):
+    def test_first_kernel_waits_for_the_zygotes_boot(self):
         for attempt in range(3):
             c = McpClient(initialize=False)
             try:
                 rid = c.send_request("initialize", dict(PROTOCOL_INIT, protocolVersion=PROTOCOL))
-                # Hold the first kernel before it can answer (it has not imported zmq yet).
-                kernel = stop_new(lambda: tree(c)[2])
-                self.assertIsNotNone(kernel, "no kernel appeared")
-                with open("/proc/%d/environ" % kernel, "rb") as f:
-                    self.assertNotIn(b"PYTHONUSERBASE=/nonexistent", f.read(), "the first kernel was forked")
-                if has_imported_zmq(kernel):
-                    os.kill(kernel, signal.SIGCONT)
+                # Hold the first zygote before its imports are done (before READY).
+                zygote = stop_new(lambda: zygote_pids(c))
+                self.assertIsNotNone(zygote, "no zygote at the start")
+                if has_imported_zmq(zygote):
+                    os.kill(zygote, signal.SIGCONT)
                     continue  # caught too late to tell; a new session
                 time.sleep(2)
+                # No kernel is started the slow way beside it, and no second zygote is made.
                 s0, s1, ks, zs = tree(c)
-                self.assertEqual(ks, [kernel])
-                # S0's child that will be the zygote holds its place, before its exec: no boot.
-                self.assertEqual([comm(z) for z in zs], ["ipybox-shim"] * len(zs),
-                                 "the zygote boots before the first kernel answered")
-                self.assertLessEqual(len(zs), 1)
-                os.kill(kernel, signal.SIGCONT)
+                self.assertEqual(ks, [], "a kernel runs while the first zygote boots")
+                self.assertEqual(zs, [zygote])
+                self.assertRaises(TimeoutError, c.wait_response, rid, 0.5)
+                os.kill(zygote, signal.SIGCONT)
                 c.wait_response(rid, timeout=120)
                 c.notify("notifications/initialized")
-                self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
-                self.assertTrue(wait_for(lambda: zygote_pids(c), 30), "no zygote after the first kernel answered")
-                self.assertEqual(c.execute(FORKED)[0].strip(), "False")
+                self.assertEqual(c.execute(FORKED)[0].strip(), "True")
+                self.assertEqual(zygote_pids(c), [zygote])
                 return
             finally:
                 c.close()
-        self.skipTest("the first kernel was never caught before its imports (3 sessions)")
+        self.skipTest("the first zygote was never caught before its imports (3 sessions)")
 
     def test_reset_while_the_zygote_boots_waits_for_it(self):
         for attempt in range(3):
             with McpClient() as c:
                 self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
-                # The zygote boots now: hold it before its imports are done (before READY).
-                zygote = stop_new(lambda: zygote_pids(c), timeout=30)
-                self.assertIsNotNone(zygote, "no zygote after the first kernel answered")
+                # A lost zygote: the reset starts its kernel the slow way, and the new zygote
+                # boots once that kernel answered: hold it before its imports are done.
+                old = zygote_pids(c)
+                os.kill(old[0], signal.SIGKILL)
+                self.assertEqual(start_of(c.call("reset")), "exec")
+                zygote = stop_new(lambda: zygote_pids(c), old, timeout=30)
+                self.assertIsNotNone(zygote, "no new zygote after the slow kernel answered")
                 if has_imported_zmq(zygote):
                     os.kill(zygote, signal.SIGCONT)
                     continue  # it may be READY already; a new session
@@ -676,8 +677,8 @@ class UserSiteCode(unittest.TestCase):
         require_sandbox(self)
         with McpClient() as c:
             forked = "print('PYTHONUSERBASE=/nonexistent' in open('/proc/self/environ').read())"
-            # The first kernel started the slow way; the next one is forked.
-            self.assertEqual(c.execute(forked)[0].strip(), "False")
+            # Forked: the first kernel, and the next one.
+            self.assertEqual(c.execute(forked)[0].strip(), "True")
             c.call("reset")
             self.assertEqual(c.execute(forked)[0].strip(), "True")
             # A preloaded pure-Python module of one file outside the standard library.

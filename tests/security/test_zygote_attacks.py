@@ -247,7 +247,7 @@ class NothingLeft(unittest.TestCase):
     def test_eof_with_a_ready_zygote(self):
         with McpClient() as c:
             c.execute("1")
-            # READY: the first kernel started the slow way; this one is forked.
+            # READY: this one is forked, as the first was.
             self.assertEqual(start_of(c.call("reset")), "zygote")
             zs = zygote_pids(c)
             self.assertTrue(zs, "the session had no zygote")

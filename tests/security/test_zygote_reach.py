@@ -113,7 +113,7 @@ class ZygoteReach(unittest.TestCase):
     def test_kernel_cannot_signal_trace_or_open_the_zygote(self):
         with McpClient() as c:
             c.execute("1")
-            # The first kernel started the slow way; this one is forked: the zygote is READY,
+            # This one is forked, as the first was: the zygote is READY,
             # its status no longer changes by itself.
             self.assertEqual(start_of(c.call("reset")), "zygote")
             zs = zygote_pids(c)
