@@ -105,7 +105,8 @@ static pid_t make_zygote(shim_config *cfg, int p1, int userns, int ctl, int sfd)
         close(sfd);
         close(zc[0]);
         /* Held here, a small fork of S0 that already counts against the sandbox's pids limit
-         * where the zygote will, until S1 lets it boot (its first kernel answered: the two
+         * where the zygote will, until S1 lets it boot (the first zygote at once; one made
+         * after a lost zygote once the slow kernel started meanwhile answered, so that the two
          * Pythons do not compete for the CPU). S1's end closed: nothing to boot for. */
         zy_rec m;
         if (zy_recv(zc[1], &m, NULL, -1) != 1 || m.type != ZY_BOOT)

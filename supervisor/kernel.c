@@ -429,9 +429,9 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
     log_debug("kernel %u: sockets after %ld ms, ready after %ld ms", k->gen,
               t_sockets - (deadline - k->start_timeout_ms), ipb_now_ms() - (deadline - k->start_timeout_ms));
     k->running = true;
-    /* Told after every start: S1 boots a zygote it deferred (the first kernel started the
-     * slow way) only now, so that the two Pythons do not compete for the CPU. A lost channel
-     * shows at the next call. */
+    /* Told after every start: S1 boots a zygote it held (one made after a lost zygote, while
+     * this kernel started the slow way) only now, so that the two Pythons do not compete for
+     * the CPU. A lost channel shows at the next call. */
     ipb_error *aerr = NULL;
     if (ipb_sandbox_send(&k->sb, SHIM_CMD_ANSWERED, 0, k->gen, &aerr) < 0) {
         log_debug("telling the sandbox that its kernel answered: %s", ipb_error_msg(aerr));
