@@ -137,10 +137,19 @@ void shim_zygote_service(shim_zygote *z) {
     struct pollfd p[2] = {{z->ctl, POLLIN, 0}, {z->fd, POLLIN, 0}};
     if (poll(p, 2, 0) <= 0)
         return;
+    bool was_ready = z->state == SHIM_ZY_READY;
     if (p[0].revents)
         read_ctl(z, 0);
     if (z->fd >= 0 && p[1].revents && z->fd == p[1].fd)
         read_zygote(z);
+    /* A zygote lost while a kernel runs (OOM, the host): its place in the pids limit is taken
+     * again at once by a held Zpre, or the running kernel could fork into it until the next
+     * START. Only for a zygote that was READY: a failed make (the kernel filled the slot
+     * first) is not retried before the next START, which makes one after KILL_ALL. */
+    if (was_ready && z->state == SHIM_ZY_NONE) {
+        shim_zygote_after_slow(z);
+        z->after_loss = z->state == SHIM_ZY_MAKING;
+    }
 }
 
 static void wait_ready(shim_zygote *z) {
@@ -201,6 +210,8 @@ static void boot(shim_zygote *z) {
  * P1 holds no process that could fork into it (the START follows KILL_ALL), and not after the
  * kernel started: a new held Zpre, or, once given up, one that is never let boot. S0's answer
  * (its channel, or its end) is awaited within the fork bound. */
+static void await_channel(shim_zygote *z);
+
 static void hold_slot(shim_zygote *z) {
     if (z->ctl < 0 || z->fd >= 0 || z->ending)
         return;
@@ -211,6 +222,11 @@ static void hold_slot(shim_zygote *z) {
     } else if (z->state != SHIM_ZY_OFF || zy_send(z->ctl, ZY_MAKE, 0, 0, -1) < 0) {
         return;
     }
+    await_channel(z);
+}
+
+/* S0's answer to a ZY_MAKE (the held Zpre's channel, or its end), within the fork bound. */
+static void await_channel(shim_zygote *z) {
     int ends = z->failed_boots;
     long deadline = ipb_now_ms() + SHIM_ZY_FORK_MS;
     while (z->ctl >= 0 && z->fd < 0 && z->failed_boots == ends) {
@@ -225,6 +241,17 @@ pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
     if (z->ctl < 0)
         return 0;
     shim_zygote_service(z);
+    if (z->after_loss) {
+        /* The zygote was lost while the last kernel ran: this kernel starts the slow way, as
+         * after any loss; the Zpre held since then keeps the slot (its channel is awaited, or
+         * the slow kernel could fork into the slot first) and boots once this kernel answered. */
+        z->after_loss = false;
+        if ((z->state == SHIM_ZY_MAKING || z->state == SHIM_ZY_BOOTING) && !z->go) {
+            if (z->fd < 0)
+                await_channel(z);
+            goto slow;
+        }
+    }
     /* The first kernel waits for the first zygote's boot (begun at init), within its longer
      * bound. A later START lets a held zygote boot (after a lost one, the slow kernel died or
      * was reset before it answered) and waits for it, like one booting already, rather than
@@ -242,6 +269,7 @@ pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
             shim_kill_all_bounded(SHIM_ZY_FORK_MS);
         }
     }
+slow:
     if (z->untold) {
         bool give_up = z->state == SHIM_ZY_OFF && !z->gave_up_told;
         if (give_up)

@@ -25,6 +25,8 @@ typedef struct shim_zygote {
     int status;            /* its wait status */
     bool gave_up_told;
     bool ending;           /* S0 was asked to kill it; its ZY_ENDED is due */
+    bool after_loss;       /* held at once when a READY zygote ended between starts (for its
+                              slot): the next START still takes the slow way, without booting it */
 } shim_zygote;
 
 #define SHIM_ZY_BOOT_MS 10000
