@@ -142,6 +142,21 @@ print("APP" + json.dumps(out))
 APP_DIFFER_ANYWAY = re.compile(r"(started daemon \d+|<StreamHandler \d+ |'key': b'[0-9a-f-]+')")
 
 
+# The patterns in re's cache, as a kernel's first cell sees them (the cell's own transform
+# has compiled tokenize's): tokenize's are named, not spelled, as their text depends on the
+# order of sets of str (DIFFER_ANYWAY).
+RE_CACHE = r'''
+import re, json, tokenize
+names = {}
+for k, v in vars(tokenize).items():
+    if isinstance(v, str):
+        names.setdefault(v, "tokenize." + k)
+for v in getattr(tokenize, "endpats", {}).values():
+    names.setdefault(v, "tokenize.endpats")
+print("RE" + json.dumps(sorted(repr((t.__name__, names.get(p, p), f)) for t, p, f in list(re._cache))))
+'''
+
+
 def probe(c):
     text, r = c.execute(PROBE)
     assert not r["isError"], text
@@ -360,6 +375,21 @@ class SeenFromInside(unittest.TestCase):
         self.assertTrue(b["frozen"])
         self.assertEqual(b["dumpable"], 1)
         self.assertEqual(b["pdeathsig"], signal.SIGKILL)
+
+
+    def test_warmed_patterns_are_a_slow_starts(self):
+        """The zygote compiles patterns for its kernels (_warm_caches): only ones that a slow
+        kernel has compiled too by its first cell."""
+        require_sandbox(self)
+        with McpClient("--no-zygote") as slow, McpClient() as fast:
+            self.assertEqual(start_of(slow.call("reset")), "exec")
+            self.assertEqual(start_of(fast.call("reset")), "zygote")
+            a = json.loads(slow.execute(RE_CACHE)[0].split("RE", 1)[1])
+            b = json.loads(fast.execute(RE_CACHE)[0].split("RE", 1)[1])
+        self.assertGreater(len(a), 50)
+        self.assertIn(repr(("str", "(?s:.*\\.ipy)\\Z", 0)), a)
+        self.assertEqual(sorted(set(b) - set(a)), [], "patterns a forked kernel has and a slow one has not")
+        self.assertEqual(sorted(set(a) - set(b)), [], "patterns a slow kernel has and a forked one has not")
 
 
 class ZygoteLoss(unittest.TestCase):
