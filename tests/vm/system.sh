@@ -2,8 +2,9 @@
 # The VM tier's job (make check-system: tests/vm/boot.sh tests/vm/system.sh), as root in a
 # stock Debian 12 under real systemd with cgroup v2: installs what the project needs
 # (scripts/deps.sh test), builds, `make install`s, starts ipyboxd.service from the installed
-# unit as shipped, with a test configuration, and runs three suites:
+# unit as shipped, with a test configuration, and runs four suites:
 #   1. tests/vm/system_service.py: the service as users alice and bob meet it
+#   4. the same again with `zygote = true` (the shipped default is false), the service restarted
 #   2. tests/integration/test_system.py against the installed binaries
 #   3. tests/vm/limits_user.sh: user-mode limits under a user manager
 # Exits 0 only when everything passed; the last lines sum up each suite.
@@ -14,7 +15,7 @@
 # UMask) and opens /run/ipybox/* after the start, to see whether the suite can pass; other
 # values are the drop-in's settings themselves ("UMask=0022 ProtectClock=no"). Run it with
 #   tests/vm/boot.sh 'IPYBOX_VM_UNIT_OVERRIDE=1 tests/vm/system.sh'
-# IPYBOX_VM_SUITES (default "1 2 3"): which suites run.
+# IPYBOX_VM_SUITES (default "1 4 2 3"): which suites run (in that order).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${IPYBOX_VM_OUT:-/tmp/ipybox-vm-out}
@@ -75,11 +76,11 @@ rm -rf "$dest" && mkdir -p "$dest/tests"
 cp -a tests/lib tests/vm tests/integration "$dest/tests/"
 chmod -R a+rX "$dest"
 
-suites=${IPYBOX_VM_SUITES:-1 2 3}
+suites=${IPYBOX_VM_SUITES:-1 4 2 3}
 want() { case " $suites " in *" $1 "*) return 0 ;; esac; echo "(not asked for)"; return 1; }
 result() { case $1 in -) echo "not run" ;; 0) echo PASS ;; *) echo "FAIL (exit $1)" ;; esac; }
 py=(/usr/bin/python3 -u -W ignore::ResourceWarning)
-rc_service=- rc_integration=- rc_user=-
+rc_service=- rc_zygote=- rc_integration=- rc_user=-
 
 # For suite 2: $dest/bin/ipybox is the installed one; $dest/bin/ipyboxd, a wrapper that moves
 # itself into a cgroup of its own under a unit with Delegate=yes and executes the installed
@@ -116,6 +117,22 @@ if want 1; then
     journalctl -u ipyboxd -o short-precise --no-pager >"$out/ipyboxd.journal" 2>&1
 fi
 
+step "suite 4: tests/vm/system_service.py again, with zygote = true"
+if want 4; then
+    # Each session's kernels forked from a zygote in its sandbox: the service's sandboxes then
+    # hold S0 and the zygote too (pids.max + 2), and six sessions of two users start at once.
+    rc_zygote=1
+    if sed -i 's/^zygote = .*/zygote = true/' /etc/ipybox/ipyboxd.conf &&
+        grep -qx 'zygote = true' /etc/ipybox/ipyboxd.conf && systemctl restart ipyboxd.service; then
+        timeout -k 10 1200 "${py[@]}" "$dest/tests/vm/system_service.py" -v 2>&1
+        rc_zygote=$?
+    else
+        echo "FAIL: could not set zygote = true in /etc/ipybox/ipyboxd.conf and restart the service"
+    fi
+    journalctl -u ipyboxd -o short-precise --no-pager >"$out/ipyboxd-zygote.journal" 2>&1
+    sed -i 's/^zygote = .*/zygote = false/' /etc/ipybox/ipyboxd.conf
+fi
+
 step "suite 2: tests/integration/test_system.py against the installed binaries"
 if want 2; then
     # It runs ipyboxd itself, as root, with a configuration of its own: the service stops first.
@@ -139,6 +156,7 @@ fi
 
 step "summary"
 echo "suite 1, tests/vm/system_service.py: $(result $rc_service)"
+echo "suite 4, tests/vm/system_service.py with zygote = true: $(result $rc_zygote)"
 echo "suite 2, tests/integration/test_system.py: $(result $rc_integration)"
 echo "suite 3, tests/vm/limits_user.sh: $(result $rc_user)"
-for rc in $rc_service $rc_integration $rc_user; do [ "$rc" = 0 ] || [ "$rc" = - ] || exit 1; done
+for rc in $rc_service $rc_zygote $rc_integration $rc_user; do [ "$rc" = 0 ] || [ "$rc" = - ] || exit 1; done

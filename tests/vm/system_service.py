@@ -509,6 +509,26 @@ class SystemService(unittest.TestCase):
         self.finish(c)
         self.assertTrue(wait_for(lambda: not servers(), 30, 0.2), "the server outlived its session: %s" % servers())
 
+    def test_13_reset_follows_the_zygote_setting(self):
+        # zygote = true (suite 4): a reset forks the kernel from the sandbox's zygote, and the
+        # sandbox's processes include it (S0 and the zygote under the sandbox's cgroup, as
+        # pids.max counts them); false (the shipped default): a reset starts it the slow way.
+        want = "zygote" if ZYGOTE_PIDS else "exec"
+        c = self.client("alice")
+        self.assertEqual(c.execute("x = 1; print(1 + 1)")[0], "2\n")
+        for _ in range(2):
+            r = c.call("reset")
+            self.assertFalse(r.get("isError"), text(r))
+            kernel = r["_meta"]["ipybox/kernel"]
+            print("reset: %s" % kernel)
+            self.assertEqual(kernel["start"], want, text(r))
+            self.assertEqual(c.execute("print(1 + 1, 'x' in globals())")[0], "2 False\n")
+        d = self.sandbox_of(c)
+        pythons = [p for p in pool_procs() if (CG + p["cgroup"] == d or (CG + p["cgroup"]).startswith(d + "/"))
+                   and os.path.basename(p["cmd"].split(" ", 1)[0]).startswith("python3")]
+        print("pythons in %s: %d" % (d, len(pythons)))
+        self.assertEqual(len(pythons), 2 if ZYGOTE_PIDS else 1, pythons)
+
 
 if __name__ == "__main__":
     unittest.main()
