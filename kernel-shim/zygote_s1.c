@@ -137,18 +137,21 @@ void shim_zygote_service(shim_zygote *z) {
     struct pollfd p[2] = {{z->ctl, POLLIN, 0}, {z->fd, POLLIN, 0}};
     if (poll(p, 2, 0) <= 0)
         return;
-    bool was_ready = z->state == SHIM_ZY_READY;
+    /* Whether S0 had made the current one (its channel came): READY, booting or held. */
+    bool had = z->fd >= 0;
     if (p[0].revents)
         read_ctl(z, 0);
     if (z->fd >= 0 && p[1].revents && z->fd == p[1].fd)
         read_zygote(z);
     /* A zygote lost while a kernel runs (OOM, the host): its place in the pids limit is taken
      * again at once by a held Zpre, or the running kernel could fork into it until the next
-     * START. Only for a zygote that was READY: a failed make (the kernel filled the slot
-     * first) is not retried before the next START, which makes one after KILL_ALL. */
-    if (was_ready && z->state == SHIM_ZY_NONE) {
+     * START. So for any zygote S0 had made (READY, booting, or held: a booting one can be
+     * starved or OOM-killed too; given up, a new one that never boots). Not after a failed
+     * make (no channel came: the kernel filled the slot first): that is not retried before
+     * the next START, which makes one after KILL_ALL, so no ZY_MAKE storm. */
+    if (had && z->fd < 0 && !z->ending && (z->state == SHIM_ZY_NONE || z->state == SHIM_ZY_OFF)) {
         shim_zygote_after_slow(z);
-        z->after_loss = z->state == SHIM_ZY_MAKING;
+        z->after_loss = z->after_loss || z->state == SHIM_ZY_MAKING;
     }
 }
 
@@ -270,6 +273,7 @@ pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen) {
         }
     }
 slow:
+    z->started = true;
     if (z->untold) {
         bool give_up = z->state == SHIM_ZY_OFF && !z->gave_up_told;
         if (give_up)
@@ -302,6 +306,10 @@ void shim_zygote_after_slow(shim_zygote *z) {
 }
 
 void shim_zygote_answered(shim_zygote *z) {
-    if (z->ctl >= 0)
+    /* Not a Zpre held after a loss while this kernel ran: the next START takes the slow way
+     * and says so (SHIM_EV_ZYGOTE); that kernel's answer lets it boot. Booted on this kernel's
+     * answer (a loss during its handshake), the next START forked from it and the loss was
+     * never told. */
+    if (z->ctl >= 0 && !z->after_loss)
         boot(z);
 }

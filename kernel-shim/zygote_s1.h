@@ -25,8 +25,9 @@ typedef struct shim_zygote {
     int status;            /* its wait status */
     bool gave_up_told;
     bool ending;           /* S0 was asked to kill it; its ZY_ENDED is due */
-    bool after_loss;       /* held at once when a READY zygote ended between starts (for its
-                              slot): the next START still takes the slow way, without booting it */
+    bool after_loss;       /* held at once when a zygote S0 had made ended between starts (for
+                              its slot): the next START still takes the slow way, without booting
+                              it, and its kernel's answer lets it boot (not the running one's) */
 } shim_zygote;
 
 #define SHIM_ZY_BOOT_MS 10000
