@@ -20,7 +20,9 @@ enum shim_mode { SHIM_MODE_KERNEL = 1, SHIM_MODE_RUN = 2 };
 
 /* SHIM_EV_STARTED's err: how the kernel started. */
 enum { SHIM_START_EXEC = 0, SHIM_START_ZYGOTE = 1 };
-enum { SHIM_ZYGOTE_GIVEN_UP = 1 };
+/* SHIM_EV_ZYGOTE's err: bits. GIVEN_UP: none is made again. LATE: S1 killed it for missing a
+ * bound (READY, or the answer to FORK); BAD: for a record it had no business sending. */
+enum { SHIM_ZYGOTE_GIVEN_UP = 1, SHIM_ZYGOTE_LATE = 2, SHIM_ZYGOTE_BAD = 4 };
 
 enum shim_msg_type {
     /* shim -> supervisor */
@@ -31,9 +33,9 @@ enum shim_msg_type {
     SHIM_EV_EXITED,     /* the program of generation gen ended; arg = wait status */
     SHIM_EV_KILLED,     /* every sandbox process but PID 1 is gone */
     SHIM_EV_ZYGOTE,     /* sent once, before the STARTED of a kernel started the slow way: the
-                         * zygote ended (arg = its wait status, err = 0), or err =
-                         * SHIM_ZYGOTE_GIVEN_UP: two zygotes ended before their first kernel,
-                         * none is made again (arg = the last one's wait status) */
+                         * zygote ended (arg = its wait status), err = 0 or bits: GIVEN_UP,
+                         * two zygotes ended before READY, none is made again (arg = the last
+                         * one's status); LATE or BAD, S1 had it killed (why) */
     /* supervisor -> shim */
     SHIM_CMD_START = 100, /* start the program as generation gen */
     SHIM_CMD_SIGNAL,      /* send signal arg to the program's process group */

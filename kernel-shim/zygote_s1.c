@@ -41,8 +41,11 @@ static void drop_channel(shim_zygote *z) {
     z->fd = -1;
 }
 
-/* The zygote misbehaved or missed a bound: S0 kills it; its end comes as ZY_ENDED. */
-static void kill_zygote(shim_zygote *z) {
+/* The zygote misbehaved or missed a bound (why: SHIM_ZYGOTE_LATE or _BAD, told with its end;
+ * 0: it is gone already), or its channel broke: S0 kills it; its end comes as ZY_ENDED. */
+static void kill_zygote(shim_zygote *z, int why) {
+    if (z->fd >= 0 || z->state == SHIM_ZY_BOOTING)
+        z->killing_why = why;
     drop_channel(z);
     if (z->state != SHIM_ZY_OFF)
         z->state = SHIM_ZY_NONE;
@@ -55,7 +58,7 @@ static void send_boot(shim_zygote *z) {
     if (!z->go || z->go_sent || z->fd < 0 || z->state != SHIM_ZY_BOOTING)
         return;
     if (zy_send(z->fd, ZY_BOOT, 0, 0, -1) < 0) {
-        kill_zygote(z);
+        kill_zygote(z, 0);
         return;
     }
     z->go_sent = true;
@@ -83,6 +86,8 @@ static void on_ctl(shim_zygote *z, const zy_rec *m, int fd) {
     z->booted = false;
     z->untold = true;
     z->status = m->a;
+    z->why = z->killing_why;
+    z->killing_why = 0;
     z->state = z->failed_boots >= 2 ? SHIM_ZY_OFF : SHIM_ZY_NONE;
 }
 
@@ -127,7 +132,7 @@ static void read_zygote(shim_zygote *z) {
         return;
     }
     /* EOF (it ended) or a record it had no business sending. */
-    kill_zygote(z);
+    kill_zygote(z, r == 1 || r == -EBADMSG ? SHIM_ZYGOTE_BAD : 0);
     await_end(z);
 }
 
@@ -160,7 +165,7 @@ static void wait_ready(shim_zygote *z) {
         long left = z->deadline - ipb_now_ms();
         if (left <= 0) {
             if (z->fd >= 0 || z->state == SHIM_ZY_BOOTING) {
-                kill_zygote(z);
+                kill_zygote(z, SHIM_ZYGOTE_LATE);
                 await_end(z);
             }
             z->state = z->state == SHIM_ZY_OFF ? SHIM_ZY_OFF : SHIM_ZY_NONE;
@@ -181,7 +186,7 @@ static void wait_ready(shim_zygote *z) {
 
 static pid_t fork_kernel(shim_zygote *z, uint32_t gen) {
     if (zy_send(z->fd, ZY_FORK, gen, 0, -1) < 0) {
-        kill_zygote(z);
+        kill_zygote(z, 0);
         await_end(z);
         return -1;
     }
@@ -194,7 +199,7 @@ static pid_t fork_kernel(shim_zygote *z, uint32_t gen) {
             return m.a;
         if (r == 1 && m.type == ZY_FAILED && m.gen == gen)
             return 0; /* it could not fork (the pids limit): the slow way, which says why */
-        kill_zygote(z);
+        kill_zygote(z, r == 0 ? SHIM_ZYGOTE_LATE : r == 1 || r == -EBADMSG ? SHIM_ZYGOTE_BAD : 0);
         await_end(z);
         return -1;
     }
@@ -279,7 +284,8 @@ slow:
         if (give_up)
             z->gave_up_told = true;
         if (z->state != SHIM_ZY_OFF || give_up)
-            shim_send(sup_fd, SHIM_EV_ZYGOTE, z->status, give_up ? SHIM_ZYGOTE_GIVEN_UP : 0, gen, NULL, NULL);
+            shim_send(sup_fd, SHIM_EV_ZYGOTE, z->status, (give_up ? SHIM_ZYGOTE_GIVEN_UP : 0) | z->why, gen, NULL, NULL);
+        z->why = 0;
         z->untold = false;
     }
     hold_slot(z);

@@ -23,6 +23,8 @@ typedef struct shim_zygote {
     int failed_boots;      /* zygotes in a row that ended before READY */
     bool untold;           /* an end not yet told to the supervisor */
     int status;            /* its wait status */
+    int why;               /* SHIM_ZYGOTE_LATE or _BAD: why S1 had it killed (the end untold) */
+    int killing_why;       /* the same, for the kill asked and not yet ended */
     bool gave_up_told;
     bool ending;           /* S0 was asked to kill it; its ZY_ENDED is due */
     bool after_loss;       /* held at once when a zygote S0 had made ended between starts (for

@@ -180,8 +180,13 @@ static int handle_shim_msg(ipb_kernel *k, const struct shim_msg *m, ipb_error **
     case SHIM_EV_ZYGOTE: {
         /* Told once by the shim, before the STARTED of a kernel that took the slow way. */
         char how[160];
-        ipb_describe_status(m->arg, how, sizeof(how));
-        if (m->err == SHIM_ZYGOTE_GIVEN_UP)
+        if (m->err & SHIM_ZYGOTE_LATE)
+            snprintf(how, sizeof(how), "did not answer in time and was killed");
+        else if (m->err & SHIM_ZYGOTE_BAD)
+            snprintf(how, sizeof(how), "sent what it should not and was killed");
+        else
+            ipb_describe_status(m->arg, how, sizeof(how));
+        if (m->err & SHIM_ZYGOTE_GIVEN_UP)
             snprintf(k->zygote_note, sizeof(k->zygote_note),
                      "The zygote ended twice before it was ready (the last one %s): kernels of this "
                      "session start the slow way from now on.", how);
