@@ -33,6 +33,10 @@ int zy_parse(const void *buf, size_t len, zy_rec *ret) {
         if (r.a <= 0)
             return -EBADMSG;
         break;
+    case ZY_NOTMADE:
+        if (r.gen != 0 || r.a <= 0)
+            return -EBADMSG;
+        break;
     case ZY_ENDED:
         if (r.gen != 0)
             return -EBADMSG;

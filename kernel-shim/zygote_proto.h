@@ -13,7 +13,9 @@
  *                  ZY_KILL                  SIGKILL the zygote (it missed a bound)
  *   S0 -> S1       ZY_NEW                   the new zygote's channel (SCM_RIGHTS, one fd)
  *                  ZY_ENDED {a=status}      the zygote ended with this wait status
- *                  ZY_GO                    S0 holds the namespace fds: S1 may go on */
+ *                  ZY_GO                    S0 holds the namespace fds: S1 may go on
+ *                  ZY_NOTMADE {a=errno}     the ZY_MAKE failed (its fork: errno > 0); no
+ *                                           zygote was made, so none ended */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -31,6 +33,7 @@ enum zy_type {
     ZY_NEW,
     ZY_ENDED,
     ZY_GO,
+    ZY_NOTMADE,
 };
 
 typedef struct zy_rec {

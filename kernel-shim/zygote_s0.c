@@ -179,7 +179,7 @@ __attribute__((noreturn)) static void s0_loop(shim_config *cfg, int ctl, int p1,
                 zpid = make_zygote(cfg, p1, userns, ctl, sfd);
                 if (zpid < 0) {
                     zpid = 0;
-                    zy_send(ctl, ZY_ENDED, 0, 127 << 8, -1);
+                    zy_send(ctl, ZY_NOTMADE, 0, errno > 0 ? errno : EIO, -1);
                 }
             } else if (m.type == ZY_KILL && zpid > 0) {
                 kill(zpid, SIGKILL);

@@ -66,6 +66,7 @@ static void send_boot(shim_zygote *z) {
 }
 
 static void on_ctl(shim_zygote *z, const zy_rec *m, int fd) {
+    z->answers++;
     if (m->type == ZY_NEW) {
         drop_channel(z);
         z->fd = fd;
@@ -78,6 +79,13 @@ static void on_ctl(shim_zygote *z, const zy_rec *m, int fd) {
     }
     if (fd >= 0)
         close(fd);
+    if (m->type == ZY_NOTMADE) {
+        /* S0 could not fork one (the pids limit: a kernel took the slot first). Nothing ended,
+         * nothing to tell or count; the next START asks again, after KILL_ALL. */
+        if (z->state == SHIM_ZY_MAKING)
+            z->state = SHIM_ZY_NONE;
+        return;
+    }
     if (m->type != ZY_ENDED)
         return;
     drop_channel(z);
@@ -235,9 +243,9 @@ static void hold_slot(shim_zygote *z) {
 
 /* S0's answer to a ZY_MAKE (the held Zpre's channel, or its end), within the fork bound. */
 static void await_channel(shim_zygote *z) {
-    int ends = z->failed_boots;
+    unsigned answers = z->answers;
     long deadline = ipb_now_ms() + SHIM_ZY_FORK_MS;
-    while (z->ctl >= 0 && z->fd < 0 && z->failed_boots == ends) {
+    while (z->ctl >= 0 && z->fd < 0 && z->answers == answers) {
         long left = deadline - ipb_now_ms();
         if (left <= 0)
             break;

@@ -25,6 +25,7 @@ typedef struct shim_zygote {
     int status;            /* its wait status */
     int why;               /* SHIM_ZYGOTE_LATE or _BAD: why S1 had it killed (the end untold) */
     int killing_why;       /* the same, for the kill asked and not yet ended */
+    unsigned answers;      /* records from S0 so far (ZY_NEW, ZY_ENDED, ZY_NOTMADE) */
     bool gave_up_told;
     bool ending;           /* S0 was asked to kill it; its ZY_ENDED is due */
     bool after_loss;       /* held at once when a zygote S0 had made ended between starts (for

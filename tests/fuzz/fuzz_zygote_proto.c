@@ -51,8 +51,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case ZY_FORK: CHECK(r.a == 0); break;
         case ZY_STARTED: CHECK(r.a > 1); break;
         case ZY_FAILED: CHECK(r.a > 0); break;
+        case ZY_NOTMADE: CHECK(r.gen == 0 && r.a > 0); break;
         case ZY_ENDED: CHECK(r.gen == 0); break;
         case ZY_READY:
+        case ZY_BOOT:
         case ZY_MAKE:
         case ZY_KILL:
         case ZY_NEW:
