@@ -7,6 +7,7 @@
 #   make check-fresh  ./start and ./test in a bare Debian 12 root (debootstrap; root, network)
 #   make bench      benchmarks (bench/results.md, bench/egress.md, bench/daemon.md, bench/tools.md, bench/sdk.md)
 #   make install    PREFIX=/usr/local DESTDIR=   (make uninstall, the same variables: removes it)
+#   make format-check  the C sources against .clang-format (clang-format 14, as in Debian 12; CI runs it)
 
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
