@@ -134,9 +134,9 @@ int cli_bridge(int fd, const char *path, int argc, char **argv) {
     for (int i = 0; i < argc; i++)
         json_array_append_new(args, json_string(argv[i]));
     char cwd[PATH_MAX];
-    json_t *req = json_pack("{s:s, s:s, s:s, s:{s:o, s:s?}}", "jsonrpc", "2.0", "id", BRIDGE_ID, "method",
-                            "ipybox/createSession", "params", "args", args, "cwd",
-                            getcwd(cwd, sizeof(cwd)) ? cwd : NULL);
+    json_t *req =
+        json_pack("{s:s, s:s, s:s, s:{s:o, s:s?}}", "jsonrpc", "2.0", "id", BRIDGE_ID, "method", "ipybox/createSession",
+                  "params", "args", args, "cwd", getcwd(cwd, sizeof(cwd)) ? cwd : NULL);
     char *line = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     int ok = line && ipb_write_all(fd, line, strlen(line)) == 0 && ipb_write_all(fd, "\n", 1) == 0;

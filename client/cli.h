@@ -12,8 +12,7 @@ int cmd_doctor(int argc, char **argv);
 /* Parses a subcommand's options and fills defaults. Returns 0 to go on, or an exit code + 1
  * (so 1 means exit 0 after --help, 3 means exit 2 after an error). *ret_next is the index
  * of the first word after the options. */
-int cli_parse_options(ipb_options *o, int argc, char **argv, const char *prog, void (*usage)(FILE *),
-                      int *ret_next);
+int cli_parse_options(ipb_options *o, int argc, char **argv, const char *prog, void (*usage)(FILE *), int *ret_next);
 /* Warns about accepted options that have no effect yet. */
 void cli_warn_unsupported(const ipb_options *o);
 

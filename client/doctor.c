@@ -28,23 +28,24 @@
 #define SANDBOX_CELL_TIMEOUT_S 60
 
 static void doctor_usage(FILE *f) {
-    fprintf(f, "Usage: ipybox doctor [--quick] [OPTIONS]\n\n"
-               "Checks whether `ipybox mcp` can start here and says in one line each what works and how to\n"
-               "fix what does not: user namespaces (and the sysctls that block them), nftables in a network\n"
-               "namespace (the egress proxy needs it), cgroup delegation (whether --memory, --max-processes\n"
-               "and --cpu-weight can be enforced), the interpreter (ipykernel; matplotlib and pip), a\n"
-               "daemon's socket (as ipybox mcp looks for it) and whether it answers. Last, it starts a\n"
-               "sandbox with a kernel and runs 1+1, so that \"would start\" is proven.\n\n"
-               "  --quick          skip the sandbox and kernel (the last check)\n\n"
-               "It takes ipybox mcp's sandbox options (--python PATH above all) and checks with them.\n"
-               "Exit status: 0 when ipybox mcp would start (warnings, for matplotlib, pip, cgroups and the\n"
-               "daemon, do not change it), 1 when a needed check failed, 2 on bad usage.\n\n%s",
+    fprintf(f,
+            "Usage: ipybox doctor [--quick] [OPTIONS]\n\n"
+            "Checks whether `ipybox mcp` can start here and says in one line each what works and how to\n"
+            "fix what does not: user namespaces (and the sysctls that block them), nftables in a network\n"
+            "namespace (the egress proxy needs it), cgroup delegation (whether --memory, --max-processes\n"
+            "and --cpu-weight can be enforced), the interpreter (ipykernel; matplotlib and pip), a\n"
+            "daemon's socket (as ipybox mcp looks for it) and whether it answers. Last, it starts a\n"
+            "sandbox with a kernel and runs 1+1, so that \"would start\" is proven.\n\n"
+            "  --quick          skip the sandbox and kernel (the last check)\n\n"
+            "It takes ipybox mcp's sandbox options (--python PATH above all) and checks with them.\n"
+            "Exit status: 0 when ipybox mcp would start (warnings, for matplotlib, pip, cgroups and the\n"
+            "daemon, do not change it), 1 when a needed check failed, 2 on bad usage.\n\n%s",
             ipb_options_help());
 }
 
 void doctor_say(doctor *d, enum doctor_level level, const char *check, const char *fmt, ...) {
-    static const char *const tag[] = {[DOCTOR_OK] = "ok", [DOCTOR_WARN] = "warn", [DOCTOR_FAIL] = "FAIL",
-                                      [DOCTOR_SKIP] = "skip"};
+    static const char *const tag[] = {
+        [DOCTOR_OK] = "ok", [DOCTOR_WARN] = "warn", [DOCTOR_FAIL] = "FAIL", [DOCTOR_SKIP] = "skip"};
     if (level == DOCTOR_FAIL)
         d->failed++;
     else if (level == DOCTOR_WARN)
@@ -117,9 +118,9 @@ static int daemon_connect_bounded(const char *path) {
  * stops there too, unless IPYBOX_FALLBACK=embedded. */
 static void check_daemon(doctor *d) {
     struct passwd *pw = getpwuid(getuid());
-    char *paths[2] = {ipbd_default_socket(),
-                      pw && pw->pw_name[0] && !strchr(pw->pw_name, '/')
-                          ? ipb_strdupf("/run/ipybox/%s/ipybox.sock", pw->pw_name) : NULL};
+    char *paths[2] = {ipbd_default_socket(), pw && pw->pw_name[0] && !strchr(pw->pw_name, '/')
+                                                 ? ipb_strdupf("/run/ipybox/%s/ipybox.sock", pw->pw_name)
+                                                 : NULL};
     const char *fallback = getenv("IPYBOX_FALLBACK");
     bool may_fall_back = fallback && !strcmp(fallback, "embedded");
     bool found = false;
@@ -138,8 +139,10 @@ static void check_daemon(doctor *d) {
             if (answers)
                 doctor_say(d, DOCTOR_OK, "daemon", "ipyboxd answers at %s: ipybox mcp will use it", paths[i]);
             else if (i == 1 && !may_fall_back)
-                doctor_say(d, DOCTOR_FAIL, "daemon", "the system service's socket %s %s within %d s, and ipybox mcp "
-                           "would stop there: systemctl status ipyboxd", paths[i], not_what, DAEMON_ANSWER_MS / 1000);
+                doctor_say(d, DOCTOR_FAIL, "daemon",
+                           "the system service's socket %s %s within %d s, and ipybox mcp "
+                           "would stop there: systemctl status ipyboxd",
+                           paths[i], not_what, DAEMON_ANSWER_MS / 1000);
             else
                 doctor_say(d, DOCTOR_WARN, "daemon", "ipyboxd at %s %s within %d s; ipybox mcp would wait for it%s",
                            paths[i], not_what, DAEMON_ANSWER_MS / 1000,
@@ -157,7 +160,8 @@ static void check_daemon(doctor *d) {
         }
     }
     if (!found)
-        doctor_say(d, DOCTOR_OK, "daemon", "none running (%s, %s): ipybox mcp runs the embedded supervisor; "
+        doctor_say(d, DOCTOR_OK, "daemon",
+                   "none running (%s, %s): ipybox mcp runs the embedded supervisor; "
                    "`ipyboxd --user` shares one among clients",
                    paths[0] ? paths[0] : "XDG_RUNTIME_DIR is not set", paths[1] ? paths[1] : "no user name");
     free(paths[0]);

@@ -94,8 +94,9 @@ bool doctor_check_userns(doctor *d) {
     char why[1024] = "";
     size_t at = 0;
     if (max == 0)
-        at += (size_t)snprintf(why + at, sizeof(why) - at,
-                               "; user.max_user_namespaces = 0 allows none: `sysctl -w user.max_user_namespaces=15000`");
+        at +=
+            (size_t)snprintf(why + at, sizeof(why) - at,
+                             "; user.max_user_namespaces = 0 allows none: `sysctl -w user.max_user_namespaces=15000`");
     if (clone == 0 && !root && at < sizeof(why))
         at += (size_t)snprintf(why + at, sizeof(why) - at,
                                "; kernel.unprivileged_userns_clone = 0 (Debian) refuses them to users: "
@@ -105,10 +106,13 @@ bool doctor_check_userns(doctor *d) {
                  "; kernel.apparmor_restrict_unprivileged_userns = 1 (Ubuntu) refuses them to programs without an "
                  "AppArmor profile that allows them: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`");
     if (!why[0])
-        snprintf(why, sizeof(why), "; no sysctl of this kernel says why: a seccomp filter or a container runtime "
+        snprintf(why, sizeof(why),
+                 "; no sysctl of this kernel says why: a seccomp filter or a container runtime "
                  "(Docker, systemd's RestrictNamespaces=) may refuse unshare(CLONE_NEWUSER) here");
-    doctor_say(d, DOCTOR_FAIL, "user namespaces", "cannot create one (%s)%s; every sandbox needs them (as root; "
-               "make it permanent in /etc/sysctl.d/)", msg[0] ? msg : "the check did not run", why);
+    doctor_say(d, DOCTOR_FAIL, "user namespaces",
+               "cannot create one (%s)%s; every sandbox needs them (as root; "
+               "make it permanent in /etc/sysctl.d/)",
+               msg[0] ? msg : "the check did not run", why);
     return false;
 }
 
@@ -144,7 +148,8 @@ bool doctor_check_nftables(doctor *d, bool userns_ok) {
     char msg[1024];
     int r = in_child(try_ruleset, msg, sizeof(msg));
     if (r == 0) {
-        doctor_say(d, DOCTOR_OK, "nftables", "the egress ruleset loads in a new network namespace (NAT redirect to "
+        doctor_say(d, DOCTOR_OK, "nftables",
+                   "the egress ruleset loads in a new network namespace (NAT redirect to "
                    "ipybox's proxy and DNS stub, drop of all else)");
         return true;
     }
@@ -164,11 +169,13 @@ void doctor_check_cgroups(doctor *d, const ipb_options *o) {
          * memory and pids hierarchies where they are mounted and rlimits otherwise (cgroup v2
          * is divided by the system service alone, whose unit delegates it). */
         if (is_cgroup1("/sys/fs/cgroup/memory") && is_cgroup1("/sys/fs/cgroup/pids"))
-            doctor_say(d, DOCTOR_OK, "cgroups", "--memory and --max-processes are enforced (run by root: ipybox's "
+            doctor_say(d, DOCTOR_OK, "cgroups",
+                       "--memory and --max-processes are enforced (run by root: ipybox's "
                        "private monitor gives each sandbox cgroup v1 memory and pids cgroups)%s",
                        is_cgroup1("/sys/fs/cgroup/cpu") ? "" : "; no v1 cpu controller, so no --cpu-weight");
         else
-            doctor_say(d, DOCTOR_WARN, "cgroups", "--memory is a per-process address-space limit and --max-processes "
+            doctor_say(d, DOCTOR_WARN, "cgroups",
+                       "--memory is a per-process address-space limit and --max-processes "
                        "applies per uid (run by root without cgroup v1 hierarchies: rlimits only); for cgroup v2 "
                        "limits use the system service (systemctl start ipyboxd), whose unit delegates a cgroup");
         return;
@@ -179,9 +186,11 @@ void doctor_check_cgroups(doctor *d, const ipb_options *o) {
     char desc[600], notice[1500];
     enum ipb_ulimits_kind k = ipb_ulimits_probe(mem, pids, cpu, desc, sizeof(desc), notice, sizeof(notice));
     if (k == IPB_ULIMITS_RLIMIT)
-        doctor_say(d, DOCTOR_WARN, "cgroups", "no cgroup to divide: %s. For cgroup v2 limits, run ipybox from a "
+        doctor_say(d, DOCTOR_WARN, "cgroups",
+                   "no cgroup to divide: %s. For cgroup v2 limits, run ipybox from a "
                    "login with a systemd user manager (XDG_RUNTIME_DIR set, `systemctl --user` works) or use the "
-                   "system service (ipyboxd(8))", notice);
+                   "system service (ipyboxd(8))",
+                   notice);
     else if (notice[0])
         doctor_say(d, DOCTOR_WARN, "cgroups", "limits through %s, but %s", desc, notice);
     else

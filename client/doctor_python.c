@@ -131,8 +131,10 @@ static void install_hint(const char *python, const char *env, const char *module
     else if (!strcmp(module, "pip"))
         snprintf(out, len, "%s -m ensurepip", python);
     else if (!strcmp(env, "venv"))
-        snprintf(out, len, "%s -m pip install %s, or make the venv with --system-site-packages over Debian's "
-                 "python3-%s (apt-get install python3-%s)", python, module, module, module);
+        snprintf(out, len,
+                 "%s -m pip install %s, or make the venv with --system-site-packages over Debian's "
+                 "python3-%s (apt-get install python3-%s)",
+                 python, module, module, module);
     else
         snprintf(out, len, "%s -m pip install %s", python, module);
 }
@@ -171,9 +173,10 @@ static int host_runnable(doctor *d, const char *python) {
         return -1;
     }
     if (!have_trees) {
-        doctor_say(d, DOCTOR_WARN, "python", "%s: not run on the host, since whether a sandbox could have written "
-                   "it cannot be told (%s); the sandbox check below runs it inside a sandbox", python,
-                   ipb_error_msg(trees_err));
+        doctor_say(d, DOCTOR_WARN, "python",
+                   "%s: not run on the host, since whether a sandbox could have written "
+                   "it cannot be told (%s); the sandbox check below runs it inside a sandbox",
+                   python, ipb_error_msg(trees_err));
         ipb_error_free(trees_err);
         ipb_python_env_free(&env);
         return 0;
@@ -184,10 +187,12 @@ static int host_runnable(doctor *d, const char *python) {
         if ((tree = sandbox_tree_of(&trees, env.prefix[i])))
             what = env.prefix[i];
     if (tree)
-        doctor_say(d, DOCTOR_WARN, "python", "%s: not run on the host: %s lies in %s, a tree that a sandbox could "
+        doctor_say(d, DOCTOR_WARN, "python",
+                   "%s: not run on the host: %s lies in %s, a tree that a sandbox could "
                    "write (a workspace or bind of this or an earlier session), and its code would run outside any "
                    "sandbox; the sandbox check below runs it inside a sandbox (to use it, ipybox mcp binds it "
-                   "read-only into the sandbox)", python, what, tree);
+                   "read-only into the sandbox)",
+                   python, what, tree);
     ipb_strv_free(&trees);
     ipb_python_env_free(&env);
     return tree ? 0 : 1;
@@ -197,9 +202,10 @@ bool doctor_check_python(doctor *d, const char *python) {
     struct stat st;
     int e = stat(python, &st) < 0 ? errno : !S_ISREG(st.st_mode) ? EISDIR : access(python, X_OK) < 0 ? errno : 0;
     if (e) {
-        doctor_say(d, DOCTOR_FAIL, "python", "%s: %s; name an interpreter with --python PATH (Debian's: apt-get "
-                   "install python3 python3-ipykernel)", python,
-                   e == EISDIR ? "not a regular file" : strerror(e));
+        doctor_say(d, DOCTOR_FAIL, "python",
+                   "%s: %s; name an interpreter with --python PATH (Debian's: apt-get "
+                   "install python3 python3-ipykernel)",
+                   python, e == EISDIR ? "not a regular file" : strerror(e));
         return false;
     }
     int runnable = host_runnable(d, python);
@@ -210,10 +216,14 @@ bool doctor_check_python(doctor *d, const char *python) {
     if (r == -1 || r == -2 || !probe_value(out, "python", version, sizeof(version))) {
         char first[200];
         snprintf(first, sizeof(first), "%.*s", (int)strcspn(out, "\n"), out);
-        doctor_say(d, DOCTOR_FAIL, "python", "%s is not a Python interpreter ipybox can use: %s; name one with "
-                   "--python PATH (Debian's: apt-get install python3 python3-ipykernel)", python,
-                   r == -1 ? strerror(errno) : r == -2 ? "it did not answer within 30 s" :
-                   first[0] ? first : "it printed nothing");
+        doctor_say(d, DOCTOR_FAIL, "python",
+                   "%s is not a Python interpreter ipybox can use: %s; name one with "
+                   "--python PATH (Debian's: apt-get install python3 python3-ipykernel)",
+                   python,
+                   r == -1    ? strerror(errno)
+                   : r == -2  ? "it did not answer within 30 s"
+                   : first[0] ? first
+                              : "it printed nothing");
         return false;
     }
     char env[16] = "other";
@@ -223,8 +233,10 @@ bool doctor_check_python(doctor *d, const char *python) {
         doctor_say(d, DOCTOR_OK, "python", "%s (Python %s) imports ipykernel %s", python, version, state + 3);
     } else {
         install_hint(python, env, "ipykernel", fix, sizeof(fix));
-        doctor_say(d, DOCTOR_FAIL, "python", "%s (Python %s) cannot import ipykernel (%s), which runs the kernel: "
-                   "%s", python, version, state[0] && strncmp(state, "missing ", 8) == 0 ? state + 8 : "no answer", fix);
+        doctor_say(d, DOCTOR_FAIL, "python",
+                   "%s (Python %s) cannot import ipykernel (%s), which runs the kernel: "
+                   "%s",
+                   python, version, state[0] && strncmp(state, "missing ", 8) == 0 ? state + 8 : "no answer", fix);
         ok = false;
     }
     static const char *const optional[][2] = {

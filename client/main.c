@@ -11,7 +11,6 @@
 #include "nofile.h"
 #include "version.h"
 
-
 static void usage(FILE *f) {
     fprintf(f, "Usage: ipybox COMMAND [OPTIONS]\n\n"
                "A Linux-native sandbox for stateful IPython kernels, driven over MCP.\n\n"

@@ -22,31 +22,32 @@ static void on_signal(int sig) {
 }
 
 static void mcp_usage(FILE *f) {
-    fprintf(f, "Usage: ipybox mcp [OPTIONS]\n\n"
-               "MCP server on stdin/stdout (newline-delimited JSON-RPC) with a stateful IPython kernel in a\n"
-               "sandbox. Tools: execute_ipython_cell(code, timeout=120, max_output_chars),\n"
-               "upload_file(relpath, local_path, timeout), download_file(relpath, local_path, timeout),\n"
-               "reset(), register_mcp_server(server_name, server_params) (docs/tools.md). stdout carries\n"
-               "only JSON-RPC; logs go to stderr.\n\n"
-               "The kernel runs in its own user, mount, pid, network, IPC, UTS and cgroup namespaces, as\n"
-               "an unprivileged user of a nested user namespace, with no capabilities, no_new_privs and a\n"
-               "seccomp filter. It sees the host's system directories read-only, /app (the workspace)\n"
-               "read-write, and small private /tmp and /dev/shm. Its TCP connections go through ipybox's\n"
-               "egress proxy and its DNS queries to ipybox's stub, both enforcing --allowed-domain;\n"
-               "nothing else leaves.\n\n"
-               "When an ipyboxd daemon is listening at $XDG_RUNTIME_DIR/ipybox/ipybox.sock (without\n"
-               "XDG_RUNTIME_DIR: /run/user/$UID/ipybox/ipybox.sock, when that directory is yours alone),\n"
-               "ipybox mcp asks it for a session with these options and relays stdio to it (the session\n"
-               "ends when this process does); otherwise it runs the supervisor itself. It says which on\n"
-               "stderr.\n"
-               "On a host with the system service, its socket /run/ipybox/<user>/ipybox.sock comes next;\n"
-               "when that socket is there but cannot be used (permission, nothing listening, no answer in\n"
-               "IPYBOX_CONNECT_TIMEOUT seconds, default 180), ipybox mcp stops with an error rather than\n"
-               "run without the administrator's limits.\n"
-               "  --connect PATH   use the daemon at PATH (an error if it does not answer)\n"
-               "  --embedded       run the supervisor in this process even if a daemon is there\n"
-               "  IPYBOX_FALLBACK=embedded (environment): run embedded when the service cannot be used\n\n"
-               "Client configuration:  {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n\n%s",
+    fprintf(f,
+            "Usage: ipybox mcp [OPTIONS]\n\n"
+            "MCP server on stdin/stdout (newline-delimited JSON-RPC) with a stateful IPython kernel in a\n"
+            "sandbox. Tools: execute_ipython_cell(code, timeout=120, max_output_chars),\n"
+            "upload_file(relpath, local_path, timeout), download_file(relpath, local_path, timeout),\n"
+            "reset(), register_mcp_server(server_name, server_params) (docs/tools.md). stdout carries\n"
+            "only JSON-RPC; logs go to stderr.\n\n"
+            "The kernel runs in its own user, mount, pid, network, IPC, UTS and cgroup namespaces, as\n"
+            "an unprivileged user of a nested user namespace, with no capabilities, no_new_privs and a\n"
+            "seccomp filter. It sees the host's system directories read-only, /app (the workspace)\n"
+            "read-write, and small private /tmp and /dev/shm. Its TCP connections go through ipybox's\n"
+            "egress proxy and its DNS queries to ipybox's stub, both enforcing --allowed-domain;\n"
+            "nothing else leaves.\n\n"
+            "When an ipyboxd daemon is listening at $XDG_RUNTIME_DIR/ipybox/ipybox.sock (without\n"
+            "XDG_RUNTIME_DIR: /run/user/$UID/ipybox/ipybox.sock, when that directory is yours alone),\n"
+            "ipybox mcp asks it for a session with these options and relays stdio to it (the session\n"
+            "ends when this process does); otherwise it runs the supervisor itself. It says which on\n"
+            "stderr.\n"
+            "On a host with the system service, its socket /run/ipybox/<user>/ipybox.sock comes next;\n"
+            "when that socket is there but cannot be used (permission, nothing listening, no answer in\n"
+            "IPYBOX_CONNECT_TIMEOUT seconds, default 180), ipybox mcp stops with an error rather than\n"
+            "run without the administrator's limits.\n"
+            "  --connect PATH   use the daemon at PATH (an error if it does not answer)\n"
+            "  --embedded       run the supervisor in this process even if a daemon is there\n"
+            "  IPYBOX_FALLBACK=embedded (environment): run embedded when the service cannot be used\n\n"
+            "Client configuration:  {\"command\": \"ipybox\", \"args\": [\"mcp\"]}\n\n%s",
             ipb_options_help());
 }
 
@@ -106,7 +107,8 @@ static bool fallback_allowed(void) {
 
 static void say_no_accept(const char *path) {
     log_error("ipyboxd at %s did not accept the connection within %g s (its listen queue is full: the daemon "
-              "is stuck or overloaded)", path, cli_connect_timeout_ms() / 1000.0);
+              "is stuck or overloaded)",
+              path, cli_connect_timeout_ms() / 1000.0);
 }
 
 /* A daemon to use: the one named, else the user's own daemon, else the system service's
@@ -230,7 +232,9 @@ int cmd_mcp(int argc, char **argv) {
     fprintf(stderr,
             "ipybox mcp: ready in %ld ms (embedded supervisor): kernel %s as an unprivileged user in its own "
             "user/mount/pid/net/ipc/uts/cgroup namespaces, no capabilities, seccomp; egress: %s; /app = %s\n",
-            ms, o.python, o.egress.n_rules ? "the --allowed-domain list, through ipybox's proxy" : "public destinations, through ipybox's proxy",
+            ms, o.python,
+            o.egress.n_rules ? "the --allowed-domain list, through ipybox's proxy"
+                             : "public destinations, through ipybox's proxy",
             s.dirs.workspace);
     ipb_mcp_server srv = {.in_fd = 0, .out_fd = 1, .session = &s, .stop = &stop_requested};
     ipb_mcp_serve(&srv);
@@ -240,7 +244,8 @@ int cmd_mcp(int argc, char **argv) {
     if (ws && access(ws, F_OK) == 0) {
         const char *name = strrchr(ws, '/') ? strrchr(ws, '/') + 1 : ws;
         log_warn("workspace kept: %s (it holds files: `--workspace %s` uses it again, `ipybox workspaces prune` "
-                 "removes it)", ws, name);
+                 "removes it)",
+                 ws, name);
     }
     free((char *)ws);
     ipb_options_free(&o);

@@ -44,13 +44,13 @@ struct held {
 
 struct relay {
     int fd;
-    ipb_buf in, from;  /* partial lines from stdin and from the daemon */
-    json_t *running;   /* the id of the call passed on and not answered yet */
+    ipb_buf in, from; /* partial lines from stdin and from the daemon */
+    json_t *running;  /* the id of the call passed on and not answered yet */
     struct held *head, *tail;
     unsigned nheld;
     size_t held_bytes;
     bool in_open, shut;
-    bool in_discarding; /* inside an oversized line from the client, dropping to its newline */
+    bool in_discarding;  /* inside an oversized line from the client, dropping to its newline */
     long drain_deadline; /* stdin closed, a call held: the client must read by then */
     bool failed;         /* the daemon or stdout is gone */
 };

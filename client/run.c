@@ -25,20 +25,21 @@
 #define REFUSALS_MS 1000
 
 static void run_usage(FILE *f) {
-    fprintf(f, "Usage: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n\n"
-               "Runs COMMAND in a fresh sandbox (the same one `ipybox mcp` gives the kernel: its own user,\n"
-               "mount, pid, network, IPC, UTS and cgroup namespaces, egress only through ipybox's proxy,\n"
-               "no capabilities, no_new_privs, seccomp) with the workspace at /app as the working\n"
-               "directory, and exits with COMMAND's status (128+N when killed by signal N; 125 when the\n"
-               "sandbox could not be built, 127 when COMMAND could not be run).\n\n%s\n"
-               "Options of `ipybox run` only (what sandboxed MCP servers are run with):\n"
-               "  --home DIR                Host directory behind /home/appuser (made if missing, kept;\n"
-               "                            default: a fresh one, removed at the end).\n"
-               "  --host-dir DIR            Bind host directory DIR read-write at the same path inside\n"
-               "                            (repeatable; not in or over /usr, /etc, /app, /tmp, ...).\n"
-               "  --cwd DIR                 COMMAND's working directory inside (default /app).\n"
-               "  --container-env-from NAME=VAR  Variable NAME for the sandbox with the value of VAR in\n"
-               "                            this process's environment (repeatable; VAR must be set).\n",
+    fprintf(f,
+            "Usage: ipybox run [OPTIONS] -- COMMAND [ARGS...]\n\n"
+            "Runs COMMAND in a fresh sandbox (the same one `ipybox mcp` gives the kernel: its own user,\n"
+            "mount, pid, network, IPC, UTS and cgroup namespaces, egress only through ipybox's proxy,\n"
+            "no capabilities, no_new_privs, seccomp) with the workspace at /app as the working\n"
+            "directory, and exits with COMMAND's status (128+N when killed by signal N; 125 when the\n"
+            "sandbox could not be built, 127 when COMMAND could not be run).\n\n%s\n"
+            "Options of `ipybox run` only (what sandboxed MCP servers are run with):\n"
+            "  --home DIR                Host directory behind /home/appuser (made if missing, kept;\n"
+            "                            default: a fresh one, removed at the end).\n"
+            "  --host-dir DIR            Bind host directory DIR read-write at the same path inside\n"
+            "                            (repeatable; not in or over /usr, /etc, /app, /tmp, ...).\n"
+            "  --cwd DIR                 COMMAND's working directory inside (default /app).\n"
+            "  --container-env-from NAME=VAR  Variable NAME for the sandbox with the value of VAR in\n"
+            "                            this process's environment (repeatable; VAR must be set).\n",
             ipb_options_help());
 }
 
@@ -64,8 +65,8 @@ static void tell_refusals(const ipb_sandbox *sb) {
  * pipe ends here are non-blocking, the caller's descriptors are used as they are (their
  * flags are shared with other processes). */
 typedef struct relay {
-    int src, dst;     /* -1 once closed (ours) or given up (the caller's) */
-    bool into;        /* the caller's stdin into the sandbox (else the sandbox's output out) */
+    int src, dst; /* -1 once closed (ours) or given up (the caller's) */
+    bool into;    /* the caller's stdin into the sandbox (else the sandbox's output out) */
     size_t off, len;
     char buf[65536];
 } relay;
@@ -246,9 +247,12 @@ int cmd_run(int argc, char **argv) {
          * must not be stopped (SIGTTIN) by what is typed for the shell. Looked at again every
          * quarter second meanwhile. */
         bool bg = tty_in && rin.src >= 0 && tcgetpgrp(0) != getpgrp();
-        struct pollfd p[6] = {{sb.fd, POLLIN, 0}, {sfd, POLLIN, 0},
+        struct pollfd p[6] = {{sb.fd, POLLIN, 0},
+                              {sfd, POLLIN, 0},
                               {rin.dst >= 0 && !rin.len && !bg ? rin.src : -1, POLLIN, 0},
-                              {rin.len ? rin.dst : -1, POLLOUT, 0}, {rout.src, POLLIN, 0}, {rerr.src, POLLIN, 0}};
+                              {rin.len ? rin.dst : -1, POLLOUT, 0},
+                              {rout.src, POLLIN, 0},
+                              {rerr.src, POLLIN, 0}};
         /* Refusals are told within a second, also while the command says nothing. */
         if (poll(p, 6, bg ? 250 : REFUSALS_MS) < 0) {
             if (errno == EINTR)

@@ -48,8 +48,8 @@ void cli_run_mcp_refuse(const char *why) {
         json_decref(req);
         return;
     }
-    json_t *ans = json_pack("{s:s, s:O, s:{s:i, s:s+}}", "jsonrpc", "2.0", "id", id, "error", "code", -32603,
-                            "message", "its sandbox could not be made: ", why ? why : "");
+    json_t *ans = json_pack("{s:s, s:O, s:{s:i, s:s+}}", "jsonrpc", "2.0", "id", id, "error", "code", -32603, "message",
+                            "its sandbox could not be made: ", why ? why : "");
     char *line = ans ? json_dumps(ans, JSON_COMPACT) : NULL;
     if (line && ipb_write_all(1, line, strlen(line)) == 0)
         (void)ipb_write_all(1, "\n", 1);

@@ -14,27 +14,26 @@
 #include "wsname.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "Usage: ipybox workspaces [--json]\n"
-            "       ipybox workspaces prune [--older-than DAYS] [NAME...]\n\n"
-            "The workspaces (the host directories behind /app) under ~/.local/state/ipybox/workspaces\n"
-            "($XDG_STATE_HOME/ipybox/workspaces when that is set).\n\n"
-            "  `--workspace NAME` (ipybox mcp, ipybox run, an ipyboxd session, the SDK's workspace=)\n"
-            "  uses the workspace NAME, made if missing and kept, so that a later session can come back\n"
-            "  to it. A session without --workspace gets an unnamed one, named when (UTC) and by which\n"
-            "  session it was made (2026-11-26T130512Z-<session id>); it is removed at the session's end\n"
-            "  when it is empty, else kept until pruned.\n\n"
-            "Without a subcommand: lists them, one a line: name, kind (named or unnamed), size (disk\n"
-            "usage; '+' when the walk stopped at its bounds), last used (the newest change inside it, or\n"
-            "the end of the last session that used it), and 'in use' while a session holds it.\n"
-            "  --json              the same as a JSON array of {name, unnamed, bytes, partial, lastUsed\n"
-            "                      (seconds since the epoch), inUse, path}.\n\n"
-            "prune: removes the unnamed workspaces, or those NAMEd (named or not), except any that a\n"
-            "running session uses (it says so and keeps them). Symlinks inside are removed, never\n"
-            "followed.\n"
-            "  --older-than DAYS   only those last used at least DAYS days ago (a whole number; 0: any).\n\n"
-            "Exit status: 0; 1 when a workspace could not be listed or removed (in use is not a\n"
-            "failure); 2 on a usage error.\n");
+    fprintf(f, "Usage: ipybox workspaces [--json]\n"
+               "       ipybox workspaces prune [--older-than DAYS] [NAME...]\n\n"
+               "The workspaces (the host directories behind /app) under ~/.local/state/ipybox/workspaces\n"
+               "($XDG_STATE_HOME/ipybox/workspaces when that is set).\n\n"
+               "  `--workspace NAME` (ipybox mcp, ipybox run, an ipyboxd session, the SDK's workspace=)\n"
+               "  uses the workspace NAME, made if missing and kept, so that a later session can come back\n"
+               "  to it. A session without --workspace gets an unnamed one, named when (UTC) and by which\n"
+               "  session it was made (2026-11-26T130512Z-<session id>); it is removed at the session's end\n"
+               "  when it is empty, else kept until pruned.\n\n"
+               "Without a subcommand: lists them, one a line: name, kind (named or unnamed), size (disk\n"
+               "usage; '+' when the walk stopped at its bounds), last used (the newest change inside it, or\n"
+               "the end of the last session that used it), and 'in use' while a session holds it.\n"
+               "  --json              the same as a JSON array of {name, unnamed, bytes, partial, lastUsed\n"
+               "                      (seconds since the epoch), inUse, path}.\n\n"
+               "prune: removes the unnamed workspaces, or those NAMEd (named or not), except any that a\n"
+               "running session uses (it says so and keeps them). Symlinks inside are removed, never\n"
+               "followed.\n"
+               "  --older-than DAYS   only those last used at least DAYS days ago (a whole number; 0: any).\n\n"
+               "Exit status: 0; 1 when a workspace could not be listed or removed (in use is not a\n"
+               "failure); 2 on a usage error.\n");
 }
 
 static void human(uint64_t b, bool partial, char *out, size_t n) {
@@ -139,7 +138,7 @@ static int prune(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--"))  {
+        if (!strcmp(a, "--")) {
             i++;
             break;
         }

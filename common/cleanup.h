@@ -14,10 +14,10 @@ static inline void ipb_fclosep(FILE **f) {
     if (*f)
         fclose(*f);
 }
-#define cleanup_free   __attribute__((cleanup(ipb_freep)))
-#define cleanup_close  __attribute__((cleanup(ipb_closep)))
+#define cleanup_free __attribute__((cleanup(ipb_freep)))
+#define cleanup_close __attribute__((cleanup(ipb_closep)))
 #define cleanup_fclose __attribute__((cleanup(ipb_fclosep)))
-#define cleanup_error  __attribute__((cleanup(ipb_error_freep)))
+#define cleanup_error __attribute__((cleanup(ipb_error_freep)))
 
 static inline void *ipb_steal_ptr(void *pp) {
     void **p = pp;

@@ -8,6 +8,8 @@
 #define SIZE_T .long
 #endif
 
+/* Assembler, not C: */
+/* clang-format off */
 #define EMBED(sym, file)                                                                      \
     .section .rodata;                                                                         \
     .global sym;                                                                              \
@@ -24,3 +26,4 @@ sym##_end:                                                                      
 sym##_len:                                                                                    \
     SIZE_T sym##_end - sym - 1;                                                               \
     .size sym##_len, __SIZEOF_SIZE_T__
+/* clang-format on */

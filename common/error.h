@@ -4,8 +4,8 @@
 #include <stdarg.h>
 
 typedef struct ipb_error {
-    int errnum;   /* errno of the root cause, 0 if none */
-    char *msg;    /* full sentence, owned */
+    int errnum; /* errno of the root cause, 0 if none */
+    char *msg;  /* full sentence, owned */
 } ipb_error;
 
 /* Sets *err (if err != NULL and *err is NULL) to "fmt: strerror(errnum)" (or just fmt when

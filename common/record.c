@@ -58,8 +58,8 @@ int ipb_record_recv(int fd, void *rec, size_t len, int *fds, size_t max, size_t 
         size_t room = max ? CMSG_LEN(sizeof(int) * max) : 0;
         if (max == IPB_RECORD_MAX_FDS)
             room = sizeof(u.buf);
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = max ? u.buf : NULL,
-                            .msg_controllen = room};
+        struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = max ? u.buf : NULL, .msg_controllen = room};
         ssize_t n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC | flags);
         if (n < 0 && errno == EINTR)
             continue;

@@ -62,8 +62,8 @@ void ipbd_client_send_line(struct ipbd *d, struct ipbd_client *c, char *line, si
     if (c->dead)
         return;
     if (ipbd_out_send(d, &c->w, &c->out, line, len) < 0) {
-        log_warn("client %llu (pid %d): not reading its answers, or gone; disconnected",
-                 (unsigned long long)c->id, (int)c->pid);
+        log_warn("client %llu (pid %d): not reading its answers, or gone; disconnected", (unsigned long long)c->id,
+                 (int)c->pid);
         ipbd_client_drop(d, c);
     }
 }

@@ -16,18 +16,18 @@
 #define IPBD_SESSION_GONE (-32000)
 
 typedef struct ipbd_config {
-    int listen_fd;            /* bound, listening unix stream socket */
-    const char *socket_path;  /* for messages */
-    uid_t uid;                /* the only uid allowed to connect (SO_PEERCRED) */
-    const char *self_exe;     /* the binary re-executed as each session's worker */
-    char **session_args;      /* sandbox options every session starts with (NULL-terminated) */
-    long idle_timeout_ms;     /* a named session with no client and no call is closed after this */
+    int listen_fd;           /* bound, listening unix stream socket */
+    const char *socket_path; /* for messages */
+    uid_t uid;               /* the only uid allowed to connect (SO_PEERCRED) */
+    const char *self_exe;    /* the binary re-executed as each session's worker */
+    char **session_args;     /* sandbox options every session starts with (NULL-terminated) */
+    long idle_timeout_ms;    /* a named session with no client and no call is closed after this */
     unsigned max_sessions;
-    unsigned warm;            /* sessions kept started ahead, with session_args only */
+    unsigned warm; /* sessions kept started ahead, with session_args only */
     unsigned max_clients;
-    int monitor_fd;           /* the channel to a monitor that adopts one for each worker: the system
+    int monitor_fd; /* the channel to a monitor that adopts one for each worker: the system
                                * service's (frontend), or root's private one; else -1 */
-    bool frontend;            /* started by the system service's monitor for a user */
+    bool frontend;  /* started by the system service's monitor for a user */
 } ipbd_config;
 
 /* Serves until SIGTERM, SIGINT or SIGHUP, then closes every session (their workers stop their

@@ -51,8 +51,8 @@ struct ipbd_client {
     struct ipbd_watch w;
     uint64_t id;
     long connected_ms;
-    bool spoke;   /* has sent a well-formed request, notification or answer */
-    pid_t pid; /* from SO_PEERCRED, for the log */
+    bool spoke; /* has sent a well-formed request, notification or answer */
+    pid_t pid;  /* from SO_PEERCRED, for the log */
     jrpc_reader rd;
     struct ipbd_out out;
     struct ipbd_session *session; /* calls go here; NULL until the first call or an attach */
@@ -88,28 +88,28 @@ struct ipbd_ask {
 
 struct ipbd_session {
     char name[IPBD_NAME_MAX + 1];
-    bool anonymous;      /* made for one client's first call; ends with that client */
-    uint64_t owner;      /* anonymous: that client's id */
-    pid_t pid;           /* the worker; 0 once reaped */
-    struct ipbd_watch link;   /* the worker's stdout (a socketpair) */
-    struct ipbd_watch linkw;  /* the worker's stdin (a pipe: its own file description, so the
+    bool anonymous;          /* made for one client's first call; ends with that client */
+    uint64_t owner;          /* anonymous: that client's id */
+    pid_t pid;               /* the worker; 0 once reaped */
+    struct ipbd_watch link;  /* the worker's stdout (a socketpair) */
+    struct ipbd_watch linkw; /* the worker's stdin (a pipe: its own file description, so the
                                * worker's non-blocking stdin does not make stdout so) */
-    struct ipbd_watch errw;   /* the worker's stderr */
+    struct ipbd_watch errw;  /* the worker's stderr */
     jrpc_reader rd;
     struct ipbd_out out;
-    ipb_buf errbuf;           /* a partial stderr line */
-    char last_err[512];       /* the worker's last stderr line, for failure messages */
-    bool last_err_explains;   /* that line is an error or warning, or "cannot ...": worth telling
+    ipb_buf errbuf;         /* a partial stderr line */
+    char last_err[512];     /* the worker's last stderr line, for failure messages */
+    bool last_err_explains; /* that line is an error or warning, or "cannot ...": worth telling
                                * (a start-up banner or an info line is not) */
     struct ipbd_pending *pending;
     uint64_t next_wid;
-    unsigned clients;         /* attached clients */
-    bool ready;               /* the worker answered its first ping */
-    bool paused;              /* its link is off the epoll set: a client is not reading (flow.c) */
-    bool warm;                /* started ahead, no client's yet: not listed, not found by
+    unsigned clients; /* attached clients */
+    bool ready;       /* the worker answered its first ping */
+    bool paused;      /* its link is off the epoll set: a client is not reading (flow.c) */
+    bool warm;        /* started ahead, no client's yet: not listed, not found by
                                * name, never idle; taken by the next session made with the
                                * daemon's options alone */
-    bool closing;             /* asked to stop; gone once reaped and its link is closed */
+    bool closing;     /* asked to stop; gone once reaped and its link is closed */
     /* The worker's approval questions (elicitation/create) put to clients and not answered
      * yet: several may be open at once (concurrent tool calls), each its own. */
     struct ipbd_ask *asks;
@@ -126,19 +126,19 @@ struct ipbd_ratelog {
 
 struct ipbd {
     const ipbd_config *cfg;
-    int monitor_fd;           /* cfg->monitor_fd, or the channel to the private monitor started
+    int monitor_fd; /* cfg->monitor_fd, or the channel to the private monitor started
                                * in place of one that was gone (root's daemon only) */
     int ep;
     struct ipbd_watch listen, sig, timer;
     struct ipbd_client *clients;
     struct ipbd_session *sessions;
     unsigned nclients, nsessions, anon_seq;
-    unsigned ndropped;        /* clients dropped this round, freed by ipbd_clients_reap() */
-    long first_request_ms;    /* IPBD_FIRST_REQUEST_MS or the environment's */
+    unsigned ndropped;     /* clients dropped this round, freed by ipbd_clients_reap() */
+    long first_request_ms; /* IPBD_FIRST_REQUEST_MS or the environment's */
     struct ipbd_ratelog refused_cap, refused_uid, dropped_idle;
-    long warm_after_ms;       /* no warm worker is started before then (after failures) */
-    unsigned warm_failures;   /* warm workers that failed since one was last taken */
-    long active_ms;           /* a client was last connected then (0: never); warm workers are
+    long warm_after_ms;     /* no warm worker is started before then (after failures) */
+    unsigned warm_failures; /* warm workers that failed since one was last taken */
+    long active_ms;         /* a client was last connected then (0: never); warm workers are
                                * kept only while one is, or was within --idle-timeout */
     uint64_t next_client_id;
     uint64_t next_ask;
@@ -209,7 +209,7 @@ void ipbd_session_when_ready(struct ipbd *d, struct ipbd_session *s, struct ipbd
 void ipbd_session_detach(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c);
 void ipbd_session_close(struct ipbd *d, struct ipbd_session *s, const char *why);
 void ipbd_session_event(struct ipbd *d, struct ipbd_watch *w, uint32_t events);
-void ipbd_sessions_reap(struct ipbd *d);  /* after SIGCHLD */
+void ipbd_sessions_reap(struct ipbd *d); /* after SIGCHLD */
 /* After each round of events: sessions whose clients read again are read again. */
 void ipbd_sessions_flow(struct ipbd *d);
 void ipbd_sessions_sweep(struct ipbd *d); /* idle sessions */

@@ -108,8 +108,8 @@ static int prepare_dir(const char *sock) {
         return -1;
     }
     if (st.st_uid != geteuid() || (st.st_mode & 022)) {
-        log_error("%s belongs to uid %d or others may write it; the socket's directory must be this user's alone",
-                  dir, (int)st.st_uid);
+        log_error("%s belongs to uid %d or others may write it; the socket's directory must be this user's alone", dir,
+                  (int)st.st_uid);
         return -1;
     }
     return 0;
@@ -192,8 +192,7 @@ int ipbd_main(int argc, char **argv) {
             printf("ipyboxd %s\n", IPYBOX_VERSION);
             free(sargs);
             return 0;
-        }
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             help = true;
         else if (!strcmp(a, "--socket"))
             sock_opt = v;
@@ -230,8 +229,8 @@ int ipbd_main(int argc, char **argv) {
     }
     ipb_log_init(frontend ? "ipyboxd-frontend" : "ipyboxd", verbose ? IPB_LOG_DEBUG : IPB_LOG_INFO);
     struct stat fst;
-    if (frontend && (!sock_opt || fstat(3, &fst) < 0 || !S_ISSOCK(fst.st_mode) || fstat(4, &fst) < 0 ||
-                     !S_ISSOCK(fst.st_mode))) {
+    if (frontend &&
+        (!sock_opt || fstat(3, &fst) < 0 || !S_ISSOCK(fst.st_mode) || fstat(4, &fst) < 0 || !S_ISSOCK(fst.st_mode))) {
         log_error("--frontend is for the system service's own use");
         free(sargs);
         return 2;
@@ -263,7 +262,8 @@ int ipbd_main(int argc, char **argv) {
     char *sock = sock_opt ? strdup(sock_opt) : ipbd_default_socket();
     if (!sock) {
         log_error("XDG_RUNTIME_DIR is not set and /run/user/%u is missing or not this user's alone: name the socket "
-                  "with --socket PATH", (unsigned)geteuid());
+                  "with --socket PATH",
+                  (unsigned)geteuid());
         free(sargs);
         return 2;
     }
@@ -301,9 +301,16 @@ int ipbd_main(int argc, char **argv) {
     }
     struct stat mine = {0};
     stat(sock, &mine);
-    ipbd_config cfg = {.listen_fd = lfd, .socket_path = sock, .uid = geteuid(), .self_exe = worker_exe,
-                       .session_args = sargs, .idle_timeout_ms = idle * 1000, .max_sessions = (unsigned)max_sessions,
-                       .warm = (unsigned)warm, .max_clients = (unsigned)max_clients, .monitor_fd = frontend ? 4 : -1,
+    ipbd_config cfg = {.listen_fd = lfd,
+                       .socket_path = sock,
+                       .uid = geteuid(),
+                       .self_exe = worker_exe,
+                       .session_args = sargs,
+                       .idle_timeout_ms = idle * 1000,
+                       .max_sessions = (unsigned)max_sessions,
+                       .warm = (unsigned)warm,
+                       .max_clients = (unsigned)max_clients,
+                       .monitor_fd = frontend ? 4 : -1,
                        .frontend = frontend};
     /* Run by root: the sessions' sandboxes run in the system service's uid pool, through a
      * private monitor that adopts a channel for each worker, never as root. */
@@ -317,8 +324,10 @@ int ipbd_main(int argc, char **argv) {
     if (frontend)
         log_info("serving uid %d at %s", (int)cfg.uid, sock);
     else
-        fprintf(stderr, "ipyboxd: listening at %s (user mode, uid %d): up to %ld sessions (%ld kept warm), idle "
-                "named sessions closed after %ld s\n", sock, (int)cfg.uid, max_sessions, warm, idle);
+        fprintf(stderr,
+                "ipyboxd: listening at %s (user mode, uid %d): up to %ld sessions (%ld kept warm), idle "
+                "named sessions closed after %ld s\n",
+                sock, (int)cfg.uid, max_sessions, warm, idle);
     int r = ipbd_serve(&cfg, &err);
     if (r < 0) {
         log_error("%s", ipb_error_msg(err));

@@ -18,7 +18,7 @@ void ipbd_worker_send(struct ipbd *d, struct ipbd_session *s, json_t *msg, bool 
 }
 
 struct ipbd_pending *ipbd_pending_add(struct ipbd_session *s, enum ipbd_pending_kind kind, struct ipbd_client *c,
-                                       json_t *id, json_t *token) {
+                                      json_t *id, json_t *token) {
     struct ipbd_pending *p = calloc(1, sizeof(*p));
     if (!p)
         return NULL;
@@ -72,9 +72,10 @@ void ipbd_pending_fail(struct ipbd *d, struct ipbd_pending *p, int code, const c
 void ipbd_pending_fail_new(struct ipbd *d, struct ipbd_session *s, struct ipbd_pending *p) {
     take_pending(s, p->wid);
     ipbd_pending_fail(d, p, s->linkw.fd < 0 ? IPBD_SESSION_GONE : JRPC_INVALID_REQUEST,
-                 s->linkw.fd < 0 ? "The session is not taking requests (its worker is gone)"
-                                 : "The request is too large for the session (over 16 MiB as the daemon encodes it), "
-                                   "or the session is not reading");
+                      s->linkw.fd < 0
+                          ? "The session is not taking requests (its worker is gone)"
+                          : "The request is too large for the session (over 16 MiB as the daemon encodes it), "
+                            "or the session is not reading");
 }
 
 void ipbd_session_forward_call(struct ipbd *d, struct ipbd_session *s, struct ipbd_client *c, json_t *msg) {
@@ -115,10 +116,10 @@ static void cancel_pending(struct ipbd *d, struct ipbd_session *s, struct ipbd_p
     if (p->kind == P_CALL) {
         bool ok;
         ipbd_worker_send(d, s,
-                    jrpc_notification("notifications/cancelled",
-                                      json_pack("{s:I, s:s}", "requestId", (json_int_t)p->wid, "reason",
-                                                "the client cancelled the request or left")),
-                    &ok);
+                         jrpc_notification("notifications/cancelled",
+                                           json_pack("{s:I, s:s}", "requestId", (json_int_t)p->wid, "reason",
+                                                     "the client cancelled the request or left")),
+                         &ok);
     }
     if (answer)
         ipbd_pending_fail(d, p, JRPC_INTERNAL_ERROR, answer);

@@ -224,8 +224,8 @@ static void finish(struct ipbd *d, struct ipbd_session *s, int status) {
     if (s->closing)
         snprintf(why, sizeof(why), "The session '%s' was closed: %s", s->name, s->last_err);
     else
-        snprintf(why, sizeof(why), "The session '%s' %s: %s", s->name, s->ready ? "ended unexpectedly" : "could not start",
-                 detail);
+        snprintf(why, sizeof(why), "The session '%s' %s: %s", s->name,
+                 s->ready ? "ended unexpectedly" : "could not start", detail);
     if (s->warm && !s->closing) {
         char wf[800];
         snprintf(wf, sizeof(wf), "%s: %s", s->ready ? "ended while waiting" : "could not start", detail);
@@ -291,11 +291,11 @@ json_t *ipbd_sessions_list(struct ipbd *d, const struct ipbd_client *c) {
     for (struct ipbd_session *s = d->sessions; s; s = s->next) {
         if (s->closing || s->warm || (s->anonymous && s->owner != c->id))
             continue;
-        json_array_append_new(
-            a, json_pack("{s:s, s:b, s:b, s:i, s:b, s:b, s:I, s:I}", "name", s->name, "anonymous", s->anonymous,
-                         "attached", c->session == s, "clients", (int)s->clients, "busy", s->pending != NULL, "ready",
-                         s->ready, "ageSeconds", (json_int_t)((now - s->created_ms) / 1000), "idleSeconds",
-                         (json_int_t)(s->clients ? 0 : (now - s->idle_since_ms) / 1000)));
+        json_array_append_new(a, json_pack("{s:s, s:b, s:b, s:i, s:b, s:b, s:I, s:I}", "name", s->name, "anonymous",
+                                           s->anonymous, "attached", c->session == s, "clients", (int)s->clients,
+                                           "busy", s->pending != NULL, "ready", s->ready, "ageSeconds",
+                                           (json_int_t)((now - s->created_ms) / 1000), "idleSeconds",
+                                           (json_int_t)(s->clients ? 0 : (now - s->idle_since_ms) / 1000)));
     }
     return a;
 }

@@ -79,9 +79,8 @@ void ipbd_warm_fill(struct ipbd *d) {
         struct ipbd_pending *p = ipbd_pending_add(s, P_WARM, NULL, NULL, NULL);
         bool ok = false;
         if (p)
-            ipbd_worker_send(d, s,
-                             json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)p->wid, "method", "ping"),
-                             &ok);
+            ipbd_worker_send(
+                d, s, json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)p->wid, "method", "ping"), &ok);
         if (p && !ok)
             ipbd_pending_fail_new(d, s, p);
         warm++;

@@ -30,6 +30,8 @@ int ipb_find_shim(char **ret_path, ipb_error **err) {
         *ret_path = strdup(installed);
         return *ret_path ? 0 : ipb_error_set(err, ENOMEM, "locating ipybox-shim");
     }
-    return ipb_error_set(err, ENOENT, "cannot find ipybox-shim next to this program or at %s; "
-                                      "run `make` (or `make install`) again", installed);
+    return ipb_error_set(err, ENOENT,
+                         "cannot find ipybox-shim next to this program or at %s; "
+                         "run `make` (or `make install`) again",
+                         installed);
 }

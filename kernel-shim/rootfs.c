@@ -27,13 +27,20 @@ static unsigned long locked_flags(const char *path) {
     unsigned long f = 0;
     if (statvfs(path, &s) < 0)
         return 0;
-    if (s.f_flag & ST_NOSUID) f |= MS_NOSUID;
-    if (s.f_flag & ST_NODEV) f |= MS_NODEV;
-    if (s.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
-    if (s.f_flag & ST_NOATIME) f |= MS_NOATIME;
-    if (s.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
-    if (s.f_flag & ST_RELATIME) f |= MS_RELATIME;
-    if (s.f_flag & ST_RDONLY) f |= MS_RDONLY;
+    if (s.f_flag & ST_NOSUID)
+        f |= MS_NOSUID;
+    if (s.f_flag & ST_NODEV)
+        f |= MS_NODEV;
+    if (s.f_flag & ST_NOEXEC)
+        f |= MS_NOEXEC;
+    if (s.f_flag & ST_NOATIME)
+        f |= MS_NOATIME;
+    if (s.f_flag & ST_NODIRATIME)
+        f |= MS_NODIRATIME;
+    if (s.f_flag & ST_RELATIME)
+        f |= MS_RELATIME;
+    if (s.f_flag & ST_RDONLY)
+        f |= MS_RDONLY;
     return f;
 }
 
@@ -66,8 +73,8 @@ static bool in_workspace(const char *dst) {
 
 static int open_in_root(const char *dst, int flags) {
     struct open_how how = {.flags = (uint64_t)(O_PATH | O_CLOEXEC | flags),
-                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
-                                      (in_workspace(dst) ? RESOLVE_NO_SYMLINKS : 0)};
+                           .resolve =
+                               RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | (in_workspace(dst) ? RESOLVE_NO_SYMLINKS : 0)};
     int fd = (int)syscall(SYS_openat2, root_fd, dst, &how, sizeof(how));
     return fd < 0 ? -errno : fd;
 }
@@ -75,9 +82,11 @@ static int open_in_root(const char *dst, int flags) {
 /* The error for a failed step at path; a symlink met in the workspace is named as such. */
 static int step_error(ipb_error **err, int e, const char *what, const char *path) {
     if (e == ELOOP && in_workspace(path))
-        return ipb_error_set(err, 0, "%s %s: a symlink in the workspace is on the way (left there by sandbox "
-                                     "code?); ipybox never follows one when mounting: remove it or choose "
-                                     "another mount point", what, path);
+        return ipb_error_set(err, 0,
+                             "%s %s: a symlink in the workspace is on the way (left there by sandbox "
+                             "code?); ipybox never follows one when mounting: remove it or choose "
+                             "another mount point",
+                             what, path);
     return ipb_error_set(err, e, "%s %s", what, path);
 }
 
@@ -175,8 +184,10 @@ int shim_check_same(int fd, const char *src, const ipb_file_id *want, ipb_error 
     if (fstat(fd, &st) < 0)
         return ipb_error_set(err, errno, "bind source %s", src);
     if ((uint64_t)st.st_dev != want->dev || (uint64_t)st.st_ino != want->ino)
-        return ipb_error_set(err, 0, "%s changed while the sandbox was built (a symlink swapped in?); refusing to "
-                                     "bind it", src);
+        return ipb_error_set(err, 0,
+                             "%s changed while the sandbox was built (a symlink swapped in?); refusing to "
+                             "bind it",
+                             src);
     return 0;
 }
 
@@ -190,8 +201,8 @@ enum clone_scope { CLONE_TOP, CLONE_TREE_TOP_ATTRS, CLONE_TREE };
  * are set before anyone can reach it. */
 static int attach_clone(int src_fd, const char *src, enum clone_scope scope, uint64_t attrs, const place *pl,
                         const char *what, const char *dst, const ipb_file_id *want, ipb_error **err) {
-    unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (src[0] ? 0 : AT_EMPTY_PATH) |
-                     (scope != CLONE_TOP ? AT_RECURSIVE : 0);
+    unsigned flags =
+        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (src[0] ? 0 : AT_EMPTY_PATH) | (scope != CLONE_TOP ? AT_RECURSIVE : 0);
     int t = (int)syscall(SYS_open_tree, src_fd, src, flags);
     if (t < 0)
         return ipb_error_set(err, errno, "%s %s", what, dst);
@@ -200,8 +211,8 @@ static int attach_clone(int src_fd, const char *src, enum clone_scope scope, uin
         return -1;
     }
     struct mount_attr a = {.attr_set = attrs};
-    int r = (int)syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH | (scope == CLONE_TREE ? AT_RECURSIVE : 0), &a,
-                         sizeof(a));
+    int r =
+        (int)syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH | (scope == CLONE_TREE ? AT_RECURSIVE : 0), &a, sizeof(a));
     if (r == 0)
         r = (int)syscall(SYS_move_mount, t, "", pl->fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
     int e = errno;
@@ -353,8 +364,9 @@ static int do_step(const ipb_mount *m, bool system, int *next_fd, int end_fd, ip
         int r = mount("proc", pl.path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
         place_close(&pl);
         if (r < 0)
-            return ipb_error_set(err, errno, "mounting a fresh /proc (the host's /proc may be partly hidden, "
-                                             "as inside some containers)");
+            return ipb_error_set(err, errno,
+                                 "mounting a fresh /proc (the host's /proc may be partly hidden, "
+                                 "as inside some containers)");
         return 0;
     }
     case IPB_MNT_DEVPTS: {
@@ -406,8 +418,7 @@ static int do_step(const ipb_mount *m, bool system, int *next_fd, int end_fd, ip
     return ipb_error_set(err, EINVAL, "unknown mount step %u", m->kind);
 }
 
-int shim_build_root(const char *root, const ipb_mount_plan *plan, bool system, unsigned mount_fds,
-                    ipb_error **err) {
+int shim_build_root(const char *root, const ipb_mount_plan *plan, bool system, unsigned mount_fds, ipb_error **err) {
     int next_fd = SHIM_MOUNT_FD0, end_fd = SHIM_MOUNT_FD0 + (int)mount_fds;
     /* Nothing we mount may propagate back to the host. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)

@@ -14,7 +14,17 @@
  * NUL; a mount record is {u32 kind, u32 flags, 3 x (u32 len or 0xffffffff for NULL, bytes)},
  * then, with IPB_MNT_SAME, {u64 dev, u64 ino}. */
 enum {
-    TAG_MODE = 1, TAG_UID, TAG_GID, TAG_ROOT, TAG_HOSTNAME, TAG_CWD, TAG_MOUNT, TAG_ARGV, TAG_ENV, TAG_BPF, TAG_SYSTEM,
+    TAG_MODE = 1,
+    TAG_UID,
+    TAG_GID,
+    TAG_ROOT,
+    TAG_HOSTNAME,
+    TAG_CWD,
+    TAG_MOUNT,
+    TAG_ARGV,
+    TAG_ENV,
+    TAG_BPF,
+    TAG_SYSTEM,
     TAG_RLIMITS, /* {u64 nproc_max, u64 as_max} */
     TAG_ZYGOTE,  /* u32 1, kernel mode only; absent: no zygote */
 };
@@ -25,7 +35,8 @@ static int put(ipb_buf *b, uint16_t tag, const void *p, size_t len) {
     int r;
     if (len > SHIM_CONFIG_MAX)
         return -E2BIG;
-    if ((r = ipb_buf_append(b, &tag, 2)) < 0 || (r = ipb_buf_append(b, &l, 4)) < 0 || (r = ipb_buf_append(b, p, len)) < 0)
+    if ((r = ipb_buf_append(b, &tag, 2)) < 0 || (r = ipb_buf_append(b, &l, 4)) < 0 ||
+        (r = ipb_buf_append(b, p, len)) < 0)
         return r;
     return 0;
 }
@@ -41,8 +52,9 @@ static int mount_str(ipb_buf *b, const char *s) {
 int shim_config_encode(const shim_config *c, ipb_buf *out) {
     int r;
     if ((r = put_u32(out, TAG_MODE, c->mode)) < 0 || (r = put_u32(out, TAG_UID, c->uid)) < 0 ||
-        (r = put_u32(out, TAG_GID, c->gid)) < 0 || (r = put_u32(out, TAG_SYSTEM, c->system)) < 0 || (r = put_str(out, TAG_ROOT, c->root)) < 0 ||
-        (r = put_str(out, TAG_HOSTNAME, c->hostname)) < 0 || (r = put_str(out, TAG_CWD, c->cwd)) < 0)
+        (r = put_u32(out, TAG_GID, c->gid)) < 0 || (r = put_u32(out, TAG_SYSTEM, c->system)) < 0 ||
+        (r = put_str(out, TAG_ROOT, c->root)) < 0 || (r = put_str(out, TAG_HOSTNAME, c->hostname)) < 0 ||
+        (r = put_str(out, TAG_CWD, c->cwd)) < 0)
         return r;
     for (size_t i = 0; i < c->plan.n; i++) {
         const ipb_mount *m = &c->plan.m[i];
@@ -115,8 +127,7 @@ static int decode_mount(const uint8_t *p, size_t len, ipb_mount_plan *plan) {
     if (kind < IPB_MNT_BIND_RO || kind > IPB_MNT_DEVPTS)
         return -1;
     ipb_file_id id = {0, 0};
-    if (take_mount_str(&p, &len, &src) < 0 || take_mount_str(&p, &len, &dst) < 0 ||
-        take_mount_str(&p, &len, &data) < 0)
+    if (take_mount_str(&p, &len, &src) < 0 || take_mount_str(&p, &len, &dst) < 0 || take_mount_str(&p, &len, &data) < 0)
         goto out;
     if (flags & IPB_MNT_SAME) {
         if (len != sizeof(id.dev) + sizeof(id.ino) || !src)
@@ -162,9 +173,15 @@ int shim_config_decode(const void *data, size_t len, shim_config *ret, ipb_error
                 goto bad;
             memcpy(tag == TAG_MODE ? &c.mode : tag == TAG_UID ? &c.uid : tag == TAG_GID ? &c.gid : &c.system, p, 4);
             break;
-        case TAG_ROOT: slot = &c.root; break;
-        case TAG_HOSTNAME: slot = &c.hostname; break;
-        case TAG_CWD: slot = &c.cwd; break;
+        case TAG_ROOT:
+            slot = &c.root;
+            break;
+        case TAG_HOSTNAME:
+            slot = &c.hostname;
+            break;
+        case TAG_CWD:
+            slot = &c.cwd;
+            break;
         case TAG_MOUNT:
             if (decode_mount(p, l, &c.plan) < 0)
                 goto bad;

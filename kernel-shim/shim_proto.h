@@ -26,13 +26,13 @@ enum { SHIM_ZYGOTE_GIVEN_UP = 1, SHIM_ZYGOTE_LATE = 2, SHIM_ZYGOTE_BAD = 4 };
 
 enum shim_msg_type {
     /* shim -> supervisor */
-    SHIM_EV_READY = 1,  /* sandbox built; carries the egress listeners (SCM_RIGHTS), arg = bit i set
+    SHIM_EV_READY = 1, /* sandbox built; carries the egress listeners (SCM_RIGHTS), arg = bit i set
                          * when listener i (enum ipb_egress_fd) is among them, in that order */
-    SHIM_EV_ERROR,      /* a step failed: step, err (errno), text */
-    SHIM_EV_STARTED,    /* the program of generation gen runs; arg = its pid inside the sandbox */
-    SHIM_EV_EXITED,     /* the program of generation gen ended; arg = wait status */
-    SHIM_EV_KILLED,     /* every sandbox process but PID 1 is gone */
-    SHIM_EV_ZYGOTE,     /* sent once, before the STARTED of a kernel started the slow way: the
+    SHIM_EV_ERROR,     /* a step failed: step, err (errno), text */
+    SHIM_EV_STARTED,   /* the program of generation gen runs; arg = its pid inside the sandbox */
+    SHIM_EV_EXITED,    /* the program of generation gen ended; arg = wait status */
+    SHIM_EV_KILLED,    /* every sandbox process but PID 1 is gone */
+    SHIM_EV_ZYGOTE,    /* sent once, before the STARTED of a kernel started the slow way: the
                          * zygote ended (arg = its wait status), err = 0 or bits: GIVEN_UP,
                          * two zygotes ended before READY, none is made again (arg = the last
                          * one's status); LATE or BAD, S1 had it killed (why) */
@@ -55,25 +55,25 @@ struct shim_msg {
 
 typedef struct shim_config {
     uint32_t mode;
-    uint32_t uid, gid;       /* the invoking user's ids (outside) */
-    uint32_t system;         /* 1: started by the system service's monitor, which made the
+    uint32_t uid, gid; /* the invoking user's ids (outside) */
+    uint32_t system;   /* 1: started by the system service's monitor, which made the
                               * user namespace (uid 0 inside is the sandbox's pool range) and
                               * hands the user's binds over as idmapped mounts, fds from
                               * SHIM_MOUNT_FD0 on in plan order (IPB_MNT_FD entries) */
-    char *root;              /* empty host directory where the new root is assembled */
+    char *root;        /* empty host directory where the new root is assembled */
     char *hostname;
-    char *cwd;               /* working directory of the program */
+    char *cwd; /* working directory of the program */
     ipb_mount_plan plan;
     ipb_strv argv, env;
-    uint8_t *bpf;            /* seccomp program, struct sock_filter[] */
+    uint8_t *bpf; /* seccomp program, struct sock_filter[] */
     size_t bpf_len;
-    uint64_t nproc_max;      /* user mode: RLIMIT_NPROC set inside user namespace 1, where the
+    uint64_t nproc_max; /* user mode: RLIMIT_NPROC set inside user namespace 1, where the
                               * count is the sandbox's own (0: unchanged) */
-    uint64_t as_max;         /* user mode: RLIMIT_AS of every sandbox process (0: unchanged) */
-    uint32_t zygote;         /* kernel mode: kernels are forked from a zygote (architecture.md,
+    uint64_t as_max;    /* user mode: RLIMIT_AS of every sandbox process (0: unchanged) */
+    uint32_t zygote;    /* kernel mode: kernels are forked from a zygote (architecture.md,
                               * "Zygote kernels"); the supervisor leaves it 0 when the options
                               * set PYTHONPATH or PYTHONUSERBASE */
-    unsigned mount_fds;      /* not encoded: how many mounts the monitor passed (its argv) */
+    unsigned mount_fds; /* not encoded: how many mounts the monitor passed (its argv) */
 } shim_config;
 
 int shim_config_encode(const shim_config *c, ipb_buf *out);

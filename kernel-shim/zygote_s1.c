@@ -292,7 +292,8 @@ slow:
         if (give_up)
             z->gave_up_told = true;
         if (z->state != SHIM_ZY_OFF || give_up)
-            shim_send(sup_fd, SHIM_EV_ZYGOTE, z->status, (give_up ? SHIM_ZYGOTE_GIVEN_UP : 0) | z->why, gen, NULL, NULL);
+            shim_send(sup_fd, SHIM_EV_ZYGOTE, z->status, (give_up ? SHIM_ZYGOTE_GIVEN_UP : 0) | z->why, gen, NULL,
+                      NULL);
         z->why = 0;
         z->untold = false;
     }

@@ -12,23 +12,23 @@
 enum shim_zy_state { SHIM_ZY_OFF, SHIM_ZY_NONE, SHIM_ZY_MAKING, SHIM_ZY_BOOTING, SHIM_ZY_READY };
 
 typedef struct shim_zygote {
-    int ctl;               /* to S0; -1: no zygote in this sandbox */
-    int fd;                /* to the current zygote, or -1 */
+    int ctl; /* to S0; -1: no zygote in this sandbox */
+    int fd;  /* to the current zygote, or -1 */
     enum shim_zy_state state;
-    long deadline;         /* MAKING or BOOTING once go is set: READY is due by then */
-    bool go;               /* the current one may boot (its kernel answered, or a START) */
-    bool go_sent;          /* ZY_BOOT sent to it */
-    bool booted;           /* the current one sent READY */
-    bool started;          /* a kernel was started in this sandbox */
-    int failed_boots;      /* zygotes in a row that ended before READY */
-    bool untold;           /* an end not yet told to the supervisor */
-    int status;            /* its wait status */
-    int why;               /* SHIM_ZYGOTE_LATE or _BAD: why S1 had it killed (the end untold) */
-    int killing_why;       /* the same, for the kill asked and not yet ended */
-    unsigned answers;      /* records from S0 so far (ZY_NEW, ZY_ENDED, ZY_NOTMADE) */
+    long deadline;    /* MAKING or BOOTING once go is set: READY is due by then */
+    bool go;          /* the current one may boot (its kernel answered, or a START) */
+    bool go_sent;     /* ZY_BOOT sent to it */
+    bool booted;      /* the current one sent READY */
+    bool started;     /* a kernel was started in this sandbox */
+    int failed_boots; /* zygotes in a row that ended before READY */
+    bool untold;      /* an end not yet told to the supervisor */
+    int status;       /* its wait status */
+    int why;          /* SHIM_ZYGOTE_LATE or _BAD: why S1 had it killed (the end untold) */
+    int killing_why;  /* the same, for the kill asked and not yet ended */
+    unsigned answers; /* records from S0 so far (ZY_NEW, ZY_ENDED, ZY_NOTMADE) */
     bool gave_up_told;
-    bool ending;           /* S0 was asked to kill it; its ZY_ENDED is due */
-    bool after_loss;       /* held at once when a zygote S0 had made ended between starts (for
+    bool ending;     /* S0 was asked to kill it; its ZY_ENDED is due */
+    bool after_loss; /* held at once when a zygote S0 had made ended between starts (for
                               its slot): the next START still takes the slow way, without booting
                               it, and its kernel's answer lets it boot (not the running one's) */
 } shim_zygote;

@@ -102,8 +102,9 @@ int mcpc_send_json_or_cancel(ipb_mcpc *c, mcpc_transport *t, json_t *msg, enum m
         else if (turn == ESHUTDOWN)
             mcpc_fail(err, ESHUTDOWN, "the client was shut down");
         else
-            mcpc_fail(err, ETIMEDOUT, "the request could not be written before the deadline (other messages to "
-                                      "the server were still being written)");
+            mcpc_fail(err, ETIMEDOUT,
+                      "the request could not be written before the deadline (other messages to "
+                      "the server were still being written)");
         return -2; /* nothing was written */
     }
     /* Over a pipe, a message begun is written whole: one cut off would corrupt the stream for
@@ -242,8 +243,8 @@ static bool is_alive(ipb_mcpc *c, ipb_error **err) {
 /* A request with everything around it: the deadline's sentence, one new session when a
  * Streamable HTTP server forgot ours. init: initialize itself, on the client's own transport.
  * Returns the result. */
-static json_t *request(ipb_mcpc *c, const char *what, const char *method, json_t *params, int cancel_fd,
-                       long deadline, long limit_ms, bool init, ipb_error **err) {
+static json_t *request(ipb_mcpc *c, const char *what, const char *method, json_t *params, int cancel_fd, long deadline,
+                       long limit_ms, bool init, ipb_error **err) {
     if (!is_alive(c, err))
         return NULL;
     bool renewed = false;
@@ -584,9 +585,7 @@ void ipb_mcpc_close(ipb_mcpc *c) { client_free(c, true); }
 
 void ipb_mcpc_abort(ipb_mcpc *c) { client_free(c, false); }
 
-int ipb_mcpc_exit_fd(const ipb_mcpc *c) {
-    return c && c->t && c->t->ops->exit_fd ? c->t->ops->exit_fd(c->t) : -1;
-}
+int ipb_mcpc_exit_fd(const ipb_mcpc *c) { return c && c->t && c->t->ops->exit_fd ? c->t->ops->exit_fd(c->t) : -1; }
 
 void ipb_mcpc_set_cancel_fd(ipb_mcpc *c, int fd) {
     if (c)

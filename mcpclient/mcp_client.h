@@ -82,8 +82,8 @@ typedef struct ipb_mcpc_stdio_extra {
  * with the program's path as found and its argv (NULL-terminated). Returns 0 (extra filled,
  * or left as it is: no fd, no variable) or -1 with *err: the process is not started and the
  * connect fails with that error. */
-typedef int (*ipb_mcpc_stdio_hook)(const char *name, const char *path, char *const *argv,
-                                   ipb_mcpc_stdio_extra *extra, ipb_error **err);
+typedef int (*ipb_mcpc_stdio_hook)(const char *name, const char *path, char *const *argv, ipb_mcpc_stdio_extra *extra,
+                                   ipb_error **err);
 /* Sets the start hook of every client of this process (NULL: none). Set before any connect. */
 void ipb_mcpc_set_stdio_hook(ipb_mcpc_stdio_hook hook);
 
@@ -164,8 +164,7 @@ size_t ipb_mcpc_stray(const ipb_mcpc *c);
  * however many calls saw the 404, and each such request again, once. ipb_mcpc_alive,
  * ipb_mcpc_cancelled, ipb_mcpc_stray, ipb_mcpc_in_flight, list_tools and ipb_mcpc_shutdown may be
  * called from any thread meanwhile; close and abort only when no call runs. */
-json_t *ipb_mcpc_call(ipb_mcpc *c, const char *tool, json_t *arguments, int cancel_fd, int timeout_ms,
-                      ipb_error **err);
+json_t *ipb_mcpc_call(ipb_mcpc *c, const char *tool, json_t *arguments, int cancel_fd, int timeout_ms, ipb_error **err);
 /* Calls in flight now (any thread). */
 size_t ipb_mcpc_in_flight(ipb_mcpc *c);
 /* From any thread: every call in flight ends at once (EPIPE, "the client was shut down"), later

@@ -315,9 +315,8 @@ json_t *mcpc_exchange_mux(ipb_mcpc *c, json_int_t id, json_t *msg, int cancel_fd
 
     bool cancelled = false, stopped = false;
     for (;;) {
-        struct pollfd pf[3] = {{p->efd, POLLIN, 0},
-                               {c->stop_fd, POLLIN, 0},
-                               {cancel_fd, cancel_fd >= 0 ? POLLIN : 0, 0}};
+        struct pollfd pf[3] = {
+            {p->efd, POLLIN, 0}, {c->stop_fd, POLLIN, 0}, {cancel_fd, cancel_fd >= 0 ? POLLIN : 0, 0}};
         long left = mcpc_ms_left(deadline);
         int n = poll(pf, 3, left > 1000000 ? 1000000 : (int)left);
         if (n < 0 && errno == EINTR)

@@ -13,9 +13,9 @@
 #define MAX_DIR 4096
 
 /* The sandbox's own places: an allowed dir may be neither in nor over one of them. */
-static const char *const own_places[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-                                         "/etc", "/proc", "/dev", "/sys", "/run", "/app", "/opt/ipybox",
-                                         "/home/appuser", "/tmp", "/var/tmp", NULL};
+static const char *const own_places[] = {"/usr",    "/bin",        "/sbin",         "/lib", "/lib32",   "/lib64",
+                                         "/libx32", "/etc",        "/proc",         "/dev", "/sys",     "/run",
+                                         "/app",    "/opt/ipybox", "/home/appuser", "/tmp", "/var/tmp", NULL};
 
 bool ipb_mcp_sandbox_on(json_t *sandbox, bool by_default) {
     if (!sandbox)
@@ -140,8 +140,10 @@ static int check_env(json_t *env, const char *what, ipb_error **err) {
         for (const char *c = k + 1; ok && *c; c++)
             ok = isalnum((unsigned char)*c) || *c == '_';
         if (!ok)
-            return fail(err, "'%s' '%s' of a sandboxed server is not a variable name (letters, digits, '_', not "
-                             "starting with a digit)", what, shown);
+            return fail(err,
+                        "'%s' '%s' of a sandboxed server is not a variable name (letters, digits, '_', not "
+                        "starting with a digit)",
+                        what, shown);
         if (!strcmp(k, "JPY_PARENT_PID"))
             return fail(err, "'%s': JPY_PARENT_PID is reserved by the sandbox", what);
     }
@@ -189,8 +191,10 @@ int ipb_mcp_sandbox_check(json_t *params, json_t *sandbox, ipb_error **err) {
         size_t i;
         json_array_foreach(dirs, i, v) inside = inside || within(c, json_string_value(v));
         if (!inside)
-            return fail(err, "'cwd' '%s' of a sandboxed server must be inside one of its 'sandbox'.'allowed_dirs' "
-                             "(it starts in a fresh /app otherwise)", shown);
+            return fail(err,
+                        "'cwd' '%s' of a sandboxed server must be inside one of its 'sandbox'.'allowed_dirs' "
+                        "(it starts in a fresh /app otherwise)",
+                        shown);
     }
     return 0;
 }

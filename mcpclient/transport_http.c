@@ -133,8 +133,8 @@ static int send_reply(http_transport *t, const char *msg, size_t len, long deadl
     }
     x->multi = t->multi;
     x->owner = t;
-    if (httpc_prepare(x, "POST", t->s->url, msg, len, h, &t->base.limits, mcpc_ms_left(deadline) + 1000, HTTPC_EXPECT_NONE,
-                      err) < 0 ||
+    if (httpc_prepare(x, "POST", t->s->url, msg, len, h, &t->base.limits, mcpc_ms_left(deadline) + 1000,
+                      HTTPC_EXPECT_NONE, err) < 0 ||
         httpc_start(x, err) < 0) {
         httpc_free(x);
         free(x);
@@ -285,8 +285,8 @@ static void http_close(mcpc_transport *base, bool graceful) {
         struct curl_slist *h = post_headers(t, &with);
         ipb_error *e = NULL;
         if (h &&
-            httpc_prepare(&t->other, "DELETE", t->s->url, NULL, 0, h, &base->limits, MCPC_DELETE_MS,
-                          HTTPC_EXPECT_NONE, &e) == 0 &&
+            httpc_prepare(&t->other, "DELETE", t->s->url, NULL, 0, h, &base->limits, MCPC_DELETE_MS, HTTPC_EXPECT_NONE,
+                          &e) == 0 &&
             httpc_start(&t->other, &e) == 0)
             httpc_drive(t->multi, deadline, other_done, t, "no answer to DELETE", &e);
         if (e)

@@ -206,9 +206,8 @@ __attribute__((noreturn)) static void report_and_exit(int fd, int step) {
 }
 
 /* Runs in the child: only async-signal-safe calls. */
-__attribute__((noreturn)) static void child_exec(pid_t parent, int stdin_fd, int stdout_fd, int report_fd,
-                                                 int pass_fd, const char *path, char **argv, char **envp,
-                                                 const char *cwd) {
+__attribute__((noreturn)) static void child_exec(pid_t parent, int stdin_fd, int stdout_fd, int report_fd, int pass_fd,
+                                                 const char *path, char **argv, char **envp, const char *cwd) {
     /* The signal mask and ignored signals survive execve(): the thread that forks may block
      * signals for its own reasons (signalfd) and the process ignores SIGPIPE; the server starts
      * with the defaults. */

@@ -163,8 +163,8 @@ static bool init_v2(ipbm_cgroups *c, const uint8_t *mine, uint32_t nslots, char 
     snprintf(leaf, sizeof(leaf), "%s/monitor", parent);
     if ((mkdir(leaf, 0755) < 0 && errno != EEXIST) || put(leaf, "cgroup.procs", "0") < 0 ||
         put(parent, "cgroup.subtree_control", cpu ? "+memory +pids +cpu" : "+memory +pids") < 0) {
-        snprintf(desc, desclen, "cannot use cgroup v2 under %s (%s); is the service started with Delegate=yes?",
-                 parent, strerror(errno));
+        snprintf(desc, desclen, "cannot use cgroup v2 under %s (%s); is the service started with Delegate=yes?", parent,
+                 strerror(errno));
         return false;
     }
     c->kind = IPBM_LIMITS_CGROUP2;
@@ -289,8 +289,8 @@ static int open_in(const ipbm_cgroups *c, const char *base, int slot, const char
     return open(p, O_RDONLY | O_CLOEXEC);
 }
 
-int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, int *dirfd, int *mem_ev,
-                       int *pids_ev, char *why, size_t whylen) {
+int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, int *dirfd, int *mem_ev, int *pids_ev,
+                       char *why, size_t whylen) {
     *dirfd = *mem_ev = *pids_ev = -1;
     if (c->kind == IPBM_LIMITS_CGROUP2) {
         if (v2_limits(c, slot, l, why, whylen) < 0)
@@ -490,6 +490,4 @@ void ipbm_cgroup_users_sweep(const ipbm_cgroups *c) {
         sweep_users_in(&uc, c->pids[0] ? c->pids : c->mem);
 }
 
-bool ipbm_cgroup_unified(void) {
-    return is_fs(CG_ROOT, CGROUP2_MAGIC);
-}
+bool ipbm_cgroup_unified(void) { return is_fs(CG_ROOT, CGROUP2_MAGIC); }

@@ -19,9 +19,9 @@ typedef struct ipbm_limits_req {
 
 typedef struct ipbm_cgroups {
     enum ipbm_limits kind;
-    char v2[512];                 /* the parent of sandbox cgroups (v2) */
+    char v2[512];                       /* the parent of sandbox cgroups (v2) */
     char mem[512], pids[512], cpu[512]; /* the same per v1 controller; "" when missing */
-    char prefix[24];              /* a sandbox cgroup is <prefix><slot>: "sb-" for the monitor */
+    char prefix[24];                    /* a sandbox cgroup is <prefix><slot>: "sb-" for the monitor */
 } ipbm_cgroups;
 
 /* User mode (no monitor, no root needed where the host lets us): per-sandbox cgroups in the v1
@@ -40,8 +40,8 @@ int ipbm_cgroup_enter_pid(const ipbm_cgroups *c, int slot, pid_t pid);
 void ipbm_cgroups_init(ipbm_cgroups *c, bool v2, const uint8_t *mine, uint32_t nslots, char *desc, size_t desclen);
 /* Makes the slot's cgroup with these limits. *dirfd gets the v2 directory (for
  * CLONE_INTO_CGROUP), else -1; *mem_ev and *pids_ev the event files (read-only), else -1. */
-int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, int *dirfd, int *mem_ev,
-                       int *pids_ev, char *why, size_t whylen);
+int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l, int *dirfd, int *mem_ev, int *pids_ev,
+                       char *why, size_t whylen);
 /* The slot's CPU share (created with the default one, so that the monitor never waits on a
  * child a user's low weight starves). */
 void ipbm_cgroup_set_cpu(const ipbm_cgroups *c, int slot, uint32_t weight);

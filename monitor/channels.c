@@ -109,7 +109,8 @@ void ipbm_user_pause(struct ipbm *M, struct ipbm_user *u, bool paused) {
     u->paused = paused;
     if (paused)
         log_warn("user %s: %u descriptors the user sent wait to be closed (a closer is stalled, on the user's own "
-                 "filesystem, say); the user's requests wait until they are closed", u->name, u->held.n);
+                 "filesystem, say); the user's requests wait until they are closed",
+                 u->name, u->held.n);
     else
         log_info("user %s: the descriptors are closed; serving the user again", u->name);
     for (struct ipbm_chan *c = M->chans; c; c = c->next)
@@ -137,13 +138,17 @@ static int chan_dispatch(struct ipbm *M, struct ipbm_chan *c, const struct ipbm_
         int sv[2] = {-1, -1};
         errno = 0;
         if (!parent && c->user->nchans >= IPBM_USER_CHANS(&M->conf)) {
-            snprintf(rep.text, sizeof(rep.text), "user %s has %u sessions open, the most the service allows "
-                     "(max_sessions_per_user)", c->user->name, M->conf.max_sessions_per_user);
+            snprintf(rep.text, sizeof(rep.text),
+                     "user %s has %u sessions open, the most the service allows "
+                     "(max_sessions_per_user)",
+                     c->user->name, M->conf.max_sessions_per_user);
             if (chan_may_log(c))
                 log_warn("user %s: a session refused: %u sessions open", c->user->name, c->user->nchans);
         } else if (parent && c->user->nsubs >= IPBM_USER_SUBS(&M->conf)) {
-            snprintf(rep.text, sizeof(rep.text), "user %s has %u sandboxed MCP servers' channels open, the most "
-                     "the service allows (twice max_sessions_per_user)", c->user->name, c->user->nsubs);
+            snprintf(rep.text, sizeof(rep.text),
+                     "user %s has %u sandboxed MCP servers' channels open, the most "
+                     "the service allows (twice max_sessions_per_user)",
+                     c->user->name, c->user->nsubs);
             if (chan_may_log(c))
                 log_warn("user %s: a sub-channel refused: %u open", c->user->name, c->user->nsubs);
         } else if (parent && M->stopping) {

@@ -195,7 +195,8 @@ void ipbm_held_final(ipbm_held *h) {
         h->n = 0;
     if (h->n)
         log_warn("cannot start a closer for %u descriptors a user sent: %s; they are closed as the monitor "
-                 "exits, which waits if one is on a stalled filesystem", h->n, strerror(errno));
+                 "exits, which waits if one is on a stalled filesystem",
+                 h->n, strerror(errno));
     free(h->fds);
     h->fds = NULL;
     h->n = h->cap = 0;

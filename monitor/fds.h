@@ -56,8 +56,6 @@ void ipbm_release(ipbm_held *h, int fd);
 void ipbm_held_run(ipbm_held *h);
 /* Whether pid was h's closer (now reaped). */
 bool ipbm_held_reaped(ipbm_held *h, pid_t pid);
-static inline bool ipbm_held_paused(const ipbm_held *h) {
-    return h->n >= IPBM_HELD_PAUSE;
-}
+static inline bool ipbm_held_paused(const ipbm_held *h) { return h->n >= IPBM_HELD_PAUSE; }
 /* At exit: one last closer for everything still held (the monitor does not wait for it). */
 void ipbm_held_final(ipbm_held *h);

@@ -141,7 +141,8 @@ int ipbm_serve(struct ipbm *M) {
                     if (si.ssi_signo == SIGCHLD)
                         continue;
                     if (si.ssi_signo == SIGHUP) {
-                        log_info("SIGHUP: the configuration and users are read at start; restart the service to apply changes");
+                        log_info("SIGHUP: the configuration and users are read at start; restart the service to apply "
+                                 "changes");
                         continue;
                     }
                     if (!M->stopping) {

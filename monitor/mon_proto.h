@@ -65,17 +65,17 @@ enum ipbm_limits { IPBM_LIMITS_CGROUP2 = 1, IPBM_LIMITS_CGROUP1, IPBM_LIMITS_RLI
 struct ipbm_msg {
     uint32_t magic;
     uint32_t type;
-    uint32_t id;          /* sandbox id, per channel */
-    int32_t err;          /* ERROR: errno */
-    int32_t status;       /* SPAWNED: host pid of the shim; EXITED: wait status */
-    uint32_t nbinds;      /* SPAWN: bind sources after IPBM_FD_BINDS */
-    uint32_t ro_binds;    /* SPAWN: bit i: bind i read-only */
-    uint32_t pids_max;    /* SPAWN: 0 = the configured default; SPAWNED: applied */
-    uint32_t cpu_weight;  /* SPAWN: 0 = default, else 1..10000; SPAWNED: applied */
-    uint32_t limits;      /* SPAWNED: enum ipbm_limits; bit 8: memory events fd attached,
+    uint32_t id;         /* sandbox id, per channel */
+    int32_t err;         /* ERROR: errno */
+    int32_t status;      /* SPAWNED: host pid of the shim; EXITED: wait status */
+    uint32_t nbinds;     /* SPAWN: bind sources after IPBM_FD_BINDS */
+    uint32_t ro_binds;   /* SPAWN: bit i: bind i read-only */
+    uint32_t pids_max;   /* SPAWN: 0 = the configured default; SPAWNED: applied */
+    uint32_t cpu_weight; /* SPAWN: 0 = default, else 1..10000; SPAWNED: applied */
+    uint32_t limits;     /* SPAWNED: enum ipbm_limits; bit 8: memory events fd attached,
                            * bit 9: pids events fd attached */
-    uint64_t memory_max;  /* SPAWN: bytes, 0 = default; SPAWNED: applied */
-    uint32_t uid_base;    /* SPAWNED: first host uid of the sandbox's range */
+    uint64_t memory_max; /* SPAWN: bytes, 0 = default; SPAWNED: applied */
+    uint32_t uid_base;   /* SPAWNED: first host uid of the sandbox's range */
     uint32_t reserved;
     char text[IPBM_TEXT]; /* ERROR: a sentence from the monitor (NUL-terminated) */
 };

@@ -274,7 +274,8 @@ int ipbm_main(int argc, char **argv) {
             usleep(10000);
         if (u->held.closer > 0 && kill(u->held.closer, 0) == 0 && waitpid(u->held.closer, NULL, WNOHANG) == 0)
             log_warn("user %s: a closer still waits on a descriptor the user sent (on their own filesystem, "
-                     "say); it ends when that filesystem answers", u->name);
+                     "say); it ends when that filesystem answers",
+                     u->name);
         ipbm_held_final(&u->held);
     }
     ipbm_users_cleanup(M);

@@ -19,33 +19,33 @@ struct ipbm_user {
     char name[64];
     uid_t uid;
     gid_t gid;
-    gid_t *groups;          /* every group of the user's, read at start */
+    gid_t *groups; /* every group of the user's, read at start */
     int ngroups;
     char home[256];
     char dir[128];  /* /run/ipybox/<name> */
     char sock[160]; /* dir/ipybox.sock */
     int listen_fd;
-    pid_t frontend; /* 0 while none runs */
-    long restart_ms;/* when to start it again after it ended */
+    pid_t frontend;  /* 0 while none runs */
+    long restart_ms; /* when to start it again after it ended */
     unsigned restarts;
-    unsigned nchans;        /* worker channels (ADOPTed by the frontend) open now */
-    unsigned nsubs;         /* sub-channels (ADOPTed by a worker) open now */
-    struct ipbm_chan *fchan;/* the running frontend's channel */
-    long warn_since;        /* warnings logged for the user since then (at most 10 a minute) */
+    unsigned nchans;         /* worker channels (ADOPTed by the frontend) open now */
+    unsigned nsubs;          /* sub-channels (ADOPTed by a worker) open now */
+    struct ipbm_chan *fchan; /* the running frontend's channel */
+    long warn_since;         /* warnings logged for the user since then (at most 10 a minute) */
     unsigned warnings;
-    unsigned nsandboxes;    /* sandboxes holding a slot now */
-    ipbm_held held;         /* descriptors from the user, waiting for a closer (fds.h) */
-    bool paused;            /* too many held: the user's channels are not read */
+    unsigned nsandboxes; /* sandboxes holding a slot now */
+    ipbm_held held;      /* descriptors from the user, waiting for a closer (fds.h) */
+    bool paused;         /* too many held: the user's channels are not read */
     struct ipbm_user *next;
 };
 
 struct ipbm_chan {
     int fd;
-    bool frontend;          /* a frontend's channel (ADOPT), else a worker's (SPAWN, KILL, ADOPT) */
-    struct ipbm_chan *parent;/* a sub-channel's worker channel (closed with it), else NULL */
-    struct ipbm_user *user; /* whose */
+    bool frontend;            /* a frontend's channel (ADOPT), else a worker's (SPAWN, KILL, ADOPT) */
+    struct ipbm_chan *parent; /* a sub-channel's worker channel (closed with it), else NULL */
+    struct ipbm_user *user;   /* whose */
     uint32_t next_id;
-    bool broken;            /* hung up, misbehaved or not reading: closed after this batch */
+    bool broken; /* hung up, misbehaved or not reading: closed after this batch */
     struct ipbm_chan *next;
 };
 
@@ -62,7 +62,7 @@ struct ipbm_sandbox {
 struct ipbm {
     ipbm_sysconf conf;
     ipbm_pool pool;
-    int *slot_lock;         /* pool.size entries: the lock held for each taken slot, or -1 */
+    int *slot_lock; /* pool.size entries: the lock held for each taken slot, or -1 */
     ipbm_cgroups cg;
     char shim[4096];
     char self[4096];
@@ -73,12 +73,12 @@ struct ipbm {
     struct ipbm_sandbox *sandboxes;
     unsigned nsandboxes;
     bool stopping;
-    bool sweep_due;         /* a sandbox ended: sweep after this batch of events */
-    bool private_mon;       /* a private monitor of root's own ipybox (one channel, no users'
+    bool sweep_due;   /* a sandbox ended: sweep after this batch of events */
+    bool private_mon; /* a private monitor of root's own ipybox (one channel, no users'
                              * sockets or frontends): it ends when its channels are gone */
     int verbose;
-    unsigned reclaim_left;  /* sandbox cgroups a killed private monitor left, still busy */
-    long reclaim_until;     /* tried again each second until then */
+    unsigned reclaim_left; /* sandbox cgroups a killed private monitor left, still busy */
+    long reclaim_until;    /* tried again each second until then */
 };
 
 /* A slot whose sandbox is gone and cleaned up: free here, and its lock released for other
@@ -130,9 +130,7 @@ void ipbm_frontends_start(struct ipbm *M);
 void ipbm_users_cleanup(struct ipbm *M);
 
 /* fd came from a channel (or is one): the monitor is done with it. */
-static inline void ipbm_release_user_fd(struct ipbm_user *u, int fd) {
-    ipbm_release(&u->held, fd);
-}
+static inline void ipbm_release_user_fd(struct ipbm_user *u, int fd) { ipbm_release(&u->held, fd); }
 
 /* channels.c */
 /* A channel of u's: a frontend's, a worker's, or (parent set) a sub-channel of that worker

@@ -13,9 +13,7 @@
 
 static int pidfd_of(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
-static void pidfd_kill(int pidfd) {
-    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-}
+static void pidfd_kill(int pidfd) { syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0); }
 
 /* The first uid (real, effective, saved, fs) of pid in [base, base + n), or -1. */
 static long uid_in(pid_t pid, uint32_t base, uint64_t n) {

@@ -53,8 +53,8 @@ int ipbm_check_users_can_run(const char *self) {
         }
         if (!(st.st_mode & S_IXOTH)) {
             log_error("users cannot run %s, which their frontends run as them: %s is mode %04o (others may not "
-                      "%s); install it (make install) or build where every user can reach it", self, p,
-                      (unsigned)(st.st_mode & 07777), dir ? "pass" : "run it");
+                      "%s); install it (make install) or build where every user can reach it",
+                      self, p, (unsigned)(st.st_mode & 07777), dir ? "pass" : "run it");
             return -1;
         }
         char *slash = strrchr(path, '/');
@@ -130,9 +130,11 @@ int ipbm_pool_setup(struct ipbm *M, bool clean, ipb_error **err) {
          * memory would be bounded per process only and its sum not at all. */
         free(mine);
         free(busy);
-        return ipb_error_set(err, 0, "%s. Sandboxes would run without a memory limit: start the service as its "
+        return ipb_error_set(err, 0,
+                             "%s. Sandboxes would run without a memory limit: start the service as its "
                              "unit (systemctl start ipyboxd; the unit has Delegate=yes), or by hand in a delegated "
-                             "scope: systemd-run --scope -p Delegate=yes ipyboxd ...", desc);
+                             "scope: systemd-run --scope -p Delegate=yes ipyboxd ...",
+                             desc);
     }
     log_info("limits: %s", desc);
     for (uint32_t i = 0; i < n; i++)

@@ -125,8 +125,8 @@ static int idmapped(int fd, int userns, bool ro) {
     int m = (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
     if (m < 0)
         return -errno;
-    struct mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                       (ro ? MOUNT_ATTR_RDONLY : 0),
+    struct mount_attr a = {.attr_set =
+                               MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0),
                            .userns_fd = (uint64_t)userns};
     if (syscall(SYS_mount_setattr, m, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0) {
         int e = errno;
@@ -156,9 +156,13 @@ struct child_report {
 };
 enum { ST_READY, ST_CGROUP, ST_GROUPS, ST_USERNS, ST_IDS, ST_PDEATH, ST_FDS, ST_EXEC, ST_N };
 static const char *const stage_text[ST_N] = {
-    [ST_READY] = "", [ST_CGROUP] = "joining its cgroup", [ST_GROUPS] = "dropping supplementary groups",
-    [ST_USERNS] = "creating its user namespace", [ST_IDS] = "switching to the sandbox's uid range",
-    [ST_PDEATH] = "setting its parent-death signal", [ST_FDS] = "placing its descriptors",
+    [ST_READY] = "",
+    [ST_CGROUP] = "joining its cgroup",
+    [ST_GROUPS] = "dropping supplementary groups",
+    [ST_USERNS] = "creating its user namespace",
+    [ST_IDS] = "switching to the sandbox's uid range",
+    [ST_PDEATH] = "setting its parent-death signal",
+    [ST_FDS] = "placing its descriptors",
     [ST_EXEC] = "executing ipybox-shim",
 };
 
@@ -188,7 +192,8 @@ __attribute__((noreturn)) static void child(struct child_plan *p) {
         child_fail(p, ST_CGROUP, -r);
     /* Processes per uid: a backstop with cgroups, the limit without them (each sandbox has
      * uids of its own, so the count is the sandbox's). */
-    rlim_t np = p->lim->pids_max + p->lim->pids_extra + (p->M->cg.kind == IPBM_LIMITS_RLIMIT ? 0 : 16); /* the cgroup first */
+    rlim_t np =
+        p->lim->pids_max + p->lim->pids_extra + (p->M->cg.kind == IPBM_LIMITS_RLIMIT ? 0 : 16); /* the cgroup first */
     struct rlimit nproc = {np, np};
     setrlimit(RLIMIT_NPROC, &nproc);
     if (p->M->cg.kind == IPBM_LIMITS_RLIMIT) {
@@ -326,14 +331,18 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
     if (limits(&M->conf, req, &lim, rep) < 0)
         return;
     if (chan->user->nsandboxes >= IPBM_USER_SANDBOXES(&M->conf)) {
-        fail(rep, EUSERS, "user %s has %u sandboxes running, the most the service allows (twice "
-             "max_sessions_per_user)", chan->user->name, chan->user->nsandboxes);
+        fail(rep, EUSERS,
+             "user %s has %u sandboxes running, the most the service allows (twice "
+             "max_sessions_per_user)",
+             chan->user->name, chan->user->nsandboxes);
         return;
     }
     int slot = take_slot(M);
     if (slot < 0) {
-        fail(rep, EAGAIN, "all %u sandbox uid ranges are in use (uid_pool_size in the configuration; the system "
-             "service and root's own ipybox share them)", M->pool.size);
+        fail(rep, EAGAIN,
+             "all %u sandbox uid ranges are in use (uid_pool_size in the configuration; the system "
+             "service and root's own ipybox share them)",
+             M->pool.size);
         return;
     }
     uint32_t base = ipbm_pool_uid(&M->pool, slot);
@@ -463,8 +472,8 @@ void ipbm_spawn(struct ipbm *M, struct ipbm_chan *chan, const struct ipbm_msg *r
         pids_ev = -1;
     }
     log_info("user %s: sandbox %u started (pid %d, uids %u-%u, %llu MiB, %u processes, cpu weight %u)",
-             chan->user->name, s->id, (int)pid, base, base + IPBM_RANGE - 1,
-             (unsigned long long)(lim.memory_max >> 20), lim.pids_max, lim.cpu_weight);
+             chan->user->name, s->id, (int)pid, base, base + IPBM_RANGE - 1, (unsigned long long)(lim.memory_max >> 20),
+             lim.pids_max, lim.cpu_weight);
     pid = -1;
     slot = -1;
 undo:

@@ -52,15 +52,15 @@ static int size(const char *v, uint64_t lo, uint64_t hi, uint64_t *ret) {
 /* One `key = value`: 0, -1 for a bad value, -2 for an unknown key. */
 static int apply(ipbm_sysconf *c, const char *k, const char *v) {
     uint64_t n = 0;
-#define U32(key, field, lo, hi)                      \
-    if (!strcmp(k, key)) {                           \
-        if (num(v, lo, hi, &n) < 0)                  \
-            return -1;                               \
-        c->field = (uint32_t)n;                      \
-        return 0;                                    \
+#define U32(key, field, lo, hi)                                                                                        \
+    if (!strcmp(k, key)) {                                                                                             \
+        if (num(v, lo, hi, &n) < 0)                                                                                    \
+            return -1;                                                                                                 \
+        c->field = (uint32_t)n;                                                                                        \
+        return 0;                                                                                                      \
     }
-#define SIZE(key, field, lo, hi)                     \
-    if (!strcmp(k, key))                             \
+#define SIZE(key, field, lo, hi)                                                                                       \
+    if (!strcmp(k, key))                                                                                               \
         return size(v, lo, hi, &c->field);
     if (!strcmp(k, "users")) {
         if (!strcmp(v, "all")) {
@@ -155,8 +155,8 @@ int ipbm_sysconf_parse(ipbm_sysconf *c, const char *text, size_t len, const char
     if (c->uid_min > c->uid_max)
         return ipb_error_set(err, EINVAL, "%s: uid_min is above uid_max", name);
     if ((uint64_t)c->pool_start + (uint64_t)c->pool_size * IPBM_RANGE > 0xffffffffull)
-        return ipb_error_set(err, EINVAL, "%s: the uid pool (uid_pool_start + uid_pool_size x %u) passes 2^32-1",
-                             name, IPBM_RANGE);
+        return ipb_error_set(err, EINVAL, "%s: the uid pool (uid_pool_start + uid_pool_size x %u) passes 2^32-1", name,
+                             IPBM_RANGE);
     if ((uint64_t)c->pool_start < (uint64_t)c->uid_max + 1 &&
         (uint64_t)c->pool_start + (uint64_t)c->pool_size * IPBM_RANGE > c->uid_min)
         return ipb_error_set(err, EINVAL, "%s: the uid pool overlaps the users' uids (uid_min to uid_max)", name);
@@ -177,9 +177,11 @@ int ipbm_sysconf_check_host(const ipbm_sysconf *c, uint64_t mem_total, uint64_t 
     const uint64_t mem[2] = {c->memory_max, c->user_memory_max};
     for (int i = 0; i < 2; i++)
         if (mem_total && mem[i] > mem_total)
-            return ipb_error_set(err, EINVAL, "%s: %s = %llu MiB is more than this host's memory (%llu MiB); "
-                                 "a limit the host cannot give is no limit: lower it", name, mem_keys[i],
-                                 (unsigned long long)(mem[i] >> 20), (unsigned long long)(mem_total >> 20));
+            return ipb_error_set(err, EINVAL,
+                                 "%s: %s = %llu MiB is more than this host's memory (%llu MiB); "
+                                 "a limit the host cannot give is no limit: lower it",
+                                 name, mem_keys[i], (unsigned long long)(mem[i] >> 20),
+                                 (unsigned long long)(mem_total >> 20));
     static const char *const pid_keys[2] = {"pids_max", "user_pids_max"};
     const uint32_t pids[2] = {c->pids_max, c->user_pids_max};
     for (int i = 0; i < 2; i++)

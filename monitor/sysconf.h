@@ -11,21 +11,21 @@
 #define IPBM_GROUP_MAX 64
 
 typedef struct ipbm_sysconf {
-    char group[IPBM_GROUP_MAX + 1]; /* users = group NAME; empty: every user with a uid from
+    char group[IPBM_GROUP_MAX + 1];        /* users = group NAME; empty: every user with a uid from
                                      * uid_min to uid_max */
-    uint32_t uid_min, uid_max;      /* who counts as a user with `users = all` */
-    uint32_t pool_start;            /* first host uid of the sandbox pool */
-    uint32_t pool_size;             /* sandboxes at once; each takes IPBM_RANGE uids */
+    uint32_t uid_min, uid_max;             /* who counts as a user with `users = all` */
+    uint32_t pool_start;                   /* first host uid of the sandbox pool */
+    uint32_t pool_size;                    /* sandboxes at once; each takes IPBM_RANGE uids */
     uint64_t memory_max, memory_max_bound; /* bytes */
     uint32_t pids_max, pids_max_bound;
     uint32_t cpu_weight, cpu_weight_bound; /* 1..10000 */
-    uint64_t tmp_size, shm_size;    /* defaults for every session's /tmp and /dev/shm */
+    uint64_t tmp_size, shm_size;           /* defaults for every session's /tmp and /dev/shm */
     long idle_timeout_s;
     uint32_t max_sessions_per_user;
-    uint32_t warm_sessions;         /* per user, started ahead (ipyboxd --warm) */
-    uint64_t user_memory_max;       /* each user's frontend and workers together (bytes) */
-    uint32_t user_pids_max;         /* the same, tasks */
-    bool zygote;                    /* sessions' kernels forked from a zygote (`zygote = false`:
+    uint32_t warm_sessions;   /* per user, started ahead (ipyboxd --warm) */
+    uint64_t user_memory_max; /* each user's frontend and workers together (bytes) */
+    uint32_t user_pids_max;   /* the same, tasks */
+    bool zygote;              /* sessions' kernels forked from a zygote (`zygote = false`:
                                      * every session gets --no-zygote before the service's own
                                      * session options) */
 } ipbm_sysconf;

@@ -102,8 +102,10 @@ int ipbm_pool_check_host(const struct ipbm *M, ipb_error **err) {
             clash = "group", id = g->gr_gid;
     endgrent();
     if (clash)
-        return ipb_error_set(err, EEXIST, "the sandbox uid pool (uid_pool_start, uid_pool_size) holds the id %u of a "
-                             "%s; move the pool", id, clash);
+        return ipb_error_set(err, EEXIST,
+                             "the sandbox uid pool (uid_pool_start, uid_pool_size) holds the id %u of a "
+                             "%s; move the pool",
+                             id, clash);
     static const char *const subids[] = {"/etc/subuid", "/etc/subgid"};
     for (size_t i = 0; i < 2; i++) {
         char *text = NULL;
@@ -113,8 +115,10 @@ int ipbm_pool_check_host(const struct ipbm *M, ipb_error **err) {
         unsigned line = ipbm_pool_subid_clash(&M->pool, text);
         free(text);
         if (line)
-            return ipb_error_set(err, EEXIST, "the sandbox uid pool (uid_pool_start, uid_pool_size) meets the range "
-                                 "on line %u of %s; move the pool", line, subids[i]);
+            return ipb_error_set(err, EEXIST,
+                                 "the sandbox uid pool (uid_pool_start, uid_pool_size) meets the range "
+                                 "on line %u of %s; move the pool",
+                                 line, subids[i]);
     }
     return 0;
 }

@@ -18,17 +18,21 @@ static const char ruleset[] =
     "table inet ipybox {\n"
     "  chain nat_out {\n"
     "    type nat hook output priority -100; policy accept;\n"
-    "    meta l4proto { tcp, udp } th dport 53 redirect to :" STR(IPB_EGRESS_DNS_PORT) "\n"
-    "    ip daddr != 127.0.0.0/8 meta l4proto tcp redirect to :" STR(IPB_EGRESS_PROXY_PORT) "\n"
-    "    ip6 daddr != ::1 meta l4proto tcp redirect to :" STR(IPB_EGRESS_PROXY_PORT) "\n"
-    "  }\n"
-    "  chain filter_out {\n"
-    "    type filter hook output priority 0; policy drop;\n"
-    "    ip daddr 127.0.0.0/8 accept\n"
-    "    ip6 daddr ::1 accept\n"
-    "    ct status dnat accept\n"
-    "  }\n"
-    "}\n";
+    "    meta l4proto { tcp, udp } th dport 53 redirect to :" STR(
+        IPB_EGRESS_DNS_PORT) "\n"
+                             "    ip daddr != 127.0.0.0/8 meta l4proto tcp redirect to :" STR(
+                                 IPB_EGRESS_PROXY_PORT) "\n"
+                                                        "    ip6 daddr != ::1 meta l4proto tcp redirect to :" STR(
+                                                            IPB_EGRESS_PROXY_PORT) "\n"
+                                                                                   "  }\n"
+                                                                                   "  chain filter_out {\n"
+                                                                                   "    type filter hook output "
+                                                                                   "priority 0; policy drop;\n"
+                                                                                   "    ip daddr 127.0.0.0/8 accept\n"
+                                                                                   "    ip6 daddr ::1 accept\n"
+                                                                                   "    ct status dnat accept\n"
+                                                                                   "  }\n"
+                                                                                   "}\n";
 
 int ipb_netns_install_ruleset(ipb_error **err) {
     struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);

@@ -328,8 +328,7 @@ int ipb_egress_add_rule(ipb_egress_policy *p, const char *entry, ipb_error **err
     if (len == 0)
         return ipb_error_set(err, 0, "--allowed-domain needs a value");
     if (strstr(entry, "://"))
-        return ipb_error_set(err, 0, "--allowed-domain '%s': give a domain, address or CIDR block, not a URL",
-                             entry);
+        return ipb_error_set(err, 0, "--allowed-domain '%s': give a domain, address or CIDR block, not a URL", entry);
     ipb_error *cerr = NULL;
     int c = parse_cidr(entry, &r, &cerr);
     if (c == 0)
@@ -341,15 +340,19 @@ int ipb_egress_add_rule(ipb_egress_policy *p, const char *entry, ipb_error **err
     if (strchr(entry, '/'))
         return ipb_error_set(err, 0, "--allowed-domain '%s': not a valid CIDR block", entry);
     if (!strcmp(entry, "*") || !strcmp(entry, "*."))
-        return ipb_error_set(err, 0, "--allowed-domain '%s': a wildcard for everything is refused; give no "
-                                     "--allowed-domain to allow every public destination", entry);
+        return ipb_error_set(err, 0,
+                             "--allowed-domain '%s': a wildcard for everything is refused; give no "
+                             "--allowed-domain to allow every public destination",
+                             entry);
     bool wild = len > 2 && entry[0] == '*' && entry[1] == '.';
     const char *name = wild ? entry + 2 : entry;
     if (strchr(name, '*'))
         return ipb_error_set(err, 0, "--allowed-domain '%s': a wildcard may only be a leading '*.'", entry);
     if (strchr(name, ':'))
-        return ipb_error_set(err, 0, "--allowed-domain '%s': not a domain, address or CIDR block (ports are not "
-                                     "part of an entry)", entry);
+        return ipb_error_set(err, 0,
+                             "--allowed-domain '%s': not a domain, address or CIDR block (ports are not "
+                             "part of an entry)",
+                             entry);
     if (!ipb_name_normalize(name, strlen(name), r.name))
         return ipb_error_set(err, 0, "--allowed-domain '%s': not a valid domain name", entry);
     if (wild && !strchr(r.name, '.'))

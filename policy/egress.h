@@ -30,8 +30,8 @@
 #define IPB_NAME_MAX 253
 
 typedef struct ipb_addr {
-    int family;        /* AF_INET or AF_INET6; IPv4-mapped IPv6 is stored as AF_INET */
-    uint8_t b[16];     /* network order; IPv4 in b[0..3] */
+    int family;    /* AF_INET or AF_INET6; IPv4-mapped IPv6 is stored as AF_INET */
+    uint8_t b[16]; /* network order; IPv4 in b[0..3] */
 } ipb_addr;
 
 enum ipb_egress_kind { IPB_EGRESS_EXACT, IPB_EGRESS_WILDCARD, IPB_EGRESS_CIDR };
@@ -53,7 +53,7 @@ typedef struct ipb_egress_policy {
     size_t n_rules;
     ipb_egress_pin *pins;
     size_t n_pins;
-    ipb_addr *host_addrs;        /* the host's own addresses, filled by the caller */
+    ipb_addr *host_addrs; /* the host's own addresses, filled by the caller */
     size_t n_host_addrs;
 } ipb_egress_policy;
 

@@ -45,18 +45,21 @@ static const char *const system_dirs[] = {"usr", "bin", "sbin", "lib", "lib32", 
  * (notably passwd/shadow/group from the host, ssl/private, machine-id, ssh, apt and pip
  * configuration). */
 static const char *const etc_entries[] = {
-    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl/certs", "ssl/openssl.cnf", "ca-certificates",
-    "ca-certificates.conf", "pki", "python3", "python3.9", "python3.10", "python3.11", "python3.12",
-    "python3.13", "python3.14", "matplotlibrc", "fonts", "mime.types", "localtime", "timezone",
-    "os-release", "debian_version", "protocols", "services", "host.conf", "gai.conf", "locale.alias",
-    "bash.bashrc", "inputrc", "magic", "magic.mime",
+    "ld.so.cache",  "ld.so.conf",      "ld.so.conf.d",    "alternatives",
+    "ssl/certs",    "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf",
+    "pki",          "python3",         "python3.9",       "python3.10",
+    "python3.11",   "python3.12",      "python3.13",      "python3.14",
+    "matplotlibrc", "fonts",           "mime.types",      "localtime",
+    "timezone",     "os-release",      "debian_version",  "protocols",
+    "services",     "host.conf",       "gai.conf",        "locale.alias",
+    "bash.bashrc",  "inputrc",         "magic",           "magic.mime",
 };
 
 /* /proc entries that reveal or change host state: masked or made read-only. */
 static const char *const proc_masked[] = {
-    "kcore", "keys", "key-users", "timer_list", "sched_debug", "kallsyms", "latency_stats", "acpi",
-    "scsi", "sysrq-trigger", "kmsg", "vmallocinfo", "slabinfo", "kpagecount", "kpageflags",
-    "kpagecgroup", "config.gz", "mtrr",
+    "kcore",         "keys",       "key-users",  "timer_list",    "sched_debug", "kallsyms",
+    "latency_stats", "acpi",       "scsi",       "sysrq-trigger", "kmsg",        "vmallocinfo",
+    "slabinfo",      "kpagecount", "kpageflags", "kpagecgroup",   "config.gz",   "mtrr",
 };
 /* pressure: writing a trigger there holds kernel resources and polls host-wide stalls. */
 static const char *const proc_readonly[] = {"sys", "bus", "fs", "irq", "pressure"};
@@ -69,10 +72,10 @@ static const char etc_hosts[] = "127.0.0.1\tlocalhost ipybox\n::1\tlocalhost ip6
 static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
                                    "networks: files\nprotocols: files\nservices: files\n";
 
-#define ADD(kind, flags, src, dst, data)                                                    \
-    do {                                                                                    \
-        if (ipb_mount_plan_add(&plan, (kind), (flags), (src), (dst), (data)) < 0)          \
-            return ipb_error_set(err, ENOMEM, "building the mount plan");                 \
+#define ADD(kind, flags, src, dst, data)                                                                               \
+    do {                                                                                                               \
+        if (ipb_mount_plan_add(&plan, (kind), (flags), (src), (dst), (data)) < 0)                                      \
+            return ipb_error_set(err, ENOMEM, "building the mount plan");                                              \
     } while (0)
 
 int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_error **err) {
@@ -94,7 +97,8 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
     ADD(IPB_MNT_FILE, 0, NULL, "/etc/nsswitch.conf", etc_nsswitch);
     /* The redirect brings every DNS query to the stub anyway; name it so tools that read this
      * file agree. */
-    ADD(IPB_MNT_FILE, 0, NULL, "/etc/resolv.conf", "# ipybox: DNS answered by the supervisor's stub\nnameserver 127.0.0.1\n");
+    ADD(IPB_MNT_FILE, 0, NULL, "/etc/resolv.conf",
+        "# ipybox: DNS answered by the supervisor's stub\nnameserver 127.0.0.1\n");
     for (size_t i = 0; i < sizeof(etc_entries) / sizeof(*etc_entries); i++) {
         snprintf(src, sizeof(src), "%s/etc/%s", sysroot, etc_entries[i]);
         snprintf(dst, sizeof(dst), "/etc/%s", etc_entries[i]);
@@ -132,8 +136,7 @@ int ipb_mount_plan_build(const ipb_plan_input *in, ipb_mount_plan *ret, ipb_erro
     for (size_t i = 0; i < o->n_binds; i++) {
         if (o->binds[i].rel[0] != '/')
             continue;
-        ADD(IPB_MNT_BIND_RW, IPB_MNT_USER | (in->bind_ids ? IPB_MNT_SAME : 0), o->binds[i].host, o->binds[i].rel,
-            NULL);
+        ADD(IPB_MNT_BIND_RW, IPB_MNT_USER | (in->bind_ids ? IPB_MNT_SAME : 0), o->binds[i].host, o->binds[i].rel, NULL);
         if (in->bind_ids)
             plan.m[plan.n - 1].id = in->bind_ids[i];
     }

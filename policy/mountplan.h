@@ -22,12 +22,14 @@ enum ipb_mount_kind {
 };
 
 #define IPB_MNT_OPTIONAL 0x1u /* skip when the source (or, for MASK/READONLY, dst) is missing */
-#define IPB_MNT_MIRROR   0x2u /* a source that is a symlink becomes the same symlink */
-#define IPB_MNT_USER     0x4u /* a user's tree (workspace, state, binds): in system mode the
+#define IPB_MNT_MIRROR 0x2u   /* a source that is a symlink becomes the same symlink */
+#define IPB_MNT_USER                                                                                                   \
+    0x4u                /* a user's tree (workspace, state, binds): in system mode the
                                * worker opens it with the user's rights and the monitor makes
                                * it an idmapped mount */
-#define IPB_MNT_FD       0x8u /* system mode: the next mount fd of the shim, not src */
-#define IPB_MNT_SAME     0x10u /* src must be the file id recorded when the supervisor resolved
+#define IPB_MNT_FD 0x8u /* system mode: the next mount fd of the shim, not src */
+#define IPB_MNT_SAME                                                                                                   \
+    0x10u /* src must be the file id recorded when the supervisor resolved
                                 * it (a user-named tree): what the shim binds (or the monitor
                                 * opens) is checked to be that very directory, so a symlink
                                 * swapped in on the way since is refused, not followed */
@@ -41,8 +43,8 @@ typedef struct ipb_mount {
     uint32_t kind;
     uint32_t flags;
     char *src;
-    char *dst;  /* absolute path in the sandbox */
-    char *data; /* tmpfs options or file content */
+    char *dst;      /* absolute path in the sandbox */
+    char *data;     /* tmpfs options or file content */
     ipb_file_id id; /* IPB_MNT_SAME: what src must be */
 } ipb_mount;
 
@@ -53,10 +55,10 @@ typedef struct ipb_mount_plan {
 
 typedef struct ipb_plan_input {
     const ipb_options *opts;
-    const char *workspace;  /* host directory behind /app */
-    const char *home;       /* host directory behind /home/appuser */
-    const char *rundir;     /* host directory behind /run/ipybox, or NULL */
-    const char *mcpdir;     /* host directory behind /opt/ipybox (read-only), or NULL */
+    const char *workspace;           /* host directory behind /app */
+    const char *home;                /* host directory behind /home/appuser */
+    const char *rundir;              /* host directory behind /run/ipybox, or NULL */
+    const char *mcpdir;              /* host directory behind /opt/ipybox (read-only), or NULL */
     const ipb_file_id *workspace_id; /* what workspace must be when bound, or NULL */
     const ipb_file_id *bind_ids;     /* the same for each --container-bind source, or NULL */
     const ipb_file_id *home_id;      /* the same for home (`ipybox run --home`), or NULL */

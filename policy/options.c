@@ -74,11 +74,25 @@ int ipb_parse_size(const char *s, uint64_t *ret) {
         return -EINVAL;
     unsigned shift = 0;
     switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: return -EINVAL;
+    case '\0':
+        break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    default:
+        return -EINVAL;
     }
     if (*end == 'i' || *end == 'B' || *end == 'b')
         end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
@@ -105,7 +119,8 @@ int ipb_check_env_assignment(const char *kv, ipb_error **err) {
         return ipb_error_set(err, 0, "'%s' is not KEY=VALUE", kv);
     size_t klen = (size_t)(eq - kv);
     if (!env_key_ok(kv, klen))
-        return ipb_error_set(err, 0, "'%.*s' is not a valid variable name (letters, digits, '_', not starting with a digit)",
+        return ipb_error_set(err, 0,
+                             "'%.*s' is not a valid variable name (letters, digits, '_', not starting with a digit)",
                              (int)klen, kv);
     /* ipykernel exits at start when JPY_PARENT_PID names a parent it cannot see. */
     if (klen == strlen("JPY_PARENT_PID") && !strncmp(kv, "JPY_PARENT_PID", klen))
@@ -206,11 +221,36 @@ static int set_str(char **slot, const char *opt, const char *v, ipb_error **err)
 }
 
 enum opt_id {
-    OPT_ALLOWED_DIR, OPT_ALLOWED_DOMAIN, OPT_RESOLVE, OPT_ENV_VAR, OPT_ENV_FILE, OPT_BIND, OPT_ROOTFS,
-    OPT_WORKSPACE, OPT_PYTHON, OPT_TMP_SIZE, OPT_SHM_SIZE, OPT_MAX_OUTPUT, OPT_MAX_CONNS, OPT_VERBOSE, OPT_HELP,
-    OPT_MEMORY, OPT_MAX_PROCS, OPT_CPU_WEIGHT, OPT_MCP_CONFIG, OPT_APPROVE_TOOLS, OPT_MCP_TIMEOUT,
-    OPT_SANDBOX_MCP, OPT_HOME, OPT_CWD, OPT_HOST_DIR, OPT_ENV_FROM,
-    OPT_APPROVE_SHELL, OPT_REQUIRE_SHELL_ESCAPE, OPT_ZYGOTE, OPT_NO_ZYGOTE,
+    OPT_ALLOWED_DIR,
+    OPT_ALLOWED_DOMAIN,
+    OPT_RESOLVE,
+    OPT_ENV_VAR,
+    OPT_ENV_FILE,
+    OPT_BIND,
+    OPT_ROOTFS,
+    OPT_WORKSPACE,
+    OPT_PYTHON,
+    OPT_TMP_SIZE,
+    OPT_SHM_SIZE,
+    OPT_MAX_OUTPUT,
+    OPT_MAX_CONNS,
+    OPT_VERBOSE,
+    OPT_HELP,
+    OPT_MEMORY,
+    OPT_MAX_PROCS,
+    OPT_CPU_WEIGHT,
+    OPT_MCP_CONFIG,
+    OPT_APPROVE_TOOLS,
+    OPT_MCP_TIMEOUT,
+    OPT_SANDBOX_MCP,
+    OPT_HOME,
+    OPT_CWD,
+    OPT_HOST_DIR,
+    OPT_ENV_FROM,
+    OPT_APPROVE_SHELL,
+    OPT_REQUIRE_SHELL_ESCAPE,
+    OPT_ZYGOTE,
+    OPT_NO_ZYGOTE,
 };
 static const struct {
     const char *name;
@@ -269,8 +309,8 @@ static bool plain_abs_path(const char *p) {
 
 /* --host-dir: bound at its own path, so it must not be (or hold) a place of the sandbox's own. */
 static int add_host_dir(ipb_options *o, const char *v, ipb_error **err) {
-    static const char *const own[] = {"/usr", "/bin",  "/sbin", "/lib", "/lib32", "/lib64",
-                                      "/libx32", "/etc", "/proc", "/dev", "/sys", "/run",
+    static const char *const own[] = {"/usr",          "/bin",        "/sbin",         "/lib", "/lib32",   "/lib64",
+                                      "/libx32",       "/etc",        "/proc",         "/dev", "/sys",     "/run",
                                       IPB_SANDBOX_APP, "/opt/ipybox", "/home/appuser", "/tmp", "/var/tmp", NULL};
     if (!plain_abs_path(v) || !strcmp(v, "/"))
         return ipb_error_set(err, 0, "--host-dir '%s': must be an absolute path other than / (no '.', '..' or '//')",
@@ -353,11 +393,10 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
     case OPT_MAX_CONNS:
     case OPT_MAX_PROCS:
     case OPT_CPU_WEIGHT: {
-        unsigned long lo = id == OPT_MAX_PROCS ? 16 : 1,
-                      hi = id == OPT_MAX_PROCS     ? 1ul << 22
-                           : id == OPT_CPU_WEIGHT  ? 10000
-                           : id == OPT_MCP_TIMEOUT ? 86400
-                                                   : 100000;
+        unsigned long lo = id == OPT_MAX_PROCS ? 16 : 1, hi = id == OPT_MAX_PROCS     ? 1ul << 22
+                                                              : id == OPT_CPU_WEIGHT  ? 10000
+                                                              : id == OPT_MCP_TIMEOUT ? 86400
+                                                                                      : 100000;
         char *end;
         errno = 0;
         unsigned long n = strtoul(v, &end, 10);
@@ -411,13 +450,17 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
         if (ipb_workspace_is_name(v) && ipb_workspace_name_check("--workspace", v, err) < 0)
             return -1;
         if (!ipb_workspace_is_name(v) && v[0] != '/')
-            return ipb_error_set(err, 0, "--workspace '%s': a host directory must be an absolute path (a bare name, "
-                                         "without '/', names a workspace under ~/.local/state/ipybox/workspaces)", v);
+            return ipb_error_set(err, 0,
+                                 "--workspace '%s': a host directory must be an absolute path (a bare name, "
+                                 "without '/', names a workspace under ~/.local/state/ipybox/workspaces)",
+                                 v);
         return set_str(&o->workspace, name, v, err);
     case OPT_PYTHON:
         if (v[0] != '/')
-            return ipb_error_set(err, 0, "--python '%s': must be an absolute path (the interpreter on this host, "
-                                         "such as /usr/bin/python3 or /home/me/venv/bin/python)", v);
+            return ipb_error_set(err, 0,
+                                 "--python '%s': must be an absolute path (the interpreter on this host, "
+                                 "such as /usr/bin/python3 or /home/me/venv/bin/python)",
+                                 v);
         return set_str(&o->python, name, v, err);
     case OPT_TMP_SIZE:
     case OPT_SHM_SIZE:
@@ -445,8 +488,10 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
         for (const char *c = v; ok && *c; c++)
             ok = (unsigned char)*c > ' ' && *c != 0x7f;
         if (!ok)
-            return ipb_error_set(err, 0, "--approve-tools '%s': expected SERVER or SERVER/TOOL (globs such as "
-                                         "'github/*' or '*')", v);
+            return ipb_error_set(err, 0,
+                                 "--approve-tools '%s': expected SERVER or SERVER/TOOL (globs such as "
+                                 "'github/*' or '*')",
+                                 v);
         return ipb_strv_push(&o->approve_tools, v) < 0 ? ipb_error_set(err, ENOMEM, "%s", name) : 0;
     }
     case OPT_APPROVE_SHELL:
@@ -528,15 +573,17 @@ bool ipb_options_auto_approved(const ipb_options *o, const char *server, const c
 
 int ipb_options_finish(ipb_options *o, const char *home, ipb_error **err) {
     if (o->require_shell_escape && !o->approve_shell)
-        return ipb_error_set(err, 0, "--require-shell-escape needs --approve-shell (it makes the approved forms, "
-                                     "!cmd and %%%%bash..., the only ways to run a command)");
+        return ipb_error_set(err, 0,
+                             "--require-shell-escape needs --approve-shell (it makes the approved forms, "
+                             "!cmd and %%%%bash..., the only ways to run a command)");
     /* Each one given must exist now: else every upload and download would fail later, each
      * saying less. (Resolved again, safely, at each use.) */
     for (size_t i = 0; i < o->allowed_dirs.n; i++) {
         struct stat st;
         if (stat(o->allowed_dirs.v[i], &st) < 0)
-            return ipb_error_set(err, errno, "--allowed-dir %s: upload_file and download_file could not use it; "
-                                             "create it first, or name a directory that exists",
+            return ipb_error_set(err, errno,
+                                 "--allowed-dir %s: upload_file and download_file could not use it; "
+                                 "create it first, or name a directory that exists",
                                  o->allowed_dirs.v[i]);
         if (!S_ISDIR(st.st_mode))
             return ipb_error_set(err, ENOTDIR, "--allowed-dir %s: upload_file and download_file need a directory",

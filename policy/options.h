@@ -19,40 +19,40 @@ typedef struct ipb_bind {
 } ipb_bind;
 
 typedef struct ipb_options {
-    ipb_strv allowed_dirs;   /* canonical at use time; default: $HOME and /tmp */
-    ipb_strv allowed_domains;/* --allowed-domain entries as given (for messages) */
-    ipb_egress_policy egress;/* the same entries parsed, plus --resolve pins */
-    ipb_strv env;            /* KEY=VALUE for the kernel, in order; later wins */
-    ipb_strv env_files;      /* --container-env-file paths as given (read again at start) */
-    struct ipb_env_span {    /* for each of them: the entries of env it gave when parsed */
+    ipb_strv allowed_dirs;    /* canonical at use time; default: $HOME and /tmp */
+    ipb_strv allowed_domains; /* --allowed-domain entries as given (for messages) */
+    ipb_egress_policy egress; /* the same entries parsed, plus --resolve pins */
+    ipb_strv env;             /* KEY=VALUE for the kernel, in order; later wins */
+    ipb_strv env_files;       /* --container-env-file paths as given (read again at start) */
+    struct ipb_env_span {     /* for each of them: the entries of env it gave when parsed */
         size_t start, n;
-    } *env_spans;
+    } * env_spans;
     ipb_bind *binds;
     size_t n_binds;
-    char *rootfs;            /* NULL: the host's /usr etc. */
-    char *container_tag;     /* ipybox's Docker image option: accepted, ignored, warned about */
-    char *workspace;         /* NULL: a fresh unnamed one; a name (wsname.h) or an absolute path */
-    char *python;            /* interpreter path inside the sandbox */
-    uint64_t tmp_size;       /* bytes, /tmp tmpfs */
-    uint64_t shm_size;       /* bytes, /dev/shm tmpfs */
-    long max_output_chars;   /* default cap on a cell's text output */
-    unsigned max_connections;/* egress connections per sandbox; 0: the proxy's default */
-    uint64_t memory_max;     /* system service limits; 0: the service's default */
+    char *rootfs;             /* NULL: the host's /usr etc. */
+    char *container_tag;      /* ipybox's Docker image option: accepted, ignored, warned about */
+    char *workspace;          /* NULL: a fresh unnamed one; a name (wsname.h) or an absolute path */
+    char *python;             /* interpreter path inside the sandbox */
+    uint64_t tmp_size;        /* bytes, /tmp tmpfs */
+    uint64_t shm_size;        /* bytes, /dev/shm tmpfs */
+    long max_output_chars;    /* default cap on a cell's text output */
+    unsigned max_connections; /* egress connections per sandbox; 0: the proxy's default */
+    uint64_t memory_max;      /* system service limits; 0: the service's default */
     unsigned pids_max;
     unsigned cpu_weight;
-    char *mcp_config;        /* --mcp-config: {"mcpServers": {name: params}} registered at start */
-    ipb_strv approve_tools;  /* --approve-tools SERVER[/TOOL] globs: calls approved without asking */
-    unsigned mcp_timeout;    /* --mcp-timeout: seconds for one tool call of an MCP server; 0: 120 */
-    bool sandbox_mcp_servers;/* --sandbox-mcp-servers: stdio servers without "sandbox" get the default */
+    char *mcp_config;         /* --mcp-config: {"mcpServers": {name: params}} registered at start */
+    ipb_strv approve_tools;   /* --approve-tools SERVER[/TOOL] globs: calls approved without asking */
+    unsigned mcp_timeout;     /* --mcp-timeout: seconds for one tool call of an MCP server; 0: 120 */
+    bool sandbox_mcp_servers; /* --sandbox-mcp-servers: stdio servers without "sandbox" get the default */
     /* `ipybox run` only (refused elsewhere; set run_only_ok before parsing): */
     bool run_only_ok;
-    char *home_dir;          /* --home DIR: host directory behind /home/appuser, kept */
-    char *cwd;               /* --cwd DIR: the command's working directory inside (default /app) */
-    size_t n_host_dirs;      /* --host-dir DIR: binds[] entries whose rel is the absolute host path,
+    char *home_dir;            /* --home DIR: host directory behind /home/appuser, kept */
+    char *cwd;                 /* --cwd DIR: the command's working directory inside (default /app) */
+    size_t n_host_dirs;        /* --host-dir DIR: binds[] entries whose rel is the absolute host path,
                               * bound read-write at that same path (the last n_host_dirs binds) */
-    bool approve_shell;      /* --approve-shell: !cmd, %%bash... asked first as ipybox/shell(_magic) */
-    bool require_shell_escape;/* --require-shell-escape: subprocess, os.system... refused in Python */
-    bool zygote;             /* --zygote (default) / --no-zygote: kernels forked from a zygote */
+    bool approve_shell;        /* --approve-shell: !cmd, %%bash... asked first as ipybox/shell(_magic) */
+    bool require_shell_escape; /* --require-shell-escape: subprocess, os.system... refused in Python */
+    bool zygote;               /* --zygote (default) / --no-zygote: kernels forked from a zygote */
     int verbose;
     bool help;
 } ipb_options;

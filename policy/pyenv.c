@@ -56,16 +56,17 @@ int ipb_pyvenv_home(const char *text, size_t len, const char *path, char **ret_h
         while (vl > 1 && v[vl - 1] == '/')
             vl--;
         if (!plain_abs(v, vl))
-            return ipb_error_set(err, 0, "%s: home = '%.*s' is not an absolute path (without '.', '..' or '//')",
-                                 path, (int)(vl > 200 ? 200 : vl), v);
+            return ipb_error_set(err, 0, "%s: home = '%.*s' is not an absolute path (without '.', '..' or '//')", path,
+                                 (int)(vl > 200 ? 200 : vl), v);
         char *h = strndup(v, vl);
         if (!h)
             return ipb_error_set(err, ENOMEM, "%s", path);
         *ret_home = h;
         return 0;
     }
-    return ipb_error_set(err, 0, "%s has no 'home = DIR' line (the base interpreter's directory): not a venv made by "
-                                 "`python -m venv`, virtualenv or uv",
+    return ipb_error_set(err, 0,
+                         "%s has no 'home = DIR' line (the base interpreter's directory): not a venv made by "
+                         "`python -m venv`, virtualenv or uv",
                          path);
 }
 
@@ -96,8 +97,8 @@ bool ipb_python_in_system_dirs(const char *p) {
 }
 
 const char *ipb_python_place_conflict(const char *prefix, bool *ret_inside) {
-    static const char *const own[] = {"/etc", "/proc", "/dev", "/sys", "/run", "/app", "/opt/ipybox",
-                                      "/home/appuser", "/tmp", "/var/tmp", NULL};
+    static const char *const own[] = {"/etc",        "/proc",         "/dev", "/sys",     "/run", "/app",
+                                      "/opt/ipybox", "/home/appuser", "/tmp", "/var/tmp", NULL};
     if (!strcmp(prefix, "/")) {
         *ret_inside = false;
         return "/";

@@ -22,25 +22,76 @@
  * namespace flags are refused, below). */
 static const char *const denied_syscalls[] = {
     /* namespaces and mounts: the kernel must stay where it was put */
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
-    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
     /* reaching outside through file handles */
-    "open_by_handle_at", "name_to_handle_at",
+    "open_by_handle_at",
+    "name_to_handle_at",
     /* kernel attack surface with a long history of privilege escalations */
-    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup",
-    "io_uring_enter", "io_uring_register", "fanotify_init",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "fanotify_init",
     /* memory the kernel hides from itself: a young interface nothing in Python needs */
     "memfd_secret",
     /* other processes' memory */
-    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_getfd",
+    "kcmp",
     /* 16-bit segments: old local-root bugs, nothing Python needs */
     "modify_ldt",
     /* host administration */
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
-    "swapon", "swapoff", "syslog", "acct", "quotactl", "quotactl_fd", "lookup_dcookie", "iopl",
-    "ioperm", "settimeofday", "clock_settime", "clock_adjtime", "vhangup", "uselib", "sethostname",
-    "setdomainname", "nfsservctl", "create_module", "get_kernel_syms", "query_module", "_sysctl",
-    "vm86", "vm86old", "pciconfig_read", "pciconfig_write", "pciconfig_iobase",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "syslog",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "lookup_dcookie",
+    "iopl",
+    "ioperm",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "vhangup",
+    "uselib",
+    "sethostname",
+    "setdomainname",
+    "nfsservctl",
+    "create_module",
+    "get_kernel_syms",
+    "query_module",
+    "_sysctl",
+    "vm86",
+    "vm86old",
+    "pciconfig_read",
+    "pciconfig_write",
+    "pciconfig_iobase",
 };
 
 static int add(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned n, const struct scmp_arg_cmp *cmp) {
@@ -63,8 +114,8 @@ static int add_rules(scmp_filter_ctx ctx) {
      * to clone(), whose flags we can check. */
     if ((r = add(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL)) < 0)
         return r;
-    static const uint64_t ns_flags[] = {CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
-                                        CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP, 0x80 /* CLONE_NEWTIME */};
+    static const uint64_t ns_flags[] = {CLONE_NEWNS,  CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET,
+                                        CLONE_NEWIPC, CLONE_NEWUTS,  CLONE_NEWCGROUP, 0x80 /* CLONE_NEWTIME */};
     for (size_t i = 0; i < sizeof(ns_flags) / sizeof(*ns_flags); i++) {
         struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
         if ((r = add(ctx, EPERM_ACT, "clone", 1, &c)) < 0)
@@ -127,7 +178,7 @@ static int add_rules(scmp_filter_ctx ctx) {
         const char *name;
         unsigned mode_arg;
     } mode_calls[] = {{"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2},
-                      {"creat", 1}, {"mknod", 1}, {"mknodat", 2}};
+                      {"creat", 1}, {"mknod", 1},  {"mknodat", 2}};
     static const struct {
         const char *name;
         unsigned flags_arg;

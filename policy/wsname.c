@@ -19,12 +19,16 @@ int ipb_workspace_name_check(const char *what, const char *name, ipb_error **err
         return ipb_error_set(err, 0, "%s '%.*s...': a workspace name has at most %d characters", what, 32, name,
                              IPB_WS_NAME_MAX);
     if (name[0] == '.' || name[0] == '-')
-        return ipb_error_set(err, 0, "%s '%s': a workspace name must not start with '%c' (a host directory is "
-                                     "named by an absolute path)", what, name, name[0]);
+        return ipb_error_set(err, 0,
+                             "%s '%s': a workspace name must not start with '%c' (a host directory is "
+                             "named by an absolute path)",
+                             what, name, name[0]);
     for (size_t i = 0; i < n; i++)
         if (!name_char(name[i]))
-            return ipb_error_set(err, 0, "%s '%s': a workspace name has only letters, digits, '.', '_' and '-' (a "
-                                         "host directory is named by an absolute path)", what, name);
+            return ipb_error_set(err, 0,
+                                 "%s '%s': a workspace name has only letters, digits, '.', '_' and '-' (a "
+                                 "host directory is named by an absolute path)",
+                                 what, name);
     return 0;
 }
 

@@ -21,7 +21,6 @@
 #define IPB_SO_ORIGINAL_DST 80
 #define IPB_IP6T_SO_ORIGINAL_DST 80
 
-
 void proxy_close_conn(struct conn *c) {
     if (c->dead)
         return;
@@ -210,8 +209,9 @@ static void tunnel_start(struct conn *c) {
 }
 
 static const char *name_kind(const ipb_sniff *s) {
-    return s->kind == IPB_SNIFF_TLS ? "the TLS server name" : s->kind == IPB_SNIFF_CONNECT ? "the CONNECT authority"
-                                                                                            : "the Host";
+    return s->kind == IPB_SNIFF_TLS       ? "the TLS server name"
+           : s->kind == IPB_SNIFF_CONNECT ? "the CONNECT authority"
+                                          : "the Host";
 }
 
 /* A name the client sent once its upstream was chosen (inside a tunnel, or after a silent
@@ -328,8 +328,8 @@ static void connected(struct conn *c) {
     char dst[80], via[80];
     dest_text(c, dst, sizeof(dst));
     proxy_addr_port(&c->cand[c->cur], c->port, via, sizeof(via));
-    log_info("egress: sandbox %s: allowed %s%s%s (%s) via %s", c->sb->label, dst, c->name[0] ? " for " : "",
-             c->name, c->via, via);
+    log_info("egress: sandbox %s: allowed %s%s%s (%s) via %s", c->sb->label, dst, c->name[0] ? " for " : "", c->name,
+             c->via, via);
     if (c->connect_mode) {
         tunnel_start(c);
         return;

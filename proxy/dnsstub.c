@@ -24,8 +24,7 @@ void dns_remember(struct sbx *sb, const char *name, const ipb_addr *a, size_t n)
     for (size_t i = 0; i < n; i++) {
         struct memo *m = NULL;
         for (unsigned k = 0; k < MEMO_N; k++)
-            if (sb->memo[k].until && ipb_addr_equal(&sb->memo[k].a, &a[i]) &&
-                !strcmp(sb->memo[k].name, name))
+            if (sb->memo[k].until && ipb_addr_equal(&sb->memo[k].a, &a[i]) && !strcmp(sb->memo[k].name, name))
                 m = &sb->memo[k];
         if (!m)
             m = &sb->memo[sb->memo_next++ % MEMO_N];
@@ -103,8 +102,8 @@ static size_t raw_name(const ipb_dns_query *q, char *out, size_t cap) {
 
 /* Decides a query. Returns an answer's length in ans, or 0 with *pending set to a request
  * that the caller completes and submits, or 0 without one: drop. */
-static size_t dns_query(struct ipb_proxy *p, struct sbx *sb, const uint8_t *msg, size_t len, uint8_t *ans,
-                        size_t cap, struct preq **pending) {
+static size_t dns_query(struct ipb_proxy *p, struct sbx *sb, const uint8_t *msg, size_t len, uint8_t *ans, size_t cap,
+                        struct preq **pending) {
     *pending = NULL;
     ipb_dns_query q;
     int rcode;
@@ -124,8 +123,8 @@ static size_t dns_query(struct ipb_proxy *p, struct sbx *sb, const uint8_t *msg,
         return ipb_dns_build_answer(&q, IPB_DNS_NXDOMAIN, NULL, 0, TTL, ans, cap);
     }
     if (!ipb_egress_name_allowed(p->policy, q.name, &why)) {
-        proxy_warn(sb, "DNS: refused %s %s: %s (answered NXDOMAIN, nothing sent upstream)", qtype_name(q.qtype),
-                   q.name, why ? why : "not allowed");
+        proxy_warn(sb, "DNS: refused %s %s: %s (answered NXDOMAIN, nothing sent upstream)", qtype_name(q.qtype), q.name,
+                   why ? why : "not allowed");
         proxy_note(p, sb, NOTE_NAME, q.name, strlen(q.name), NULL, true, 0, why ? why : "not allowed");
         return ipb_dns_build_answer(&q, IPB_DNS_NXDOMAIN, NULL, 0, TTL, ans, cap);
     }
@@ -289,8 +288,8 @@ void dns_resolved(struct ipb_proxy *p, struct preq *q) {
                 q->sb_next->sb_prevp = q->sb_prevp;
             sb->ndns--;
             size_t al = answer_resolved(p, sb, q, ans, sizeof(ans));
-            if (al && sendto(sb->w[q->udp_idx].fd, ans, al, MSG_DONTWAIT | MSG_NOSIGNAL,
-                             (struct sockaddr *)&q->client, q->client_len) < 0) {
+            if (al && sendto(sb->w[q->udp_idx].fd, ans, al, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&q->client,
+                             q->client_len) < 0) {
                 /* lost; the client asks again */
             }
         }

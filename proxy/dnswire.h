@@ -23,7 +23,7 @@ typedef struct ipb_dns_query {
     uint16_t id;
     uint16_t flags;
     uint16_t qtype, qclass;
-    bool name_ok;                 /* the name is a valid host name (normalised in name) */
+    bool name_ok; /* the name is a valid host name (normalised in name) */
     char name[IPB_NAME_MAX + 1];
     uint8_t question[IPB_NAME_MAX + 2 + 4]; /* the question as sent, echoed in the answer */
     size_t question_len;

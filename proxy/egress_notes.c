@@ -58,8 +58,8 @@ static uint64_t key_hash(const char *host, bool dns, uint16_t port, const char *
     return fnv(h, why, strlen(why) + 1);
 }
 
-ipb_egress_note *ipb_egress_notes_add(ipb_egress_notes *n, const char *host, size_t host_len, bool dns,
-                                      uint16_t port, const char *why) {
+ipb_egress_note *ipb_egress_notes_add(ipb_egress_notes *n, const char *host, size_t host_len, bool dns, uint16_t port,
+                                      const char *why) {
     char h[IPB_EGRESS_NOTE_HOST], w[IPB_EGRESS_NOTE_WHY];
     ipb_egress_escape(host, host_len, false, h, sizeof(h));
     ipb_egress_escape(why, strlen(why), true, w, sizeof(w));

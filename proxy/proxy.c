@@ -16,7 +16,7 @@
 #include "log.h"
 #include "proxy_int.h"
 
-#define DNS_MAX_PENDING 64   /* per sandbox */
+#define DNS_MAX_PENDING 64 /* per sandbox */
 
 /* A queue drained when a sandbox's processes end: at most a listener's backlog. */
 #define DRAIN_MAX 4096
@@ -26,8 +26,8 @@ struct cmd {
     enum cmd_op op;
     struct sbx *sb;
     uint32_t id;
-    unsigned *ret;              /* CMD_END: how many were ended; CMD_TAKE_NOTES: 1 when served */
-    ipb_egress_notes *notes;    /* CMD_TAKE_NOTES */
+    unsigned *ret;           /* CMD_END: how many were ended; CMD_TAKE_NOTES: 1 when served */
+    ipb_egress_notes *notes; /* CMD_TAKE_NOTES */
 };
 
 long proxy_now_ms(void) {
@@ -46,8 +46,7 @@ void proxy_warn(struct sbx *sb, const char *fmt, ...) {
     long now = proxy_now_ms();
     if (now - sb->log_window >= 1000) {
         if (sb->log_dropped)
-            log_warn("egress: sandbox %s: %u more refusals not logged in the last second", sb->label,
-                     sb->log_dropped);
+            log_warn("egress: sandbox %s: %u more refusals not logged in the last second", sb->label, sb->log_dropped);
         sb->log_window = now;
         sb->log_count = sb->log_dropped = 0;
     }
@@ -124,8 +123,7 @@ static bool over_cap(struct ipb_proxy *p, struct sbx *sb, int fd) {
         return false;
     proxy_warn(sb, "refused a connection: %u connections are open, the most a sandbox may have", sb->nconns);
     char why[120];
-    snprintf(why, sizeof(why), "%u connections are open, the most a sandbox may have (--max-connections)",
-             sb->nconns);
+    snprintf(why, sizeof(why), "%u connections are open, the most a sandbox may have (--max-connections)", sb->nconns);
     proxy_note(p, sb, NOTE_OTHER, "", 0, NULL, false, 0, why);
     close(fd);
     return true;
@@ -309,9 +307,9 @@ static void sbx_detach(struct ipb_proxy *p, struct sbx *sb) {
 static void sbx_attach(struct ipb_proxy *p, struct sbx *sb) {
     host_addrs_refresh(p);
     static const uint8_t kinds[IPB_EGRESS_NFDS] = {
-        [IPB_EGRESS_PROXY4] = W_LISTEN,          [IPB_EGRESS_PROXY6] = W_LISTEN,
+        [IPB_EGRESS_PROXY4] = W_LISTEN,           [IPB_EGRESS_PROXY6] = W_LISTEN,
         [IPB_EGRESS_DNS_TCP4] = W_DNS_TCP_LISTEN, [IPB_EGRESS_DNS_TCP6] = W_DNS_TCP_LISTEN,
-        [IPB_EGRESS_DNS_UDP4] = W_DNS_UDP,       [IPB_EGRESS_DNS_UDP6] = W_DNS_UDP,
+        [IPB_EGRESS_DNS_UDP4] = W_DNS_UDP,        [IPB_EGRESS_DNS_UDP6] = W_DNS_UDP,
     };
     for (int i = 0; i < IPB_EGRESS_NFDS; i++) {
         sb->w[i].kind = kinds[i];

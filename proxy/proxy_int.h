@@ -40,12 +40,12 @@ struct sbx {
     struct conn *conns;
     unsigned nconns, ndns;
     struct preq *dns_pending; /* UDP queries waiting for the resolver */
-    struct memo memo[MEMO_N];  /* addresses the DNS stub gave out, and for which name */
+    struct memo memo[MEMO_N]; /* addresses the DNS stub gave out, and for which name */
     unsigned memo_next;
-    long log_window;           /* rate limit for repetitive warnings */
+    long log_window; /* rate limit for repetitive warnings */
     unsigned log_count, log_dropped;
     bool dead;
-    ipb_egress_notes notes;    /* refusals for the cell's result (ipb_proxy_take_notes) */
+    ipb_egress_notes notes; /* refusals for the cell's result (ipb_proxy_take_notes) */
     struct sbx *next;
 };
 
@@ -54,8 +54,8 @@ enum cstate { C_PEEK, C_RESOLVE, C_CONNECT, C_TUNNEL, C_RELAY, C_DNS };
 
 struct half {
     int pipe[2];
-    size_t pending;      /* bytes in the pipe */
-    const uint8_t *pre;  /* bytes to send before splicing (sniffed request, CONNECT reply) */
+    size_t pending;     /* bytes in the pipe */
+    const uint8_t *pre; /* bytes to send before splicing (sniffed request, CONNECT reply) */
     size_t pre_len, pre_off;
     bool eof, shut;
 };
@@ -68,7 +68,7 @@ struct conn {
     enum cstate st;
     long deadline;
     bool have_odst, explicit_, connect_mode, http, dead, on_ready, dns_busy;
-    bool tunnel;         /* the CONNECT was answered; buf holds the tunnel's first bytes */
+    bool tunnel; /* the CONNECT was answered; buf holds the tunnel's first bytes */
     /* Relaying, but the client's first bytes are still to be judged: the connection was
      * opened on its silence (a server-first protocol) while an allowlist is in force, and a
      * name sent later must be allowed too. Until then only upstream -> client moves; buf
@@ -80,14 +80,14 @@ struct conn {
     size_t len;
     ipb_sniff sn;
     char name[IPB_NAME_MAX + 1];
-    const char *via;     /* how the destination was allowed, for the log */
+    const char *via; /* how the destination was allowed, for the log */
     ipb_addr cand[IPB_RESOLVE_MAX];
     size_t ncand, cur;
-    int conn_errno;      /* why the last upstream attempt failed */
+    int conn_errno; /* why the last upstream attempt failed */
     bool pinned;
-    bool noted;          /* the refusal was noted with its kind (conn_note) */
+    bool noted; /* the refusal was noted with its kind (conn_note) */
     struct preq *rq;
-    struct half h[2];    /* 0: client -> upstream, 1: upstream -> client */
+    struct half h[2]; /* 0: client -> upstream, 1: upstream -> client */
     struct conn *ready_next, *grave_next;
 };
 
@@ -109,7 +109,7 @@ struct ipb_proxy {
     ipb_egress_policy *policy;
     unsigned max_conns;
     int ep, cmd[2], timer;
-    int spare;          /* a descriptor kept for accepting when out of them */
+    int spare; /* a descriptor kept for accepting when out of them */
     struct watch w_cmd, w_res, w_timer;
     ipb_resolver *res;
     struct sbx *sbs;
@@ -140,8 +140,8 @@ void proxy_addr_port(const ipb_addr *a, uint16_t port, char *buf, size_t len);
 int proxy_watch(struct ipb_proxy *p, struct watch *w, uint32_t events);
 
 /* conn.c */
-#define FIRST_BYTE_MS 1000   /* a client that says nothing is judged by its address alone */
-#define PEEK_MS 10000        /* the whole request head or ClientHello */
+#define FIRST_BYTE_MS 1000 /* a client that says nothing is judged by its address alone */
+#define PEEK_MS 10000      /* the whole request head or ClientHello */
 #define RESOLVE_MS 15000
 #define CONNECT_MS 10000
 /* A new connection from a sandbox's proxy listener. */

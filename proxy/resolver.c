@@ -18,7 +18,7 @@ struct ipb_resolver {
     ipb_resolve_req *todo, **todo_tail;
     ipb_resolve_req *done;
     bool stopping;
-    unsigned live;      /* threads still running */
+    unsigned live; /* threads still running */
     int efd;
 };
 

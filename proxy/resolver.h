@@ -11,11 +11,11 @@
 
 typedef struct ipb_resolve_req {
     char name[IPB_NAME_MAX + 1];
-    int family;                    /* AF_UNSPEC, AF_INET or AF_INET6 */
-    int gai_err;                   /* 0, or getaddrinfo's error */
+    int family;  /* AF_UNSPEC, AF_INET or AF_INET6 */
+    int gai_err; /* 0, or getaddrinfo's error */
     ipb_addr addrs[IPB_RESOLVE_MAX];
     size_t n;
-    struct ipb_resolve_req *next;  /* the resolver's queues */
+    struct ipb_resolve_req *next; /* the resolver's queues */
 } ipb_resolve_req;
 
 typedef struct ipb_resolver ipb_resolver;

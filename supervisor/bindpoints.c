@@ -25,8 +25,7 @@ static int open_parent(int wsfd, char *const *comp, size_t n) {
         path[len] = '\0';
     }
     struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                                      RESOLVE_NO_XDEV};
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
     return (int)syscall(SYS_openat2, wsfd, path, &how, sizeof(how));
 }
 

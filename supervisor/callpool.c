@@ -20,9 +20,9 @@ struct ipb_call {
 
 struct ipb_callpool {
     pthread_mutex_t mu;
-    pthread_cond_t cv;  /* a call finished */
-    int done_fd;        /* eventfd: readable while a finished call waits */
-    ipb_call *calls;    /* started, not taken */
+    pthread_cond_t cv; /* a call finished */
+    int done_fd;       /* eventfd: readable while a finished call waits */
+    ipb_call *calls;   /* started, not taken */
     size_t n;
 };
 

@@ -21,8 +21,11 @@ static size_t cell_len(uint32_t cell) {
  * still become a valid sequence. */
 static size_t decode(const unsigned char *s, size_t n, uint32_t *ret) {
     unsigned b0 = s[0];
-    size_t need = b0 < 0x80 ? 0 : (b0 >= 0xC2 && b0 <= 0xDF) ? 1 : (b0 >= 0xE0 && b0 <= 0xEF) ? 2
-                                : (b0 >= 0xF0 && b0 <= 0xF4) ? 3 : 9;
+    size_t need = b0 < 0x80                    ? 0
+                  : (b0 >= 0xC2 && b0 <= 0xDF) ? 1
+                  : (b0 >= 0xE0 && b0 <= 0xEF) ? 2
+                  : (b0 >= 0xF0 && b0 <= 0xF4) ? 3
+                                               : 9;
     if (need == 9) {
         *ret = b0 | RAW_MARK;
         return 1;

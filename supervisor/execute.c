@@ -26,8 +26,8 @@
 
 typedef struct exec_state {
     ipb_output out;
-    ipb_crlines cr;  /* the line in progress, for '\r' collapsing */
-    ipb_buf crout;   /* what the collapser let out, passed on at once */
+    ipb_crlines cr; /* the line in progress, for '\r' collapsing */
+    ipb_buf crout;  /* what the collapser let out, passed on at once */
     ipb_exec_result *res;
     const ipb_exec_hooks *h;
     bool got_reply, got_idle, raised;
@@ -440,9 +440,10 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
         note = ipb_strdupf("The cell timed out after %g s and was interrupted; the kernel's state is kept.", timeout_s);
         break;
     case IPB_EXEC_TIMEOUT_RESTARTED:
-        note = ipb_strdupf("The cell timed out after %g s and did not stop when interrupted, so the kernel was restarted: "
-                    "variables, imports and definitions are lost; files in /app and installed packages are kept.%s%s",
-                    timeout_s, ret->note ? " " : "", ret->note ? ret->note : "");
+        note = ipb_strdupf(
+            "The cell timed out after %g s and did not stop when interrupted, so the kernel was restarted: "
+            "variables, imports and definitions are lost; files in /app and installed packages are kept.%s%s",
+            timeout_s, ret->note ? " " : "", ret->note ? ret->note : "");
         break;
     case IPB_EXEC_DIED: {
         char report[2600];
@@ -466,24 +467,31 @@ int ipb_execute(ipb_kernel *k, const char *code, double timeout_s, size_t max_ch
     ipb_monitor_events(&k->sb.mon, &oom1, &pids1);
     char limits[400] = "";
     if (oom1 > oom0)
-        snprintf(limits, sizeof(limits), "The sandbox ran out of memory (its limit is %llu MiB, no swap) and the "
-                 "kernel's out-of-memory killer ended a process. ", (unsigned long long)(k->sb.mon.memory_max >> 20));
+        snprintf(limits, sizeof(limits),
+                 "The sandbox ran out of memory (its limit is %llu MiB, no swap) and the "
+                 "kernel's out-of-memory killer ended a process. ",
+                 (unsigned long long)(k->sb.mon.memory_max >> 20));
     if (pids1 > pids0)
-        snprintf(limits + strlen(limits), sizeof(limits) - strlen(limits), "The sandbox reached its limit of %u "
-                 "processes and threads: creating another failed in this cell. ", k->sb.mon.pids_max);
+        snprintf(limits + strlen(limits), sizeof(limits) - strlen(limits),
+                 "The sandbox reached its limit of %u "
+                 "processes and threads: creating another failed in this cell. ",
+                 k->sb.mon.pids_max);
     uint64_t as_max;
     unsigned nproc_max;
     ipb_ulimits_rlimit_values(&as_max, &nproc_max);
     if (!limits[0] && ret->ename && (as_max || nproc_max)) {
         /* User mode under rlimits: no counters, but these errors are what the limits do. */
         if (as_max && !strcmp(ret->ename, "MemoryError"))
-            snprintf(limits, sizeof(limits), "Each process of the sandbox may use at most %llu MiB of address "
+            snprintf(limits, sizeof(limits),
+                     "Each process of the sandbox may use at most %llu MiB of address "
                      "space (--memory as RLIMIT_AS: this host offers no cgroup to bound the sandbox as a whole). ",
                      (unsigned long long)(as_max >> 20));
         else if (nproc_max && (!strcmp(ret->ename, "BlockingIOError") ||
                                (ret->evalue && strstr(ret->evalue, "Resource temporarily unavailable"))))
-            snprintf(limits, sizeof(limits), "The sandbox may have reached its limit of %u processes and threads "
-                     "(--max-processes as RLIMIT_NPROC): creating another failed in this cell. ", nproc_max);
+            snprintf(limits, sizeof(limits),
+                     "The sandbox may have reached its limit of %u processes and threads "
+                     "(--max-processes as RLIMIT_NPROC): creating another failed in this cell. ",
+                     nproc_max);
     }
     if (limits[0]) {
         char *both = ipb_strdupf("%s%s", limits, note ? note : ret->note ? ret->note : "");

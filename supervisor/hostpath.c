@@ -135,8 +135,10 @@ static int outside_error(const ipb_host_dirs *d, const char *local_path, ipb_err
         strncat(list, i ? ", " : "", sizeof(list) - strlen(list) - 1);
         strncat(list, d->v[i].given, sizeof(list) - strlen(list) - 1);
     }
-    return ipb_error_set(err, 0, "'%s' is outside the allowed directories (%s); start ipybox with --allowed-dir to "
-                                 "allow another", local_path, d->n ? list : "none");
+    return ipb_error_set(err, 0,
+                         "'%s' is outside the allowed directories (%s); start ipybox with --allowed-dir to "
+                         "allow another",
+                         local_path, d->n ? list : "none");
 }
 
 /* Where the path leads, for a path that names no allowed directory (or does so only through
@@ -144,8 +146,8 @@ static int outside_error(const ipb_host_dirs *d, const char *local_path, ipb_err
  * giving a path of real directories. Only a hint to the directory: the walk beneath it
  * decides. For a write, the parent is walked as far as it exists; the rest is appended and
  * may not hold '..'. */
-static int hint(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, const char *clean,
-                bool for_write, char *out, ipb_error **err) {
+static int hint(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, const char *clean, bool for_write,
+                char *out, ipb_error **err) {
     char parent[PATH_MAX];
     const char *name = "";
     snprintf(parent, sizeof(parent), "%s", clean);
@@ -164,8 +166,8 @@ static int hint(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_p
     return n >= PATH_MAX ? ipb_error_set(err, ENAMETOOLONG, "%s", local_path) : 0;
 }
 
-static int locate(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, bool for_write,
-                  host_target *t, ipb_error **err) {
+static int locate(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local_path, bool for_write, host_target *t,
+                  ipb_error **err) {
     if (local_path[0] != '/')
         return ipb_error_set(err, 0, "local_path '%s' must be an absolute host path", local_path);
     size_t len = strlen(local_path);
@@ -203,10 +205,11 @@ static int locate(const ipb_host_dirs *d, ipb_hw_trees *trees, const char *local
     if (!dir)
         return outside_error(d, local_path, err);
     if (dir->fd < 0)
-        return ipb_error_set(err, 0, "'%s' is in the allowed directory %s, which could not be opened when the "
-                                     "session started (%s); allowed directories are opened once, at start: create "
-                                     "it and start ipybox again", local_path, dir->given,
-                             dir->why ? dir->why : strerror(dir->open_errno));
+        return ipb_error_set(err, 0,
+                             "'%s' is in the allowed directory %s, which could not be opened when the "
+                             "session started (%s); allowed directories are opened once, at start: create "
+                             "it and start ipybox again",
+                             local_path, dir->given, dir->why ? dir->why : strerror(dir->open_errno));
     const char *rest = path + ml;
     while (*rest == '/')
         rest++;
@@ -283,8 +286,7 @@ char *ipb_fd_path(int fd) {
 }
 
 /* The walk from "/" of a named path (made absolute against the working directory). */
-static int named_walk(const char *what, const char *path, enum ipb_hw_mode mode, ipb_hw_result *r,
-                      ipb_error **err) {
+static int named_walk(const char *what, const char *path, enum ipb_hw_mode mode, ipb_hw_result *r, ipb_error **err) {
     static const ipb_host_dirs none = {0};
     cleanup_free char *abs = NULL;
     if (path[0] != '/') {
@@ -302,8 +304,8 @@ int ipb_host_named_open(const char *what, const char *path, enum ipb_named_kind 
                         ipb_error **err) {
     ipb_hw_result r;
     enum ipb_hw_mode mode = kind == IPB_NAMED_MAKE_DIR || kind == IPB_NAMED_MAKE ? IPB_HW_MAKE
-                            : kind == IPB_NAMED_NEW_DIR                        ? IPB_HW_MAKE_LAST
-                                                                               : IPB_HW_READ;
+                            : kind == IPB_NAMED_NEW_DIR                          ? IPB_HW_MAKE_LAST
+                                                                                 : IPB_HW_READ;
     if (named_walk(what, path, mode, &r, err) < 0)
         return -1;
     struct stat st;
@@ -362,8 +364,7 @@ int ipb_host_write_from(const ipb_host_dirs *d, const char *local_path, int src_
     }
     if (!*t.rest) {
         ipb_hw_trees_free(&trees);
-        return ipb_error_set(err, 0, "local_path '%s' is an allowed directory itself; name a file in it",
-                             local_path);
+        return ipb_error_set(err, 0, "local_path '%s' is an allowed directory itself; name a file in it", local_path);
     }
     char parent[PATH_MAX];
     snprintf(parent, sizeof(parent), "%s", t.rest);

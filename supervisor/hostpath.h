@@ -28,7 +28,7 @@ typedef struct ipb_host_dirs {
     struct ipb_host_root {
         dev_t dev;
         ino_t ino;
-    } *roots;
+    } * roots;
     size_t n_roots;
 } ipb_host_dirs;
 

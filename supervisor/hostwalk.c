@@ -156,8 +156,8 @@ static int prepend(walk *w, const char *text) {
 }
 
 static int link_outside(const walk *w, ipb_error **err) {
-    return ipb_error_set(err, 0, "'%s': a symlink, %s (to '%s'), leads outside the allowed directory %s",
-                         w->local_path, w->link, w->target, w->dir ? w->dir->given : "/");
+    return ipb_error_set(err, 0, "'%s': a symlink, %s (to '%s'), leads outside the allowed directory %s", w->local_path,
+                         w->link, w->target, w->dir ? w->dir->given : "/");
 }
 
 static int nowhere(const walk *w, ipb_error **err) {
@@ -221,8 +221,10 @@ static int in_sandbox_tree(walk *w, const char *link, ipb_error **err) {
     if (!w->trees->loaded) {
         ipb_error *e = NULL;
         if (ipb_sandbox_trees(&w->trees->v, &e) < 0) {
-            ipb_error_set(err, 0, "'%s': cannot tell whether the symlink %s was planted by a sandbox (%s); not "
-                                  "following it", w->local_path, link, ipb_error_msg(e));
+            ipb_error_set(err, 0,
+                          "'%s': cannot tell whether the symlink %s was planted by a sandbox (%s); not "
+                          "following it",
+                          w->local_path, link, ipb_error_msg(e));
             ipb_error_free(e);
             return -1;
         }
@@ -242,15 +244,16 @@ static int follow(walk *w, int lfd, const char *comp, ipb_error **err) {
         return ipb_error_set(err, 0, "'%s': too many levels of symlinks (at %s)", w->local_path, where);
     struct statfs sf;
     if (fstatfs(w->cur, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC)
-        return ipb_error_set(err, 0, "'%s': the way there passes through %s, a link in /proc (refused)",
-                             w->local_path, where);
+        return ipb_error_set(err, 0, "'%s': the way there passes through %s, a link in /proc (refused)", w->local_path,
+                             where);
     int in = in_sandbox_tree(w, where, err);
     if (in < 0)
         return -1;
     if (in)
-        return ipb_error_set(err, 0, "'%s': the way there passes through the symlink %s, inside a directory that "
-                                     "a sandbox could write (a workspace or bind); ipybox does not follow such a "
-                                     "symlink, since kernel code may have planted it: name the real path",
+        return ipb_error_set(err, 0,
+                             "'%s': the way there passes through the symlink %s, inside a directory that "
+                             "a sandbox could write (a workspace or bind); ipybox does not follow such a "
+                             "symlink, since kernel code may have planted it: name the real path",
                              w->local_path, where);
     char target[PATH_MAX];
     ssize_t n = readlinkat(lfd, "", target, sizeof(target) - 1);
@@ -338,8 +341,7 @@ static bool has_dotdot(const char *p) {
 }
 
 static int run(walk *w, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **err) {
-    bool follow_last =
-        mode == IPB_HW_READ || mode == IPB_HW_HINT || mode == IPB_HW_MAKE || mode == IPB_HW_MAKE_LAST;
+    bool follow_last = mode == IPB_HW_READ || mode == IPB_HW_HINT || mode == IPB_HW_MAKE || mode == IPB_HW_MAKE_LAST;
     for (;;) {
         char comp[NAME_MAX + 1];
         bool from_link = false, last = false;
@@ -359,25 +361,29 @@ static int run(walk *w, enum ipb_hw_mode mode, ipb_hw_result *ret, ipb_error **e
         if (fd < 0 && errno == ENOENT && mode == IPB_HW_MAKE_LAST && !last) {
             char where[PATH_MAX];
             disp(w, comp, where);
-            ipb_error_set(err, 0, "'%s': %s does not exist (only the last directory is made: create its parent "
-                                  "first, or check the path)", w->local_path, where);
+            ipb_error_set(err, 0,
+                          "'%s': %s does not exist (only the last directory is made: create its parent "
+                          "first, or check the path)",
+                          w->local_path, where);
             if (err && *err)
                 (*err)->errnum = ENOENT;
             return -1;
         }
         if (fd < 0 && errno == ENOENT) {
-            if (mode == IPB_HW_PARENT || mode == IPB_HW_HINT_PARENT || mode == IPB_HW_MAKE || mode == IPB_HW_MAKE_LAST) {
+            if (mode == IPB_HW_PARENT || mode == IPB_HW_HINT_PARENT || mode == IPB_HW_MAKE ||
+                mode == IPB_HW_MAKE_LAST) {
                 /* A missing directory is made, but never where a symlink points. */
                 if (from_link)
                     return nowhere(w, err);
                 if (mode == IPB_HW_HINT_PARENT) {
-                    int n = snprintf(ret->missing, sizeof(ret->missing), "%s%s%s", comp, *w->rem ? "/" : "",
-                                     w->rem);
+                    int n = snprintf(ret->missing, sizeof(ret->missing), "%s%s%s", comp, *w->rem ? "/" : "", w->rem);
                     if (n >= (int)sizeof(ret->missing))
                         return ipb_error_set(err, ENAMETOOLONG, "%s", w->local_path);
                     if (has_dotdot(ret->missing))
-                        return ipb_error_set(err, 0, "local_path '%s' has a '..' after a directory that does not "
-                                                     "exist; give the path without '..'", w->local_path);
+                        return ipb_error_set(err, 0,
+                                             "local_path '%s' has a '..' after a directory that does not "
+                                             "exist; give the path without '..'",
+                                             w->local_path);
                     break;
                 }
                 char where[PATH_MAX];

@@ -12,9 +12,9 @@
 #include "hostpath.h"
 
 enum ipb_hw_mode {
-    IPB_HW_READ,   /* every component; the last one (a file) may be a symlink to follow */
-    IPB_HW_PARENT, /* every component is a directory, made (mkdirat) where missing */
-    IPB_HW_HINT,   /* from "/", not beneath an allowed directory: where does the path lead?
+    IPB_HW_READ,        /* every component; the last one (a file) may be a symlink to follow */
+    IPB_HW_PARENT,      /* every component is a directory, made (mkdirat) where missing */
+    IPB_HW_HINT,        /* from "/", not beneath an allowed directory: where does the path lead?
                     * every component, the last one followed; nothing is made */
     IPB_HW_HINT_PARENT, /* the same for directories: the walk stops at the first missing one */
     IPB_HW_MAKE,        /* like IPB_HW_READ (the last one may be anything), but a missing

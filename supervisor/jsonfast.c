@@ -138,14 +138,30 @@ static const char *parse_string(const char *p, const char *end, ipb_buf *out, bo
         p += 2;
         char ch;
         switch (e) {
-        case '"': ch = '"'; break;
-        case '\\': ch = '\\'; break;
-        case '/': ch = '/'; break;
-        case 'b': ch = '\b'; break;
-        case 'f': ch = '\f'; break;
-        case 'n': ch = '\n'; break;
-        case 'r': ch = '\r'; break;
-        case 't': ch = '\t'; break;
+        case '"':
+            ch = '"';
+            break;
+        case '\\':
+            ch = '\\';
+            break;
+        case '/':
+            ch = '/';
+            break;
+        case 'b':
+            ch = '\b';
+            break;
+        case 'f':
+            ch = '\f';
+            break;
+        case 'n':
+            ch = '\n';
+            break;
+        case 'r':
+            ch = '\r';
+            break;
+        case 't':
+            ch = '\t';
+            break;
         case 'u': {
             uint32_t cp, lo;
             if (end - p < 4 || hex4(p, &cp) < 0)
@@ -317,8 +333,7 @@ size_t ipb_json_body_prefix(const char *body, size_t len, size_t text_len) {
     return o == text_len ? i : 0;
 }
 
-int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, char **ret_text,
-                              size_t *ret_text_len) {
+int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, char **ret_text, size_t *ret_text_len) {
     ipb_stream_view v;
     if (!ipb_stream_content_scan(json, len, &v))
         return 0;
@@ -371,13 +386,27 @@ int ipb_json_escape_body_append(ipb_buf *out, const char *s, size_t len) {
         char esc[6] = {'\\', 0, 0, 0, 0, 0};
         size_t n = 2;
         switch (c) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
         default:
             esc[1] = 'u';
             esc[2] = '0';

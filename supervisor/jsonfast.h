@@ -13,10 +13,10 @@
 /* Stream content checked but not decoded: the text stays in the message as its JSON string
  * body, so that megabytes of output can be forwarded without decoding and re-encoding. */
 typedef struct ipb_stream_view {
-    char *name;          /* malloc'd */
-    const char *text;    /* the text's JSON string body (escapes included, quotes excluded) */
+    char *name;       /* malloc'd */
+    const char *text; /* the text's JSON string body (escapes included, quotes excluded) */
     size_t text_len;
-    bool text_clean;     /* no escape stands for NUL or ESC: the body can be forwarded as is */
+    bool text_clean; /* no escape stands for NUL or ESC: the body can be forwarded as is */
 } ipb_stream_view;
 
 /* Checks `{"name": STRING, "text": STRING}` (either order, whitespace allowed), exactly as
@@ -36,8 +36,7 @@ size_t ipb_json_body_prefix(const char *body, size_t len, size_t text_len);
 /* Decodes `{"name": STRING, "text": STRING}` (either order, whitespace allowed). Returns 1 and
  * malloc'd, NUL-terminated name and text (text may contain NULs; *ret_text_len is its length),
  * or 0 when the input is not exactly that (or not valid JSON / UTF-8), with nothing allocated. */
-int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, char **ret_text,
-                              size_t *ret_text_len);
+int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, char **ret_text, size_t *ret_text_len);
 /* Appends s (valid UTF-8) escaped as a JSON string body (no quotes), which can be joined to
  * other bodies. */
 int ipb_json_escape_body_append(ipb_buf *out, const char *s, size_t len);

@@ -9,18 +9,24 @@
 
 #define JRPC_MAX_LINE (16u << 20)
 /* The error an oversized line is answered with (by its id when it can be read). */
-#define JRPC_TOO_LARGE_MSG "Message too large (over 16 MiB, the most one JSON-RPC line may hold); dropped. " \
-                           "Files go in and out with upload_file and download_file, not inside a request"
+#define JRPC_TOO_LARGE_MSG                                                                                             \
+    "Message too large (over 16 MiB, the most one JSON-RPC line may hold); dropped. "                                  \
+    "Files go in and out with upload_file and download_file, not inside a request"
 
-enum { JRPC_PARSE_ERROR = -32700, JRPC_INVALID_REQUEST = -32600, JRPC_METHOD_NOT_FOUND = -32601,
-       JRPC_INVALID_PARAMS = -32602, JRPC_INTERNAL_ERROR = -32603 };
+enum {
+    JRPC_PARSE_ERROR = -32700,
+    JRPC_INVALID_REQUEST = -32600,
+    JRPC_METHOD_NOT_FOUND = -32601,
+    JRPC_INVALID_PARAMS = -32602,
+    JRPC_INTERNAL_ERROR = -32603
+};
 
 typedef struct jrpc_reader {
     ipb_buf buf;
-    bool discarding;   /* inside an oversized line, dropping until its newline */
+    bool discarding; /* inside an oversized line, dropping until its newline */
     bool eof;
-    char *line;        /* the line last returned by jrpc_reader_next(), owned */
-    size_t max;        /* longest line accepted; 0: JRPC_MAX_LINE */
+    char *line;         /* the line last returned by jrpc_reader_next(), owned */
+    size_t max;         /* longest line accepted; 0: JRPC_MAX_LINE */
     json_t *dropped_id; /* the id of the oversized line last dropped, when it could be read */
 } jrpc_reader;
 
@@ -28,11 +34,11 @@ enum jrpc_kind { JRPC_REQUEST, JRPC_NOTIFICATION, JRPC_RESPONSE, JRPC_INVALID };
 
 typedef struct jrpc_msg {
     enum jrpc_kind kind;
-    json_t *root;        /* owned */
-    json_t *id;          /* borrowed; NULL for notifications */
-    const char *method;  /* borrowed */
-    json_t *params;      /* borrowed; may be NULL */
-    int error_code;      /* for JRPC_INVALID: the error to answer with */
+    json_t *root;       /* owned */
+    json_t *id;         /* borrowed; NULL for notifications */
+    const char *method; /* borrowed */
+    json_t *params;     /* borrowed; may be NULL */
+    int error_code;     /* for JRPC_INVALID: the error to answer with */
     const char *error_msg;
 } jrpc_msg;
 
@@ -61,7 +67,7 @@ void jrpc_reader_free(jrpc_reader *r);
 void jrpc_parse(const char *line, size_t len, jrpc_msg *ret);
 void jrpc_msg_free(jrpc_msg *m);
 
-json_t *jrpc_result(json_t *id, json_t *result);  /* steals result */
+json_t *jrpc_result(json_t *id, json_t *result); /* steals result */
 json_t *jrpc_error(json_t *id, int code, const char *msg);
 json_t *jrpc_notification(const char *method, json_t *params); /* steals params */
 /* Serialises as one line with '\n'. Returns a malloc'd string. */

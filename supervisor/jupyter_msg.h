@@ -17,8 +17,8 @@ typedef struct jmsg_frame {
 
 typedef struct jmsg {
     json_t *header, *parent, *metadata, *content;
-    const char *msg_type;   /* borrowed from header */
-    const char *parent_id;  /* borrowed from parent, "" if none */
+    const char *msg_type;  /* borrowed from header */
+    const char *parent_id; /* borrowed from parent, "" if none */
     /* A `stream` message of the plain shape has content {"name"} only; its text stays in the
      * content frame as a checked JSON string body (see jsonfast.h), valid while that frame
      * lives: jmsg_parse points into the caller's frames, and a caller that keeps the message

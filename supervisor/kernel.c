@@ -45,10 +45,10 @@ static int write_connection_file(ipb_kernel *k, ipb_error **err) {
     if (ipb_random(rnd, 16) < 0)
         return ipb_error_set(err, errno, "generating a session id");
     ipb_hex(rnd, 16, k->session);
-    json_t *c = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:s}", "transport", "ipc", "ip",
-                          IPB_SANDBOX_RUNDIR "/kernel", "shell_port", 1, "iopub_port", 2, "stdin_port", 3,
-                          "control_port", 4, "hb_port", 5, "key", k->key, "signature_scheme", "hmac-sha256",
-                          "kernel_name", "python3");
+    json_t *c =
+        json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:s}", "transport", "ipc", "ip",
+                  IPB_SANDBOX_RUNDIR "/kernel", "shell_port", 1, "iopub_port", 2, "stdin_port", 3, "control_port", 4,
+                  "hb_port", 5, "key", k->key, "signature_scheme", "hmac-sha256", "kernel_name", "python3");
     char *text = c ? json_dumps(c, JSON_INDENT(1)) : NULL;
     json_decref(c);
     if (!text)
@@ -56,7 +56,8 @@ static int write_connection_file(ipb_kernel *k, ipb_error **err) {
     /* The run directory was emptied by PID 1 with no sandbox process alive; O_EXCL|O_NOFOLLOW
      * still refuses anything unexpected. */
     unlinkat(k->rundir_fd, "connection.json", 0);
-    cleanup_close int fd = openat(k->rundir_fd, "connection.json", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    cleanup_close int fd =
+        openat(k->rundir_fd, "connection.json", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     int r = fd < 0 ? -errno : ipb_write_all(fd, text, strlen(text));
     free(text);
     if (r < 0)
@@ -189,7 +190,8 @@ static int handle_shim_msg(ipb_kernel *k, const struct shim_msg *m, ipb_error **
         if (m->err & SHIM_ZYGOTE_GIVEN_UP)
             snprintf(k->zygote_note, sizeof(k->zygote_note),
                      "The zygote ended twice before it was ready (the last one %s): kernels of this "
-                     "session start the slow way from now on.", how);
+                     "session start the slow way from now on.",
+                     how);
         else
             snprintf(k->zygote_note, sizeof(k->zygote_note),
                      "The zygote ended (it %s): this kernel started the slow way; a new zygote is being made.", how);
@@ -405,8 +407,7 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
             if (m.type == SHIM_EV_STARTED && m.gen == k->gen) {
                 started = true;
                 k->forked = m.err == SHIM_START_ZYGOTE;
-            }
-            else if (handle_shim_msg(k, &m, err) < 0)
+            } else if (handle_shim_msg(k, &m, err) < 0)
                 return -1;
             if (k->died) {
                 drain_stderr(k);

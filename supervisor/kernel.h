@@ -20,8 +20,8 @@ enum ipb_channel { IPB_SHELL, IPB_IOPUB, IPB_CONTROL, IPB_NCHANNELS };
 
 typedef struct ipb_kernel {
     ipb_sandbox sb;
-    int stderr_fd;             /* read end of the sandbox's stderr */
-    char stderr_tail[2048];    /* its last bytes, for reports of a kernel's death */
+    int stderr_fd;          /* read end of the sandbox's stderr */
+    char stderr_tail[2048]; /* its last bytes, for reports of a kernel's death */
     size_t stderr_len;
     int rundir_fd;
     void *zctx;
@@ -30,14 +30,14 @@ typedef struct ipb_kernel {
     char key[JMSG_KEY_HEX_LEN + 1];
     char session[33];
     uint32_t gen;
-    bool running;              /* a kernel process runs and answered the handshake */
-    bool died;                 /* it ended on its own since the last start */
+    bool running; /* a kernel process runs and answered the handshake */
+    bool died;    /* it ended on its own since the last start */
     int exit_status;
     int start_timeout_ms;
-    ipb_proxy *proxy;          /* serves the sandbox's egress; NULL: nothing leaves */
-    char label[64];            /* the sandbox's name in the proxy's log */
-    bool forked;               /* the running kernel was forked from the sandbox's zygote */
-    char zygote_note[320];     /* what became of the zygote, not yet told ("" when nothing) */
+    ipb_proxy *proxy;      /* serves the sandbox's egress; NULL: nothing leaves */
+    char label[64];        /* the sandbox's name in the proxy's log */
+    bool forked;           /* the running kernel was forked from the sandbox's zygote */
+    char zygote_note[320]; /* what became of the zygote, not yet told ("" when nothing) */
 } ipb_kernel;
 
 /* Whether the kernel ended because its interpreter cannot import ipykernel (the launcher's

@@ -34,8 +34,10 @@ static int self_exe(char *buf, size_t len, ipb_error **err) {
         return ipb_error_set(err, ENAMETOOLONG, "finding ipybox next to %s", buf);
     strcpy(base + 1, "ipybox");
     if (stat(buf, &other) < 0 || other.st_dev != self.st_dev || other.st_ino != self.st_ino)
-        return ipb_error_set(err, ENOENT, "%s is not this program (ipyboxd and ipybox are one binary, installed as "
-                                          "two names): sandboxed MCP servers need it", buf);
+        return ipb_error_set(err, ENOENT,
+                             "%s is not this program (ipyboxd and ipybox are one binary, installed as "
+                             "two names): sandboxed MCP servers need it",
+                             buf);
     return 0;
 }
 
@@ -93,8 +95,9 @@ json_t *ipb_mcp_sandbox_wrap(const char *name, json_t *params, bool by_default, 
     if (!command)
         return json_incref(params); /* an HTTP server */
     if (by_default && json_is_false(sandbox)) {
-        ipb_error_set(err, EINVAL, "\"sandbox\": false is refused: this session runs every stdio MCP server in a "
-                                   "sandbox (--sandbox-mcp-servers)");
+        ipb_error_set(err, EINVAL,
+                      "\"sandbox\": false is refused: this session runs every stdio MCP server in a "
+                      "sandbox (--sandbox-mcp-servers)");
         return NULL;
     }
     if (!ipb_mcp_sandbox_on(sandbox, by_default)) {

@@ -183,17 +183,18 @@ static enum ipb_approval approve(void *ud, unsigned long call, const char *serve
     char cut[96] = "";
     if (len > ARGS_SHOWN)
         snprintf(cut, sizeof(cut), "... (CUT: only the first %d of %zu characters are shown)", ARGS_SHOWN, len);
-    char *message = shell_q ? shell_q
-                            : ipb_strdupf("Code in the ipybox sandbox asks to call tool '%s' of MCP server '%s' "
-                                          "with arguments %.*s%s. Accept to run this call, decline to refuse it.",
-                                          tool, server, (int)(len > ARGS_SHOWN ? ARGS_SHOWN : len),
-                                          shown ? shown : "{}", cut);
+    char *message =
+        shell_q ? shell_q
+                : ipb_strdupf("Code in the ipybox sandbox asks to call tool '%s' of MCP server '%s' "
+                              "with arguments %.*s%s. Accept to run this call, decline to refuse it.",
+                              tool, server, (int)(len > ARGS_SHOWN ? ARGS_SHOWN : len), shown ? shown : "{}", cut);
     free(shown);
     char qid[48];
     snprintf(qid, sizeof(qid), "ipybox-approval-%lu", ++srv->approval_seq);
     json_t *params = json_pack("{s:s, s:{s:s, s:{}}, s:{s:O*, s:{s:s, s:s, s:O}}}", "message", message ? message : "",
                                "requestedSchema", "type", "object", "properties", "_meta", IPB_META_CALL_ID,
-                               srv->elicit == IPB_ELICIT_UNKNOWN ? srv->current_id : NULL, "ipybox/toolCall", "server", server, "tool", tool, "arguments", args);
+                               srv->elicit == IPB_ELICIT_UNKNOWN ? srv->current_id : NULL, "ipybox/toolCall", "server",
+                               server, "tool", tool, "arguments", args);
     free(message);
     send_msg(srv, json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", qid, "method", "elicitation/create",
                             "params", params));
@@ -247,10 +248,11 @@ static void heartbeat(ipb_mcp_server *srv, long now) {
     char message[64];
     snprintf(message, sizeof(message), "still running, %ld s", secs);
     srv->progress += 1;
-    queue_line(srv, jrpc_notification("notifications/progress",
-                                      json_pack("{s:O, s:I, s:s, s:{s:{s:I}}}", "progressToken", srv->progress_token,
-                                                "progress", (json_int_t)srv->progress, "message", message, "_meta",
-                                                "ipybox/heartbeat", "elapsedSeconds", (json_int_t)secs)),
+    queue_line(srv,
+               jrpc_notification("notifications/progress",
+                                 json_pack("{s:O, s:I, s:s, s:{s:{s:I}}}", "progressToken", srv->progress_token,
+                                           "progress", (json_int_t)srv->progress, "message", message, "_meta",
+                                           "ipybox/heartbeat", "elapsedSeconds", (json_int_t)secs)),
                false);
 }
 
@@ -403,8 +405,10 @@ static void handle_line(ipb_mcp_server *srv, const char *line, size_t len, bool 
                 send_msg(srv, jrpc_error(m.id, JRPC_INVALID_PARAMS, "Invalid params: tools/call needs a tool 'name'"));
             } else if (!ipb_tool_exists(name)) {
                 char msg[512];
-                snprintf(msg, sizeof(msg), "Unknown tool: '%.200s' (tools: execute_ipython_cell, upload_file, register_mcp_server, "
-                                           "download_file, reset)", name);
+                snprintf(msg, sizeof(msg),
+                         "Unknown tool: '%.200s' (tools: execute_ipython_cell, upload_file, register_mcp_server, "
+                         "download_file, reset)",
+                         name);
                 send_msg(srv, jrpc_error(m.id, JRPC_INVALID_PARAMS, msg));
             } else if (busy || json_array_size(srv->queue) > 0) {
                 if (json_array_size(srv->queue) >= 64)
@@ -474,12 +478,21 @@ static void run_call(ipb_mcp_server *srv, json_t *root) {
     srv->progress = 0;
     srv->last_flush_ms = srv->call_start_ms = srv->last_sent_ms = ipb_now_ms();
     ipb_buf_reset(&srv->pending);
-    ipb_exec_hooks hooks = {.ud = srv, .extra_fd = srv->rd.eof ? -1 : srv->in_fd, .on_extra = on_extra,
-                            .cancelled = cancelled, .on_output = on_output,
-                            .on_tick = on_tick, .tick_ms = IDLE_TICK_MS, .tick_due = tick_due,
-                            .tool_fd = ipb_toolchan_fd(srv->session->chan), .on_tool = on_tool,
-                            .paused = tool_paused, .on_interrupt = on_interrupt,
-                            .out_fd = srv->q.poll_fd, .out_waiting = out_waiting, .out_full = out_full,
+    ipb_exec_hooks hooks = {.ud = srv,
+                            .extra_fd = srv->rd.eof ? -1 : srv->in_fd,
+                            .on_extra = on_extra,
+                            .cancelled = cancelled,
+                            .on_output = on_output,
+                            .on_tick = on_tick,
+                            .tick_ms = IDLE_TICK_MS,
+                            .tick_due = tick_due,
+                            .tool_fd = ipb_toolchan_fd(srv->session->chan),
+                            .on_tool = on_tool,
+                            .paused = tool_paused,
+                            .on_interrupt = on_interrupt,
+                            .out_fd = srv->q.poll_fd,
+                            .out_waiting = out_waiting,
+                            .out_full = out_full,
                             .on_out = on_out};
     bool was_cancelled = false;
     json_t *result = ipb_tools_call(srv->session, name, args, &hooks, &was_cancelled);
@@ -519,7 +532,8 @@ static bool still_reading(ipb_mcp_server *srv) {
 int ipb_mcp_serve(ipb_mcp_server *srv) {
     srv->queue = json_array();
     srv->approvals = json_object();
-    ipb_toolchan_set_hooks(srv->session->chan, &(ipb_toolchan_hooks){.ud = srv, .approve = approve, .withdraw = withdraw});
+    ipb_toolchan_set_hooks(srv->session->chan,
+                           &(ipb_toolchan_hooks){.ud = srv, .approve = approve, .withdraw = withdraw});
     ipb_set_nonblock(srv->in_fd, 1);
     /* A pipe to the client holds 64 KiB by default; a larger one lets output stream with
      * fewer round trips between us and the client. Not a pipe, or not allowed: no matter. */
@@ -545,8 +559,10 @@ int ipb_mcp_serve(ipb_mcp_server *srv) {
             break;
         ipb_kernel *k = &srv->session->kernel;
         /* A sandbox that is gone leaves its stderr at EOF: not watched until the next one. */
-        struct pollfd p[5] = {{srv->rd.eof ? -1 : srv->in_fd, POLLIN, 0}, {k->sb.fd, POLLIN, 0},
-                              {k->sb.fd >= 0 ? k->stderr_fd : -1, POLLIN, 0}, {ipb_toolchan_fd(srv->session->chan), POLLIN, 0},
+        struct pollfd p[5] = {{srv->rd.eof ? -1 : srv->in_fd, POLLIN, 0},
+                              {k->sb.fd, POLLIN, 0},
+                              {k->sb.fd >= 0 ? k->stderr_fd : -1, POLLIN, 0},
+                              {ipb_toolchan_fd(srv->session->chan), POLLIN, 0},
                               {ipb_outq_len(&srv->q) ? srv->q.poll_fd : -1, POLLOUT, 0}};
         if (poll(p, 5, -1) < 0) {
             if (errno == EINTR)

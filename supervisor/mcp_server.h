@@ -13,21 +13,21 @@
 typedef struct ipb_mcp_server {
     int in_fd, out_fd;
     ipb_session *session;
-    volatile sig_atomic_t *stop;   /* set by a signal handler: finish and return */
+    volatile sig_atomic_t *stop; /* set by a signal handler: finish and return */
     /* internal */
     jrpc_reader rd;
-    json_t *queue;                 /* tools/call requests waiting for the running one */
-    json_t *current_id;            /* id of the running tools/call */
+    json_t *queue;      /* tools/call requests waiting for the running one */
+    json_t *current_id; /* id of the running tools/call */
     bool cancel_current;
     json_t *progress_token;
     double progress;
-    ipb_buf pending;               /* output not yet sent as progress */
+    ipb_buf pending; /* output not yet sent as progress */
     long last_flush_ms;
-    long call_start_ms;            /* when the running call began */
-    long last_sent_ms;             /* when its last progress notification was queued */
-    ipb_outq q;                    /* what the client has not taken yet */
-    bool interrupting;             /* the running call is being interrupted or cancelled */
-    size_t progress_dropped;       /* progress text not sent: the call was ending and the
+    long call_start_ms;      /* when the running call began */
+    long last_sent_ms;       /* when its last progress notification was queued */
+    ipb_outq q;              /* what the client has not taken yet */
+    bool interrupting;       /* the running call is being interrupted or cancelled */
+    size_t progress_dropped; /* progress text not sent: the call was ending and the
                                     * client was not reading */
     /* Approval of tool calls from the kernel: whether the client said it takes elicitation
      * requests (unknown: no initialize came, as behind ipyboxd, which answers for its clients),

@@ -160,8 +160,10 @@ json_t *ipb_mcp_servers_register(ipb_mcp_servers *s, const char *name, json_t *p
         return NULL;
     }
     if (!old && s->n >= IPB_MCP_MAX_SERVERS) {
-        ipb_error_set(err, 0, "registering MCP server '%s': %d servers are registered already, the most a session "
-                              "takes", name, IPB_MCP_MAX_SERVERS);
+        ipb_error_set(err, 0,
+                      "registering MCP server '%s': %d servers are registered already, the most a session "
+                      "takes",
+                      name, IPB_MCP_MAX_SERVERS);
         return NULL;
     }
     /* A sandboxed server: what the client starts is `ipybox run ... -- COMMAND ARGS`. */
@@ -269,10 +271,13 @@ int ipb_mcp_servers_load_config(ipb_mcp_servers *s, const char *path, ipb_error 
             json_decref(root);
             return ipb_error_wrap(err, "--mcp-config %s: server '%.100s'", path, name);
         }
-        if (s->sandbox_default && json_object_get(params, "command") && json_is_false(json_object_get(params, "sandbox"))) {
+        if (s->sandbox_default && json_object_get(params, "command") &&
+            json_is_false(json_object_get(params, "sandbox"))) {
             json_decref(root);
-            return ipb_error_set(err, EINVAL, "--mcp-config %s: server '%.100s': \"sandbox\": false is refused with "
-                                              "--sandbox-mcp-servers", path, name);
+            return ipb_error_set(err, EINVAL,
+                                 "--mcp-config %s: server '%.100s': \"sandbox\": false is refused with "
+                                 "--sandbox-mcp-servers",
+                                 path, name);
         }
     }
     json_object_foreach(servers, name, params) {
@@ -428,7 +433,8 @@ static ipb_mcpc *client_for(ipb_tool_job *j, int cancel_fd) {
             e->stale = e->abandoned = false;
             pthread_mutex_unlock(&e->mu);
             log_info("MCP server '%s': a call got no answer within its limit and nothing was answered since; "
-                     "starting it again", e->name);
+                     "starting it again",
+                     e->name);
             ipb_mcpc_abort(busy);
             pthread_mutex_lock(&e->mu);
             continue;

@@ -29,25 +29,25 @@ struct ipb_tool_job;
 
 typedef struct ipb_mcp_server_entry {
     char *name;
-    json_t *params;   /* as the client starts it (a sandboxed server's: `ipybox run ...`,
+    json_t *params;  /* as the client starts it (a sandboxed server's: `ipybox run ...`,
                        * mcp_sandbox.h), ${VAR} placeholders unfilled */
-    json_t *tools;    /* name -> tool definition, as listed */
-    json_t *modules;  /* [{"tool", "module"}] */
+    json_t *tools;   /* name -> tool definition, as listed */
+    json_t *modules; /* [{"tool", "module"}] */
     /* Set up for registered servers (not for built-in ones): */
-    ipb_toolrun *keeper;  /* its thread: connects, lists, closes */
-    pthread_mutex_t mu;   /* guards what follows */
-    pthread_cond_t cv;    /* calls, active or connecting changed */
-    ipb_mcpc *client;     /* NULL: connected on next use */
-    unsigned calls;       /* in ipb_mcpc_call on client now */
-    unsigned active;      /* call jobs for it not finished yet (any stage) */
-    bool connecting;      /* the keeper is busy for it */
-    bool abandoned;       /* a call was cancelled unanswered: stopped at once (SIGKILL) on
+    ipb_toolrun *keeper;      /* its thread: connects, lists, closes */
+    pthread_mutex_t mu;       /* guards what follows */
+    pthread_cond_t cv;        /* calls, active or connecting changed */
+    ipb_mcpc *client;         /* NULL: connected on next use */
+    unsigned calls;           /* in ipb_mcpc_call on client now */
+    unsigned active;          /* call jobs for it not finished yet (any stage) */
+    bool connecting;          /* the keeper is busy for it */
+    bool abandoned;           /* a call was cancelled unanswered: stopped at once (SIGKILL) on
                            * disconnect rather than given its grace */
-    unsigned long answered; /* calls the server answered (a result or an error answer) */
-    bool stale;           /* a call got no answer within --mcp-timeout ... */
+    unsigned long answered;   /* calls the server answered (a result or an error answer) */
+    bool stale;               /* a call got no answer within --mcp-timeout ... */
     unsigned long stale_mark; /* ... when answered was this: if it still is when the next call
                            * comes and none runs, the server is started again first */
-    bool synced;          /* mu, cv and keeper are set up */
+    bool synced;              /* mu, cv and keeper are set up */
     /* A server built into the supervisor (no client, no package, never connected, listed or
      * disconnected): a call is answered at once by local_call (the "ipybox" server of shell
      * approval). NULL for every registered server. */
@@ -58,8 +58,8 @@ typedef struct ipb_mcp_server_entry {
 typedef struct ipb_mcp_servers {
     ipb_mcp_server_entry **v;
     size_t n;
-    int dir_fd;       /* the session's mcp directory (/opt/ipybox inside) */
-    int exit_ep;      /* epoll of the stdio servers' pidfds (one-shot), see ipb_mcp_servers_fd */
+    int dir_fd;         /* the session's mcp directory (/opt/ipybox inside) */
+    int exit_ep;        /* epoll of the stdio servers' pidfds (one-shot), see ipb_mcp_servers_fd */
     ipb_callpool *pool; /* the calls in flight */
     ipb_mcp_limits limits;
     bool sandbox_default; /* --sandbox-mcp-servers: stdio servers without "sandbox" get the default */
@@ -106,12 +106,12 @@ typedef struct ipb_tool_job {
     ipb_mcp_server_entry *entry;
     char *tool;
     json_t *args;
-    json_t *result;   /* CallToolResult, or NULL with err */
+    json_t *result; /* CallToolResult, or NULL with err */
     ipb_error *err;
     const ipb_mcp_limits *limits;
-    int timeout_ms;   /* 0: limits->call_ms */
-    ipb_call *call;   /* in the pool: ipb_callpool_cancel(call) gives it up */
-    void *ud;         /* the caller's */
+    int timeout_ms; /* 0: limits->call_ms */
+    ipb_call *call; /* in the pool: ipb_callpool_cancel(call) gives it up */
+    void *ud;       /* the caller's */
 } ipb_tool_job;
 /* Starts a call to a registered server (not a built-in one) on a thread of its own; its end is
  * taken from the pool's fd (ipb_mcp_servers_take). The job is the caller's until then. -1

@@ -114,8 +114,7 @@ int ipb_monitor_start_private(bool frontend) {
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, theirs, 3);
-    char *argv[] = {(char *)"ipyboxd", (char *)"--private-monitor", (char *)(frontend ? "frontend" : "worker"),
-                    NULL};
+    char *argv[] = {(char *)"ipyboxd", (char *)"--private-monitor", (char *)(frontend ? "frontend" : "worker"), NULL};
     pid_t pid;
     if (posix_spawn(&pid, exe, &fa, &attr, argv, environ) == 0) {
         if (private_pid > 0 && nended < sizeof(ended) / sizeof(*ended))
@@ -147,7 +146,8 @@ static bool hung_up(int r) { return r == -EPIPE || r == -ECONNRESET || r == -ENO
 static int replace(int fd, bool frontend, ipb_error **err) {
     long wait_ms;
     if (!ipb_respawn_may_start(&respawn, ipb_now_ms(), &wait_ms))
-        return ipb_error_set(err, 0, "the private monitor of root's ipybox ended %u times in a row before it served "
+        return ipb_error_set(err, 0,
+                             "the private monitor of root's ipybox ended %u times in a row before it served "
                              "a request (its messages are on ipybox's stderr); it is not started again for %ld s",
                              respawn.unserved, (wait_ms + 999) / 1000);
     pid_t old_pid = private_pid;
@@ -296,8 +296,10 @@ static int send_request(const struct ipbm_msg *m, const int *fds, unsigned nfds,
     if (hung_up(r)) {
         monitor_lost();
         if (geteuid() != 0)
-            return ipb_error_set(err, -r, "%s is gone (the service stopped or is restarting; this session's sandbox "
-                                 "went with it): start a new session once the service runs again", who());
+            return ipb_error_set(err, -r,
+                                 "%s is gone (the service stopped or is restarting; this session's sandbox "
+                                 "went with it): start a new session once the service runs again",
+                                 who());
         int nfd = replace(chan, false, err);
         if (nfd < 0)
             return -1;
@@ -312,8 +314,8 @@ static int send_request(const struct ipbm_msg *m, const int *fds, unsigned nfds,
     return 0;
 }
 
-int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd,
-                      ipb_monitor_sandbox *ret, ipb_error **err) {
+int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd, ipb_monitor_sandbox *ret,
+                      ipb_error **err) {
     int fds[IPBM_FD_BINDS + IPBM_MAX_BINDS] = {in_fd, out_fd, err_fd, sync_fd};
     struct ipbm_msg m = {.magic = IPBM_MAGIC, .type = IPBM_SPAWN};
     m.memory_max = limits_opts.memory_max;
@@ -371,8 +373,14 @@ int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd,
         goto out;
     }
     ipb_respawn_served(&respawn);
-    ipb_monitor_sandbox s = {.id = m.id, .gen = chan_gen, .pid = m.status, .mem_ev = -1, .pids_ev = -1, .limits = m.limits & 0xff,
-                             .memory_max = m.memory_max, .pids_max = m.pids_max};
+    ipb_monitor_sandbox s = {.id = m.id,
+                             .gen = chan_gen,
+                             .pid = m.status,
+                             .mem_ev = -1,
+                             .pids_ev = -1,
+                             .limits = m.limits & 0xff,
+                             .memory_max = m.memory_max,
+                             .pids_max = m.pids_max};
     unsigned k = 0;
     if ((m.limits & IPBM_HAS_MEM_EVENTS) && k < nr)
         s.mem_ev = rfds[k++];

@@ -37,10 +37,10 @@ void ipb_monitor_set_limits(const ipb_options *o);
 
 typedef struct ipb_monitor_sandbox {
     uint32_t id;
-    uint32_t gen;              /* the channel it was started on (ids are per channel) */
-    pid_t pid;                 /* the shim on the host (for messages) */
-    int mem_ev, pids_ev;       /* the cgroup's event files, or -1 */
-    uint32_t limits;           /* enum ipbm_limits */
+    uint32_t gen;        /* the channel it was started on (ids are per channel) */
+    pid_t pid;           /* the shim on the host (for messages) */
+    int mem_ev, pids_ev; /* the cgroup's event files, or -1 */
+    uint32_t limits;     /* enum ipbm_limits */
     uint64_t memory_max;
     uint32_t pids_max;
 } ipb_monitor_sandbox;
@@ -51,8 +51,8 @@ typedef struct ipb_monitor_sandbox {
  * a private monitor in its place, exactly as ipb_monitor_fd starts the first (a worker of
  * root's daemon, whose channel was adopted, then has one of its own); a worker of the system
  * service gets an error saying the service's monitor is gone. */
-int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd,
-                      ipb_monitor_sandbox *ret, ipb_error **err);
+int ipb_monitor_spawn(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int sync_fd, ipb_monitor_sandbox *ret,
+                      ipb_error **err);
 /* A sub-channel of ours (ADOPT, mon_proto.h) for a process this one starts and hands it to
  * as IPB_MONITOR_FD_ENV (`ipybox run` for a sandboxed MCP server): its sandboxes are made by
  * the same monitor, in the same uid pool and cgroups, and are killed when that process or

@@ -99,9 +99,10 @@ char *ipb_output_finish(ipb_output *o) {
         size_t head_chars = utf8_count(o->head.data, hl), tail_chars = utf8_count(t, tl);
         size_t cut = o->total_chars - head_chars - tail_chars;
         ipb_buf_append(&out, o->head.data, hl);
-        ipb_buf_appendf(&out, "\n[... %zu characters of output cut: the output had %zu in all; "
-                              "the first %zu and the last %zu are shown ...]\n", cut, o->total_chars, head_chars,
-                        tail_chars);
+        ipb_buf_appendf(&out,
+                        "\n[... %zu characters of output cut: the output had %zu in all; "
+                        "the first %zu and the last %zu are shown ...]\n",
+                        cut, o->total_chars, head_chars, tail_chars);
         ipb_buf_append(&out, t, tl);
     }
     char *s = out.data ? out.data : strdup("");

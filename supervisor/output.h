@@ -7,8 +7,8 @@
 
 typedef struct ipb_output {
     ipb_buf head, tail;
-    size_t limit;     /* bytes kept in the final text (head + tail) */
-    size_t total;     /* bytes seen */
+    size_t limit;       /* bytes kept in the final text (head + tail) */
+    size_t total;       /* bytes seen */
     size_t total_chars; /* UTF-8 characters seen, for the cut message */
 } ipb_output;
 

@@ -20,13 +20,13 @@
 #define IPB_OUTQ_OVERSHOOT (16u << 20)
 
 typedef struct ipb_outq {
-    int fd;       /* what is written to: our own non-blocking open file description where one
+    int fd;      /* what is written to: our own non-blocking open file description where one
                    * could be made, else the given fd */
-    int poll_fd;  /* polled for POLLOUT (the given fd) */
-    bool own_fd;  /* fd was opened here */
-    bool sock;    /* a socket: send(MSG_DONTWAIT) */
-    bool small;   /* a pipe in blocking mode: at most PIPE_BUF bytes per write after POLLOUT */
-    ipb_buf cur;  /* whole lines being written */
+    int poll_fd; /* polled for POLLOUT (the given fd) */
+    bool own_fd; /* fd was opened here */
+    bool sock;   /* a socket: send(MSG_DONTWAIT) */
+    bool small;  /* a pipe in blocking mode: at most PIPE_BUF bytes per write after POLLOUT */
+    ipb_buf cur; /* whole lines being written */
     size_t off;
     ipb_buf urgent, bulk;
     bool broken;

@@ -94,26 +94,28 @@ static bool stdlib_in(int pfd, const char *dir) {
 static bool has_stdlib_landmark(int pfd) { return stdlib_in(pfd, "lib") || stdlib_in(pfd, "lib64"); }
 
 /* A tree the sandbox would see at its own path: where it may go. */
-static int check_prefix(const char *python, const char *prefix, const char *state, const char *home,
-                        ipb_error **err) {
+static int check_prefix(const char *python, const char *prefix, const char *state, const char *home, ipb_error **err) {
     bool inside;
     const char *place = ipb_python_place_conflict(prefix, &inside);
     if (place)
-        return ipb_error_set(err, 0, "--python %s: its environment %s %s the sandbox's own %s, where it would be "
-                                     "bound (at its own path); use an interpreter installed elsewhere",
+        return ipb_error_set(err, 0,
+                             "--python %s: its environment %s %s the sandbox's own %s, where it would be "
+                             "bound (at its own path); use an interpreter installed elsewhere",
                              python, prefix, inside ? "is inside" : "would cover", place);
     cleanup_free char *st = state ? realpath(state, NULL) : NULL;
     if (st && (ipb_path_within_tree(prefix, st) || ipb_path_within_tree(st, prefix)))
-        return ipb_error_set(err, 0, "--python %s: its environment %s %s ipybox's state directory %s (sessions, "
-                                     "workspaces, tool sockets); a sandbox must not see it: use a venv or interpreter "
-                                     "installed elsewhere",
+        return ipb_error_set(err, 0,
+                             "--python %s: its environment %s %s ipybox's state directory %s (sessions, "
+                             "workspaces, tool sockets); a sandbox must not see it: use a venv or interpreter "
+                             "installed elsewhere",
                              python, prefix, ipb_path_within_tree(prefix, st) ? "is inside" : "holds", st);
     cleanup_free char *h = home && home[0] == '/' ? realpath(home, NULL) : NULL;
     if (h && ipb_path_within_tree(h, prefix))
-        return ipb_error_set(err, 0, "--python %s: its environment would be %s, which holds your home directory %s; "
-                                     "only an environment's own directory is shown to the sandbox, not a whole home: "
-                                     "use an interpreter in a directory of its own (a venv, pyenv, conda or uv "
-                                     "environment)",
+        return ipb_error_set(err, 0,
+                             "--python %s: its environment would be %s, which holds your home directory %s; "
+                             "only an environment's own directory is shown to the sandbox, not a whole home: "
+                             "use an interpreter in a directory of its own (a venv, pyenv, conda or uv "
+                             "environment)",
                              python, prefix, h);
     return 0;
 }
@@ -121,8 +123,8 @@ static int check_prefix(const char *python, const char *prefix, const char *stat
 /* cfg: the pyvenv.cfg whose `home` named prefix (NULL: the prefix holds what the user named):
  * its text is not the user's word, so the tree must be an interpreter's prefix outside every
  * tree a sandbox could write (trees, may be NULL). */
-static int add_prefix(ipb_python_env *e, const char *python, const char *prefix, const char *cfg,
-                      const ipb_strv *trees, const char *state, const char *home, ipb_error **err) {
+static int add_prefix(ipb_python_env *e, const char *python, const char *prefix, const char *cfg, const ipb_strv *trees,
+                      const char *state, const char *home, ipb_error **err) {
     if (ipb_python_in_system_dirs(prefix))
         return 0; /* every sandbox sees these */
     cleanup_free char *canon = NULL;
@@ -139,15 +141,17 @@ static int add_prefix(ipb_python_env *e, const char *python, const char *prefix,
         return -1;
     for (size_t i = 0; cfg && trees && i < trees->n; i++)
         if (ipb_path_within_tree(canon, trees->v[i]))
-            return ipb_error_set(err, 0, "--python %s: %s names as its base interpreter's prefix %s, which is in %s, "
-                                         "a tree that sandboxes could write: the base of a venv must be an "
-                                         "interpreter installed outside of them",
+            return ipb_error_set(err, 0,
+                                 "--python %s: %s names as its base interpreter's prefix %s, which is in %s, "
+                                 "a tree that sandboxes could write: the base of a venv must be an "
+                                 "interpreter installed outside of them",
                                  python, cfg, canon, trees->v[i]);
     if (cfg && !has_stdlib_landmark(fd))
-        return ipb_error_set(err, 0, "--python %s: %s names as its base interpreter's prefix %s, which holds no "
-                                     "Python standard library (lib/python3.X/os.py); refused, as it would be shown "
-                                     "to the sandbox (a venv's pyvenv.cfg may have been rewritten by code that "
-                                     "could write it): recreate the venv from an interpreter that exists",
+        return ipb_error_set(err, 0,
+                             "--python %s: %s names as its base interpreter's prefix %s, which holds no "
+                             "Python standard library (lib/python3.X/os.py); refused, as it would be shown "
+                             "to the sandbox (a venv's pyvenv.cfg may have been rewritten by code that "
+                             "could write it): recreate the venv from an interpreter that exists",
                              python, cfg, canon);
     /* One that holds an earlier one replaces it. */
     for (size_t i = 0; i < e->n;) {
@@ -197,8 +201,9 @@ int ipb_python_env_resolve(const char *python, const char *state, const char *ho
                            ipb_python_env *ret, ipb_error **err) {
     ipb_python_env e = {0};
     if (python[0] != '/')
-        return ipb_error_set(err, 0, "--python '%s': must be an absolute path (the interpreter on this host, such "
-                                     "as /usr/bin/python3 or /home/me/venv/bin/python)",
+        return ipb_error_set(err, 0,
+                             "--python '%s': must be an absolute path (the interpreter on this host, such "
+                             "as /usr/bin/python3 or /home/me/venv/bin/python)",
                              python);
     const char *slash = strrchr(python, '/');
     const char *base = slash + 1;
@@ -219,8 +224,9 @@ int ipb_python_env_resolve(const char *python, const char *state, const char *ho
             (n = readlink(python, target, sizeof(target) - 1)) > 0) {
             target[n] = '\0';
             ipb_error_freep(err);
-            return ipb_error_set(err, 0, "--python %s: it is a symlink to %s, which does not exist (the interpreter "
-                                         "a venv was made from was moved or removed?): recreate the environment",
+            return ipb_error_set(err, 0,
+                                 "--python %s: it is a symlink to %s, which does not exist (the interpreter "
+                                 "a venv was made from was moved or removed?): recreate the environment",
                                  python, target);
         }
         return -1;
@@ -252,9 +258,10 @@ int ipb_python_env_resolve(const char *python, const char *state, const char *ho
             goto fail;
         if (ipb_host_named_open("--python", vhome, IPB_NAMED_DIR, &fd, &canon_home, NULL) < 0) {
             *strrchr(cfg, '/') = '\0';
-            ipb_error_set(err, 0, "--python %s: the venv %s was made from the Python in %s (its pyvenv.cfg's "
-                                  "home), which does not exist any more: recreate the venv from an interpreter that "
-                                  "exists, such as `/usr/bin/python3 -m venv --system-site-packages %s`",
+            ipb_error_set(err, 0,
+                          "--python %s: the venv %s was made from the Python in %s (its pyvenv.cfg's "
+                          "home), which does not exist any more: recreate the venv from an interpreter that "
+                          "exists, such as `/usr/bin/python3 -m venv --system-site-packages %s`",
                           python, cfg, vhome, cfg);
             goto fail;
         }
@@ -284,7 +291,8 @@ int ipb_python_env_resolve(const char *python, const char *state, const char *ho
             e.exec = strdup(canon_exe);
     }
     /* The file itself: a venv's bin/python is a symlink to its base interpreter. */
-    if (!(exe_prefix = ipb_python_prefix_of(exe_dir)) || add_prefix(&e, python, exe_prefix, NULL, trees, state, home, err) < 0)
+    if (!(exe_prefix = ipb_python_prefix_of(exe_dir)) ||
+        add_prefix(&e, python, exe_prefix, NULL, trees, state, home, err) < 0)
         goto fail_oom;
     if (!e.exec)
         goto fail_oom;

@@ -15,8 +15,8 @@
 #define IPB_PYTHON_MAX_PREFIXES 3
 
 typedef struct ipb_python_env {
-    char *exec;    /* the interpreter's path, the same inside the sandbox; NULL: as given */
-    size_t n;      /* the trees to bind read-only at their own paths (none under /usr etc.) */
+    char *exec; /* the interpreter's path, the same inside the sandbox; NULL: as given */
+    size_t n;   /* the trees to bind read-only at their own paths (none under /usr etc.) */
     char *prefix[IPB_PYTHON_MAX_PREFIXES];
     ipb_file_id id[IPB_PYTHON_MAX_PREFIXES];
 } ipb_python_env;

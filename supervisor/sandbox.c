@@ -58,9 +58,7 @@ int ipb_sandbox_serve_egress(ipb_sandbox *sb, ipb_proxy *proxy, const char *labe
     return 0;
 }
 
-unsigned ipb_sandbox_end_egress(ipb_sandbox *sb) {
-    return sb->proxy ? ipb_proxy_end_all(sb->proxy, sb->proxy_id) : 0;
-}
+unsigned ipb_sandbox_end_egress(ipb_sandbox *sb) { return sb->proxy ? ipb_proxy_end_all(sb->proxy, sb->proxy_id) : 0; }
 
 static void stop_egress(ipb_sandbox *sb) {
     if (sb->proxy)
@@ -115,16 +113,17 @@ static int start_failed(ipb_sandbox *sb, bool heard) {
 
 /* Returns 0, -1 with err, or -2 when the user's systemd manager could not make the scope (and
  * a retry will not use one). */
-static int sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms,
-                         ipb_sandbox *ret, ipb_error **err) {
+static int sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms, ipb_sandbox *ret,
+                         ipb_error **err) {
     ipb_buf msg = {0};
     int r;
     bool own = ipb_monitor_fd() < 0;
     /* A sandbox of our own maps its user to ours: never when that is root. */
     if (own && geteuid() == 0)
-        return ipb_error_set(err, EPERM, "cannot start a sandbox: ipybox runs as root and has no monitor to start "
-                                         "it in the uid pool (the private monitor could not be started); it never "
-                                         "runs a sandbox as root");
+        return ipb_error_set(err, EPERM,
+                             "cannot start a sandbox: ipybox runs as root and has no monitor to start "
+                             "it in the uid pool (the private monitor could not be started); it never "
+                             "runs a sandbox as root");
     if (!own && (r = shim_config_encode(cfg, &msg)) < 0) {
         ipb_buf_free(&msg);
         return ipb_error_set(err, -r, "encoding the sandbox configuration");
@@ -249,8 +248,8 @@ static int spawn_own(const shim_config *cfg, int in_fd, int out_fd, int err_fd, 
     return 0;
 }
 
-int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms,
-                      ipb_sandbox *ret, ipb_error **err) {
+int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms, ipb_sandbox *ret,
+                      ipb_error **err) {
     for (int attempt = 0;; attempt++) {
         int r = sandbox_start(cfg, in_fd, out_fd, err_fd, timeout_ms, ret, err);
         if (r != -2 || attempt > 0)

@@ -12,8 +12,8 @@
 #include "ulimits.h"
 
 typedef struct ipb_sandbox {
-    pid_t pid;   /* the outer shim; -1 when none */
-    int fd;      /* sync socket, -1 when none */
+    pid_t pid;             /* the outer shim; -1 when none */
+    int fd;                /* sync socket, -1 when none */
     ipb_egress_fds egress; /* the listeners inside its network namespace, from READY */
     ipb_proxy *proxy;      /* serving them, once ipb_sandbox_serve_egress ran */
     uint32_t proxy_id;
@@ -23,13 +23,15 @@ typedef struct ipb_sandbox {
 } ipb_sandbox;
 
 #define IPB_SANDBOX_INIT                                                                                               \
-    {.pid = -1, .fd = -1, .egress = {{-1, -1, -1, -1, -1, -1}}, .mon = {.mem_ev = -1, .pids_ev = -1},                  \
-     .ul = IPB_ULIMITS_SB_INIT}
+    {                                                                                                                  \
+        .pid = -1, .fd = -1, .egress = {{-1, -1, -1, -1, -1, -1}}, .mon = {.mem_ev = -1, .pids_ev = -1},               \
+        .ul = IPB_ULIMITS_SB_INIT                                                                                      \
+    }
 
 /* Starts the shim with the given stdio, sends cfg and waits (up to timeout_ms) until the
  * sandbox is built. A failure comes back as the shim's sentence naming the step. */
-int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms,
-                      ipb_sandbox *ret, ipb_error **err);
+int ipb_sandbox_start(const shim_config *cfg, int in_fd, int out_fd, int err_fd, int timeout_ms, ipb_sandbox *ret,
+                      ipb_error **err);
 /* Waits up to timeout_ms (-1: forever) for the next record. Returns 1 with a record, 0 on
  * timeout, -1 with err when the shim is gone or misbehaves. */
 /* Hands the sandbox's egress listeners to the proxy (label names the sandbox in its log).

@@ -90,9 +90,10 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
             /* Not a kernel death: the interpreter lacks the kernel; say how to add it. */
             bool debian = !strcmp(python, "/usr/bin/python3") || !strncmp(python, "/usr/bin/python3.", 17);
             ipb_error_freep(err);
-            ipb_error_set(err, 0, "the interpreter %s cannot import ipykernel, the Jupyter kernel ipybox runs (%s). "
-                                  "Install it into that environment: `%s -m pip install ipykernel`%s; or name "
-                                  "another interpreter with --python",
+            ipb_error_set(err, 0,
+                          "the interpreter %s cannot import ipykernel, the Jupyter kernel ipybox runs (%s). "
+                          "Install it into that environment: `%s -m pip install ipykernel`%s; or name "
+                          "another interpreter with --python",
                           python, why, o->python,
                           debian ? " (for Debian's own Python: `sudo apt-get install python3-ipykernel`)" : "");
         }
@@ -131,7 +132,8 @@ char *ipb_session_take_zygote_note(ipb_session *s) {
     char *note = NULL;
     if (s->no_zygote[0]) {
         note = ipb_strdupf("No zygote in this session: its options set %s, through which code the sandbox writes "
-                           "could run in it; each kernel starts the slow way.", s->no_zygote);
+                           "could run in it; each kernel starts the slow way.",
+                           s->no_zygote);
         s->no_zygote[0] = '\0';
     } else if (s->kernel.zygote_note[0]) {
         note = ipb_strdupf("%s", s->kernel.zygote_note);

@@ -20,12 +20,12 @@ typedef struct ipb_session {
     int ws_fd;
     int *bind_fds;
     ipb_host_dirs host_dirs; /* the allowed directories, opened at start */
-    ipb_mcp_servers mcp;   /* MCP servers whose tools the kernel may call */
-    ipb_toolchan *chan;    /* their tool socket in /opt/ipybox */
-    char *lost;            /* why the kernel's state was lost since the last cell (a death
+    ipb_mcp_servers mcp;     /* MCP servers whose tools the kernel may call */
+    ipb_toolchan *chan;      /* their tool socket in /opt/ipybox */
+    char *lost;              /* why the kernel's state was lost since the last cell (a death
                             * between calls), told with the next cell's result; or NULL */
-    bool end_told;         /* the sandbox's end was told by the call it failed */
-    char no_zygote[32];    /* the variable why this session has no zygote though the options
+    bool end_told;           /* the sandbox's end was told by the call it failed */
+    char no_zygote[32];      /* the variable why this session has no zygote though the options
                             * want one, until told once; or "" */
     bool open;
 } ipb_session;

@@ -14,9 +14,9 @@ static json_t *tool_def(const char *name) {
                            ? "A shell command of the kernel (!cmd, !!cmd, %sx, %system, getoutput), after {var} "
                              "expansion, asks to run."
                            : "A script cell magic of the kernel (%%bash, %%sh, %%script, ...) asks to run its cell.";
-    return json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s], s:b}}", "name", name, "description", what,
-                     "inputSchema", "type", "object", "properties", "cmd", "type", "string", "required", "cmd",
-                     "additionalProperties", 0);
+    return json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s], s:b}}", "name", name, "description", what, "inputSchema",
+                     "type", "object", "properties", "cmd", "type", "string", "required", "cmd", "additionalProperties",
+                     0);
 }
 
 /* Reached only once the call was approved: the kernel runs the command when it gets this. */
@@ -56,8 +56,9 @@ int ipb_shellgate_add(ipb_mcp_servers *s, ipb_error **err) {
 int ipb_shellgate_check_name(ipb_mcp_servers *s, const char *name, ipb_error **err) {
     if (!ipb_shellgate_is(ipb_mcp_servers_get(s, name)))
         return 0;
-    return ipb_error_set(err, EEXIST, "the name '%s' belongs to the server built into ipybox for shell-command "
-                                      "approval (--approve-shell); register this server under another name",
+    return ipb_error_set(err, EEXIST,
+                         "the name '%s' belongs to the server built into ipybox for shell-command "
+                         "approval (--approve-shell); register this server under another name",
                          name);
 }
 

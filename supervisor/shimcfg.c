@@ -56,7 +56,9 @@ int ipb_shim_config_build(const ipb_options *o, const ipb_session_dirs *d, uint3
     c.uid = getuid();
     c.gid = getgid();
     if (!(c.root = strdup(d->root)) || !(c.hostname = strdup(IPB_SANDBOX_HOSTNAME)) ||
-        !(c.cwd = strdup(mode == SHIM_MODE_KERNEL ? "/" : o->cwd ? o->cwd : "/app")))
+        !(c.cwd = strdup(mode == SHIM_MODE_KERNEL ? "/"
+                         : o->cwd                 ? o->cwd
+                                                  : "/app")))
         goto oom;
     /* The workspace and the binds go by the canonical paths of the trees resolved (statedir.c),
      * each checked by identity where it is bound. */
@@ -69,10 +71,17 @@ int ipb_shim_config_build(const ipb_options *o, const ipb_session_dirs *d, uint3
             binds[i] = (ipb_bind){d->bind_canon[i], o->binds[i].rel};
         po.binds = binds;
     }
-    ipb_plan_input in = {.opts = &po, .workspace = d->workspace, .home = d->home, .rundir = d->run,
-                         .mcpdir = d->mcp, .workspace_id = &d->workspace_id,
-                         .bind_ids = d->n_binds ? d->bind_ids : NULL, .home_id = d->home_fd >= 0 ? &d->home_id : NULL,
-                         .n_python = d->python.n, .python_prefixes = d->python.prefix, .python_ids = d->python.id};
+    ipb_plan_input in = {.opts = &po,
+                         .workspace = d->workspace,
+                         .home = d->home,
+                         .rundir = d->run,
+                         .mcpdir = d->mcp,
+                         .workspace_id = &d->workspace_id,
+                         .bind_ids = d->n_binds ? d->bind_ids : NULL,
+                         .home_id = d->home_fd >= 0 ? &d->home_id : NULL,
+                         .n_python = d->python.n,
+                         .python_prefixes = d->python.prefix,
+                         .python_ids = d->python.id};
     int pr = ipb_mount_plan_build(&in, &c.plan, err);
     free(binds);
     if (pr < 0 || (o->rootfs && rootfs_ids(o->rootfs, d->rootfs_fd, &c.plan, err) < 0))

@@ -32,8 +32,9 @@ int ipb_state_dir(char **ret, ipb_error **err) {
     else if (home && home[0] == '/')
         r = asprintf(&p, "%s/.local/state/ipybox", home);
     else
-        return ipb_error_set(err, 0, "neither XDG_STATE_HOME nor HOME is set to an absolute path; "
-                                     "set one so that ipybox has a place for session state");
+        return ipb_error_set(err, 0,
+                             "neither XDG_STATE_HOME nor HOME is set to an absolute path; "
+                             "set one so that ipybox has a place for session state");
     if (r < 0)
         return ipb_error_set(err, ENOMEM, "state directory");
     if ((r = ipb_mkdir_p(p, 0700)) < 0) {
@@ -213,10 +214,12 @@ static int check_named_path(const ipb_strv *trees, const char *what, const char 
         return ipb_error_set(err, ENOMEM, "%s", what);
     if (r == 0)
         return 0;
-    return ipb_error_set(err, 0, "%s %s: the way there passes through the symlink %s, inside a directory that a "
-                                 "sandbox could write (a workspace or a bind of this or an earlier session); ipybox "
-                                 "does not follow such a symlink, since kernel code may have planted it: name the "
-                                 "real path, or remove the symlink", what, path, link);
+    return ipb_error_set(err, 0,
+                         "%s %s: the way there passes through the symlink %s, inside a directory that a "
+                         "sandbox could write (a workspace or a bind of this or an earlier session); ipybox "
+                         "does not follow such a symlink, since kernel code may have planted it: name the "
+                         "real path, or remove the symlink",
+                         what, path, link);
 }
 
 static int check_named_paths(const ipb_options *o, const ipb_strv *trees, ipb_error **err) {
@@ -301,14 +304,15 @@ static int state_reachable(const char *what, const char *canon, const char *stat
     if (asprintf(&wsroot, "%s/workspaces", st) < 0 || asprintf(&homes, "%s/" IPB_MCP_HOMES, st) < 0)
         return ipb_error_set(err, ENOMEM, "%s", what);
     bool holds = path_within(st, canon);
-    bool inside = path_within(canon, st) &&
-                  !(lendable && ((path_within(canon, wsroot) && strcmp(canon, wsroot)) ||
-                                 (path_within(canon, homes) && strcmp(canon, homes))));
+    bool inside = path_within(canon, st) && !(lendable && ((path_within(canon, wsroot) && strcmp(canon, wsroot)) ||
+                                                           (path_within(canon, homes) && strcmp(canon, homes))));
     if (!holds && !inside)
         return 0;
-    return ipb_error_set(err, 0, "%s %s: %s ipybox's state directory %s (its sessions, workspaces, the private homes "
-                                 "of MCP servers and the record of trees lent to sandboxes); a sandbox must not reach "
-                                 "it: choose another directory", what, canon, holds ? "holds" : "is inside", st);
+    return ipb_error_set(err, 0,
+                         "%s %s: %s ipybox's state directory %s (its sessions, workspaces, the private homes "
+                         "of MCP servers and the record of trees lent to sandboxes); a sandbox must not reach "
+                         "it: choose another directory",
+                         what, canon, holds ? "holds" : "is inside", st);
 }
 
 int ipb_host_dir_check(const char *what, const char *path, ipb_error **err) {
@@ -353,9 +357,11 @@ static int state_workspace_open(const char *state, const char *name, ipb_session
     char id[17];
     if (made && name != unnamed && ipb_workspace_unnamed_id(name, id, NULL)) {
         (void)unlinkat(rootfd, name, AT_REMOVEDIR);
-        return ipb_error_set(err, 0, "--workspace %s: that is the form of the names ipybox gives unnamed workspaces "
-                                     "(16 hex digits, or <UTC time>Z-<16 hex digits>), which `ipybox workspaces "
-                                     "prune` removes; choose another name", name);
+        return ipb_error_set(err, 0,
+                             "--workspace %s: that is the form of the names ipybox gives unnamed workspaces "
+                             "(16 hex digits, or <UTC time>Z-<16 hex digits>), which `ipybox workspaces "
+                             "prune` removes; choose another name",
+                             name);
     }
     if (!(d->workspace_name = strdup(name)) || asprintf(&d->workspace, "%s/%s", wsroot, name) < 0) {
         d->workspace = NULL;
@@ -389,16 +395,18 @@ static int state_workspace_still_named(const char *state, const ipb_session_dirs
     if (rootfd >= 0 && fstatat(rootfd, d->workspace_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         (uint64_t)st.st_dev == d->workspace_id.dev && (uint64_t)st.st_ino == d->workspace_id.ino)
         return 0;
-    return ipb_error_set(err, 0, "the workspace %s was removed (by `ipybox workspaces prune`?) while the session "
-                                 "started; start again", d->workspace);
+    return ipb_error_set(err, 0,
+                         "the workspace %s was removed (by `ipybox workspaces prune`?) while the session "
+                         "started; start again",
+                         d->workspace);
 }
 
 /* Holds the tree at fd (canonical path canon) for the session (treehold.h). One in the state
  * directory's workspaces/ is held strictly (a prune may be about to remove it); one deeper
  * inside a workspace there also holds that workspace, strictly, in d->top_holds: the lock of
  * a directory covers only that directory, and a prune removes the workspace whole. */
-static int hold_tree(ipb_session_dirs *d, const char *wsroot, int fd, const char *what, const char *canon,
-                     int *ret, ipb_error **err) {
+static int hold_tree(ipb_session_dirs *d, const char *wsroot, int fd, const char *what, const char *canon, int *ret,
+                     ipb_error **err) {
     size_t rl = wsroot ? strlen(wsroot) : 0;
     if (!wsroot || !canon || strncmp(canon, wsroot, rl) || canon[rl] != '/' || !canon[rl + 1])
         return ipb_tree_hold(fd, what, canon, ret, err);
@@ -431,8 +439,10 @@ static int hold_tree(ipb_session_dirs *d, const char *wsroot, int fd, const char
     if (n > 0)
         where[n] = '\0';
     if (n <= 0 || strncmp(where, topdir, strlen(topdir)) || where[strlen(topdir)] != '/')
-        return ipb_error_set(err, 0, "%s %s: the workspace %s that holds it was moved or removed (by `ipybox "
-                                     "workspaces prune`?) while the session started; start again", what, canon, topdir);
+        return ipb_error_set(err, 0,
+                             "%s %s: the workspace %s that holds it was moved or removed (by `ipybox "
+                             "workspaces prune`?) while the session started; start again",
+                             what, canon, topdir);
     return 0;
 }
 
@@ -465,7 +475,8 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     if (sub(&sessions, state, "sessions", err) < 0)
         goto fail;
     if (sub(&d.base, sessions, d.id, err) < 0 || sub(&d.root, d.base, "root", err) < 0 ||
-        (!o->home_dir && sub(&d.home, d.base, "home", err) < 0) || (kernel && (sub(&d.run, d.base, "run", err) < 0 || sub(&d.mcp, d.base, "mcp", err) < 0)))
+        (!o->home_dir && sub(&d.home, d.base, "home", err) < 0) ||
+        (kernel && (sub(&d.run, d.base, "run", err) < 0 || sub(&d.mcp, d.base, "mcp", err) < 0)))
         goto fail;
     char pidbuf[32];
     int n = snprintf(pidbuf, sizeof(pidbuf), "%d\n", (int)getpid());
@@ -480,8 +491,7 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     if (o->workspace && !ipb_workspace_is_name(o->workspace)) {
         /* A host directory: made when missing, but not its parents (a typo there would
          * otherwise make a tree somewhere unexpected). */
-        if (ipb_host_named_open("--workspace", o->workspace, IPB_NAMED_NEW_DIR, &d.workspace_fd, &d.workspace,
-                                err) < 0)
+        if (ipb_host_named_open("--workspace", o->workspace, IPB_NAMED_NEW_DIR, &d.workspace_fd, &d.workspace, err) < 0)
             goto fail;
     } else if (state_workspace_open(state, o->workspace, &d, err) < 0) {
         goto fail;
@@ -500,8 +510,8 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     for (size_t i = 0; i < o->n_binds; i++)
         d.bind_fds[i] = d.bind_holds[i] = -1;
     for (size_t i = 0; i < o->n_binds; i++)
-        if (ipb_host_named_open("--container-bind", o->binds[i].host, IPB_NAMED_MAKE, &d.bind_fds[i],
-                                &d.bind_canon[i], err) < 0 ||
+        if (ipb_host_named_open("--container-bind", o->binds[i].host, IPB_NAMED_MAKE, &d.bind_fds[i], &d.bind_canon[i],
+                                err) < 0 ||
             file_id(d.bind_fds[i], &d.bind_ids[i], "--container-bind", o->binds[i].host, err) < 0)
             goto fail;
     if (!d.workspace_owned && state_reachable("--workspace", d.workspace, state, true, err) < 0)
@@ -509,8 +519,7 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
     /* The --host-dir entries are the last binds (options.c). */
     for (size_t i = 0; i < o->n_binds; i++) {
         bool host_dir = i >= o->n_binds - o->n_host_dirs;
-        if (state_reachable(host_dir ? "--host-dir" : "--container-bind", d.bind_canon[i], state, !host_dir, err) <
-            0)
+        if (state_reachable(host_dir ? "--host-dir" : "--container-bind", d.bind_canon[i], state, !host_dir, err) < 0)
             goto fail;
     }
     /* Held for the session's life; swept of a killed session's temporary files first when no
@@ -520,10 +529,9 @@ int ipb_session_dirs_create(const ipb_options *o, bool kernel, ipb_session_dirs 
         cleanup_free char *st = realpath(state, NULL), *wsroot = st ? ipb_strdupf("%s/workspaces", st) : NULL;
         /* A named one by its path under the state directory as it was made (not canonical
          * when the state directory's path has symlinks): held strictly all the same. */
-        if ((d.workspace_name ? ipb_tree_hold_state_workspace(d.workspace_fd, "--workspace", d.workspace,
-                                                              &d.workspace_hold, err)
-                              : hold_tree(&d, wsroot, d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold,
-                                          err)) < 0 ||
+        if ((d.workspace_name
+                 ? ipb_tree_hold_state_workspace(d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold, err)
+                 : hold_tree(&d, wsroot, d.workspace_fd, "--workspace", d.workspace, &d.workspace_hold, err)) < 0 ||
             state_workspace_still_named(state, &d, err) < 0)
             goto fail;
         for (size_t i = 0; i < o->n_binds; i++)

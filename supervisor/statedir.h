@@ -25,19 +25,19 @@
 typedef struct ipb_session_dirs {
     char id[17];
     char *base, *root, *home, *run, *mcp;
-    char *workspace;       /* canonical */
-    bool workspace_owned;  /* created for this session */
-    char *workspace_name;  /* its name under <state>/workspaces (wsname.h), or NULL: a host path */
+    char *workspace;      /* canonical */
+    bool workspace_owned; /* created for this session */
+    char *workspace_name; /* its name under <state>/workspaces (wsname.h), or NULL: a host path */
     /* The user-named trees as resolved once (ipb_host_named_open: from "/" on fds, no
      * symlink a sandbox could have planted followed), held from then on: O_PATH fds, their
      * identities (checked again where they are bound) and canonical paths. */
-    bool held;             /* the fds below are ours to close */
+    bool held; /* the fds below are ours to close */
     int workspace_fd;
-    int workspace_hold;    /* holds the workspace for the session's life (treehold.h), or -1 */
+    int workspace_hold; /* holds the workspace for the session's life (treehold.h), or -1 */
     ipb_file_id workspace_id;
     size_t n_binds;
     int *bind_fds;
-    int *bind_holds;       /* the same for each bind source */
+    int *bind_holds; /* the same for each bind source */
     /* The workspaces under <state>/workspaces that hold the workspace or a bind source deeper
      * inside (a --container-bind of workspaces/W/sub): held too, since a prune removes W
      * whole (n_tops fds, each held or -1). */
@@ -45,8 +45,8 @@ typedef struct ipb_session_dirs {
     int *top_holds;
     ipb_file_id *bind_ids;
     char **bind_canon;
-    int rootfs_fd;         /* -1 without --rootfs */
-    int home_fd;           /* `ipybox run --home`: the directory behind home, held; else -1 */
+    int rootfs_fd; /* -1 without --rootfs */
+    int home_fd;   /* `ipybox run --home`: the directory behind home, held; else -1 */
     ipb_file_id home_id;
     ipb_strv env;          /* the user's variables: --container-env-var, and the
                             * --container-env-file contents as read through the walk, in order */

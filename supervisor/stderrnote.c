@@ -16,11 +16,10 @@ static bool contains(const char *s, size_t n, const char *needle) {
 /* "PATH:LINE: CATEGORY: message", as warnings.formatwarning writes it; *noisy when it is of
  * a kind or from a package that never explains a death. */
 static bool python_warning(const char *s, size_t n, bool *noisy) {
-    static const char *const kinds[] = {": DeprecationWarning: ", ": PendingDeprecationWarning: ",
-                                        ": FutureWarning: ", NULL};
-    static const char *const pkgs[] = {"/ipykernel/",   "/traitlets/", "/jupyter_client/", "/jupyter_core/",
-                                       "/zmq/",         "/debugpy/",   "/tornado/",        "/IPython/",
-                                       "ipykernel_launcher", NULL};
+    static const char *const kinds[] = {
+        ": DeprecationWarning: ", ": PendingDeprecationWarning: ", ": FutureWarning: ", NULL};
+    static const char *const pkgs[] = {"/ipykernel/", "/traitlets/", "/jupyter_client/", "/jupyter_core/",     "/zmq/",
+                                       "/debugpy/",   "/tornado/",   "/IPython/",        "ipykernel_launcher", NULL};
     const char *w = memmem(s, n, "Warning: ", 9);
     if (!w || s[0] == ' ')
         return false;

@@ -18,15 +18,15 @@
 enum conn_state { C_READING, C_QUEUED, C_APPROVING, C_RUNNING, C_WRITING };
 
 typedef struct conn {
-    int fd;             /* -1 once the caller hung up while its call ran */
+    int fd; /* -1 once the caller hung up while its call ran */
     enum conn_state state;
-    unsigned long seq;  /* arrival order; the call's token for the approve hook */
-    bool gone;          /* the caller hung up while its call ran */
+    unsigned long seq; /* arrival order; the call's token for the approve hook */
+    bool gone;         /* the caller hung up while its call ran */
     ipb_buf in, out;
-    json_t *root;       /* the parsed request */
+    json_t *root; /* the parsed request */
     const char *server, *tool;
     json_t *args;
-    ipb_tool_job *job;  /* while C_RUNNING */
+    ipb_tool_job *job; /* while C_RUNNING */
 } conn;
 
 struct ipb_toolchan {
@@ -34,7 +34,7 @@ struct ipb_toolchan {
     ipb_mcp_servers *servers;
     ipb_toolchan_hooks hooks;
     conn *conns[IPB_TOOLCHAN_MAX_CONNS];
-    bool in_cell;       /* a cell runs: calls may be approved and started */
+    bool in_cell; /* a cell runs: calls may be approved and started */
     unsigned long next_seq;
 };
 
@@ -199,7 +199,7 @@ static void on_accept(ipb_toolchan *tc) {
         if (!c) {
             static const char busy[] = "{\"error\":{\"kind\":\"refused\",\"message\":\"too many tool calls at once "
                                        "(" STR(IPB_TOOLCHAN_MAX_CONNS) " running or waiting, the most a session "
-                                       "takes)\"}}\n";
+                                                                       "takes)\"}}\n";
             log_info("tool channel: a call refused: %d calls run or wait already", IPB_TOOLCHAN_MAX_CONNS);
             (void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
             close(fd);
@@ -435,7 +435,8 @@ ipb_toolchan *ipb_toolchan_open(ipb_mcp_servers *servers, ipb_error **err) {
     struct epoll_event d = {.events = EPOLLIN, .data.u64 = TAG_DONE};
     struct epoll_event x = {.events = EPOLLIN, .data.u64 = TAG_EXITS};
     if (tc->listen_fd < 0 || tc->epfd < 0 || bind(tc->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        fchmodat(servers->dir_fd, IPB_TOOLCHAN_SOCKET, 0666, 0) < 0 || listen(tc->listen_fd, IPB_TOOLCHAN_MAX_CONNS) < 0 ||
+        fchmodat(servers->dir_fd, IPB_TOOLCHAN_SOCKET, 0666, 0) < 0 ||
+        listen(tc->listen_fd, IPB_TOOLCHAN_MAX_CONNS) < 0 ||
         epoll_ctl(tc->epfd, EPOLL_CTL_ADD, tc->listen_fd, &l) < 0 ||
         epoll_ctl(tc->epfd, EPOLL_CTL_ADD, ipb_mcp_servers_done_fd(servers), &d) < 0 ||
         epoll_ctl(tc->epfd, EPOLL_CTL_ADD, ipb_mcp_servers_fd(servers), &x) < 0) {

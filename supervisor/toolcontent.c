@@ -78,13 +78,13 @@ static json_t *check_media(json_t *block, const char *type, const char **ret_why
         return NULL;
     }
     if (!base64_value_ok(data)) {
-        *ret_why = image ? "an image block whose \"data\" is not base64"
-                         : "an audio block whose \"data\" is not base64";
+        *ret_why =
+            image ? "an image block whose \"data\" is not base64" : "an audio block whose \"data\" is not base64";
         return NULL;
     }
     if (!mime_ok(mime)) {
-        *ret_why = image ? "an image block without a valid \"mimeType\""
-                         : "an audio block without a valid \"mimeType\"";
+        *ret_why =
+            image ? "an image block without a valid \"mimeType\"" : "an audio block without a valid \"mimeType\"";
         return NULL;
     }
     json_t *out = json_pack("{s:s, s:O, s:O}", "type", type, "data", data, "mimeType", mime);

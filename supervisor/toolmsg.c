@@ -17,8 +17,8 @@ json_t *ipb_toolmsg_error(const char *kind, const char *message) {
     return json_pack("{s:{s:s, s:s}}", "error", "kind", kind, "message", message ? message : kind);
 }
 
-char *ipb_toolmsg_parse(const char *line, size_t len, ipb_mcp_servers *servers, json_t **ret_root,
-                         const char **server, const char **tool, json_t **args) {
+char *ipb_toolmsg_parse(const char *line, size_t len, ipb_mcp_servers *servers, json_t **ret_root, const char **server,
+                        const char **tool, json_t **args) {
     json_error_t jerr;
     *ret_root = NULL;
     if (!ipb_json_values_ok(line, len, IPB_JSON_MAX_VALUES))
@@ -61,7 +61,8 @@ char *ipb_toolmsg_parse(const char *line, size_t len, ipb_mcp_servers *servers, 
     const char *unshowable = ipb_tool_name_problem(json_string_value(t), json_string_length(t));
     if (unshowable) {
         char *m = ipb_strdupf("the tool name %s: it cannot be shown truthfully in an approval question, so ipybox "
-                              "does not call it", unshowable);
+                              "does not call it",
+                              unshowable);
         json_decref(root);
         return m;
     }

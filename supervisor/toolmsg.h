@@ -25,5 +25,5 @@ json_t *ipb_toolmsg_error(const char *kind, const char *message);
 json_t *ipb_toolmsg_reply(json_t *call_result, const ipb_error *err);
 /* Checks a request line: fills server, tool, args (borrowed from *ret_root) or returns a
  * refusal sentence (malloc'd). */
-char *ipb_toolmsg_parse(const char *line, size_t len, ipb_mcp_servers *servers, json_t **ret_root,
-                        const char **server, const char **tool, json_t **args);
+char *ipb_toolmsg_parse(const char *line, size_t len, ipb_mcp_servers *servers, json_t **ret_root, const char **server,
+                        const char **tool, json_t **args);

@@ -8,13 +8,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-
 struct ipb_toolrun {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int done_fd;           /* eventfd: 1 while a finished job waits to be taken */
-    int cancel_fd;         /* eventfd: readable once the running job was cancelled */
+    int done_fd;   /* eventfd: 1 while a finished job waits to be taken */
+    int cancel_fd; /* eventfd: readable once the running job was cancelled */
     void (*fn)(void *);
     void *arg;
     enum { T_IDLE, T_QUEUED, T_RUNNING, T_DONE } state;

@@ -43,29 +43,32 @@ json_t *ipb_tools_list(void) {
         " {s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:f, s:f}}, s:[s, s]}},"
         " {s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:f, s:f}}, s:[s, s]}},"
         " {s:s, s:s, s:{s:s, s:{}}}]",
-        "name", "execute_ipython_cell", "description", exec_description, "inputSchema", "type", "object",
-        "properties", "code", "type", "string", "description", "Python code to execute (IPython syntax: magics and "
+        "name", "execute_ipython_cell", "description", exec_description, "inputSchema", "type", "object", "properties",
+        "code", "type", "string", "description",
+        "Python code to execute (IPython syntax: magics and "
         "`!shell` lines work).",
         "timeout", "type", "number", "description", "Seconds to wait before interrupting the cell (default 120).",
-        "default", DEFAULT_TIMEOUT, "maximum", MAX_TIMEOUT,
-        "max_output_chars", "type", "integer", "description", "Cap on the returned text; the head and the tail "
-        "are kept and the result says what was cut.", "minimum", 100,
-        "required", "code",
-        "name", "upload_file", "description", "Copy a file from the host into the sandbox's /app workspace.",
-        "inputSchema", "type", "object", "properties", "relpath", "type", "string", "description",
+        "default", DEFAULT_TIMEOUT, "maximum", MAX_TIMEOUT, "max_output_chars", "type", "integer", "description",
+        "Cap on the returned text; the head and the tail "
+        "are kept and the result says what was cut.",
+        "minimum", 100, "required", "code", "name", "upload_file", "description",
+        "Copy a file from the host into the sandbox's /app workspace.", "inputSchema", "type", "object", "properties",
+        "relpath", "type", "string", "description",
         "Destination path relative to /app (parent directories are created).", "local_path", "type", "string",
-        "description", "Absolute path of the file on the host, inside the allowed directories.",
-        "timeout", "type", "number", "description", transfer_timeout_description, "default",
-        IPB_TRANSFER_DEFAULT_TIMEOUT, "maximum", MAX_TIMEOUT, "required", "relpath", "local_path",
-        "name", "download_file", "description", "Copy a file from the sandbox's /app workspace to the host.",
-        "inputSchema", "type", "object", "properties", "relpath", "type", "string", "description",
-        "Source path relative to /app.", "local_path", "type", "string", "description",
+        "description", "Absolute path of the file on the host, inside the allowed directories.", "timeout", "type",
+        "number", "description", transfer_timeout_description, "default", IPB_TRANSFER_DEFAULT_TIMEOUT, "maximum",
+        MAX_TIMEOUT, "required", "relpath", "local_path", "name", "download_file", "description",
+        "Copy a file from the sandbox's /app workspace to the host.", "inputSchema", "type", "object", "properties",
+        "relpath", "type", "string", "description", "Source path relative to /app.", "local_path", "type", "string",
+        "description",
         "Absolute destination path on the host, inside the allowed directories (parent directories are "
-        "created).", "timeout", "type", "number", "description", transfer_timeout_description, "default",
-        IPB_TRANSFER_DEFAULT_TIMEOUT, "maximum", MAX_TIMEOUT, "required", "relpath", "local_path",
-        "name", "reset", "description", "Reset the kernel: start a fresh Python process. Variables, imports and "
-        "definitions are cleared; files in /app and packages installed with pip are kept.", "inputSchema", "type",
-        "object", "properties");
+        "created).",
+        "timeout", "type", "number", "description", transfer_timeout_description, "default",
+        IPB_TRANSFER_DEFAULT_TIMEOUT, "maximum", MAX_TIMEOUT, "required", "relpath", "local_path", "name", "reset",
+        "description",
+        "Reset the kernel: start a fresh Python process. Variables, imports and "
+        "definitions are cleared; files in /app and packages installed with pip are kept.",
+        "inputSchema", "type", "object", "properties");
     json_array_append_new(tools, register_tool_def());
     return tools;
 }
@@ -83,20 +86,18 @@ static const char register_description[] =
 static json_t *register_tool_def(void) {
     /* It starts a command on the host (stdio params): clients that confirm tool calls should
      * confirm this one. */
-    return json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s, s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}, s:{s:b, s:b, s:b}}",
-                     "name",
-                     "register_mcp_server", "description", register_description, "inputSchema", "type", "object",
-                     "properties", "server_name", "type", "string", "pattern", "^[A-Za-z][A-Za-z0-9_]{0,63}$",
-                     "description", "Name of the package under mcptools (letters, digits, '_').", "server_params",
-                     "type", "object", "description",
-                     "stdio: {command, args, env, cwd}; HTTP: {url, headers, type ('streamable_http' or 'sse')}.",
-                     "required", "server_name", "server_params", "annotations", "readOnlyHint", 0,
-                     "destructiveHint", 1, "openWorldHint", 1);
+    return json_pack(
+        "{s:s, s:s, s:{s:s, s:{s:{s:s, s:s, s:s}, s:{s:s, s:s}}, s:[s, s]}, s:{s:b, s:b, s:b}}", "name",
+        "register_mcp_server", "description", register_description, "inputSchema", "type", "object", "properties",
+        "server_name", "type", "string", "pattern", "^[A-Za-z][A-Za-z0-9_]{0,63}$", "description",
+        "Name of the package under mcptools (letters, digits, '_').", "server_params", "type", "object", "description",
+        "stdio: {command, args, env, cwd}; HTTP: {url, headers, type ('streamable_http' or 'sse')}.", "required",
+        "server_name", "server_params", "annotations", "readOnlyHint", 0, "destructiveHint", 1, "openWorldHint", 1);
 }
 
 bool ipb_tool_exists(const char *name) {
-    return !strcmp(name, "execute_ipython_cell") || !strcmp(name, "register_mcp_server") || !strcmp(name, "upload_file") || !strcmp(name, "download_file") ||
-           !strcmp(name, "reset");
+    return !strcmp(name, "execute_ipython_cell") || !strcmp(name, "register_mcp_server") ||
+           !strcmp(name, "upload_file") || !strcmp(name, "download_file") || !strcmp(name, "reset");
 }
 
 static json_t *text_result(const char *text, bool is_error) {
@@ -249,7 +250,8 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     json_t *t = json_object_get(args, "timeout");
     if (t && !json_is_null(t)) {
         if (!json_is_number(t) || json_number_value(t) <= 0 || json_number_value(t) > MAX_TIMEOUT)
-            return error_result("Invalid arguments: 'timeout' must be a number of seconds between 0 and %g.", MAX_TIMEOUT);
+            return error_result("Invalid arguments: 'timeout' must be a number of seconds between 0 and %g.",
+                                MAX_TIMEOUT);
         timeout = json_number_value(t);
     }
     long max_chars = s->opts->max_output_chars;
@@ -271,11 +273,12 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     ipb_refusals_begin(&s->kernel.sb);
     if (ipb_execute(&s->kernel, code, timeout, (size_t)max_chars, hooks, &res, &err) < 0) {
         bool gone = s->kernel.sb.fd < 0; /* the sandbox ended under this call */
-        json_t *r = gone ? error_result("%s%sThe sandbox ended before this cell could finish (%s). The next call starts a "
-                                        "fresh kernel in a new sandbox: variables are lost; files in /app and "
-                                        "installed packages are kept.",
-                                        lost ? lost : "", lost ? " " : "", ipb_error_msg(err))
-                         : error_result("%s%sExecution failed: %s", lost ? lost : "", lost ? " " : "", ipb_error_msg(err));
+        json_t *r =
+            gone ? error_result("%s%sThe sandbox ended before this cell could finish (%s). The next call starts a "
+                                "fresh kernel in a new sandbox: variables are lost; files in /app and "
+                                "installed packages are kept.",
+                                lost ? lost : "", lost ? " " : "", ipb_error_msg(err))
+                 : error_result("%s%sExecution failed: %s", lost ? lost : "", lost ? " " : "", ipb_error_msg(err));
         s->end_told = gone;
         ipb_error_free(err);
         free(lost);
@@ -338,8 +341,8 @@ static int transfer_timeout_ms(json_t *args, int *ret_ms, json_t **ret_err) {
     json_t *v = json_object_get(args, "timeout");
     if (v && !json_is_null(v)) {
         if (!json_is_number(v) || json_number_value(v) <= 0 || json_number_value(v) > MAX_TIMEOUT) {
-            *ret_err = error_result("Invalid arguments: 'timeout' must be a number of seconds between 0 and %g.",
-                                    MAX_TIMEOUT);
+            *ret_err =
+                error_result("Invalid arguments: 'timeout' must be a number of seconds between 0 and %g.", MAX_TIMEOUT);
             return -1;
         }
         t = json_number_value(v);
@@ -360,8 +363,7 @@ static json_t *tool_transfer(ipb_session *s, json_t *args, bool download, const 
     ipb_error *err = NULL;
     if (ipb_check_relpath(relpath, strlen(relpath), &err) < 0)
         goto fail;
-    ipb_transfer_req req = {.download = download, .local_path = local, .app_path = relpath,
-                            .dirs = &s->host_dirs};
+    ipb_transfer_req req = {.download = download, .local_path = local, .app_path = relpath, .dirs = &s->host_dirs};
     ipb_session_locate(s, relpath, &req.ws_fd, &req.relpath);
     enum ipb_transfer_outcome outcome;
     if (ipb_transfer_run(&req, timeout_ms, hooks, &outcome, &err) < 0) {
@@ -375,7 +377,7 @@ static json_t *tool_transfer(ipb_session *s, json_t *args, bool download, const 
     else
         snprintf(msg, sizeof(msg), "Uploaded %s to /app/%s", local, relpath);
     return text_result(msg, false);
-fail: {
+fail : {
     json_t *r = error_result("%s failed: %s", tool, ipb_error_msg(err));
     ipb_error_free(err);
     return r;
@@ -393,7 +395,8 @@ static json_t *tool_reset(ipb_session *s) {
     long ms = ipb_now_ms() - t0;
     char *zy = ipb_session_take_zygote_note(s);
     json_t *r = text_result("The kernel was reset: a fresh Python process is ready. Files in /app and installed "
-                            "packages are kept.", false);
+                            "packages are kept.",
+                            false);
     if (zy) {
         json_t *c = json_array_get(json_object_get(r, "content"), 0);
         char *t = ipb_strdupf("%s\n%s", json_string_value(json_object_get(c, "text")), zy);
@@ -432,17 +435,18 @@ static json_t *tool_register(ipb_session *s, json_t *args) {
     json_array_foreach(json_object_get(res, "modules"), i, m) json_array_append(modules, json_object_get(m, "module"));
     char *list = json_dumps(modules, JSON_COMPACT);
     ipb_buf note = {0};
-    ipb_buf_appendf(&note, "Registered MCP server '%s': %zu tool modules. In the kernel: `from mcptools.%s import "
-                           "%s` then `%s.run(...)`; read a module's source under /opt/ipybox/mcptools/%s/ for its "
-                           "parameters. Every call waits for the application's approval.",
+    ipb_buf_appendf(&note,
+                    "Registered MCP server '%s': %zu tool modules. In the kernel: `from mcptools.%s import "
+                    "%s` then `%s.run(...)`; read a module's source under /opt/ipybox/mcptools/%s/ for its "
+                    "parameters. Every call waits for the application's approval.",
                     name, json_array_size(modules), name,
                     json_array_size(modules) ? json_string_value(json_array_get(modules, 0)) : "<module>",
                     json_array_size(modules) ? json_string_value(json_array_get(modules, 0)) : "<module>", name);
     size_t ns = json_array_size(json_object_get(res, "skipped"));
     if (ns)
         ipb_buf_appendf(&note, " %zu tools were left out: %s", ns,
-                        json_string_value(json_object_get(json_array_get(json_object_get(res, "skipped"), 0),
-                                                          "reason")) ?: "see the log");
+                        json_string_value(json_object_get(json_array_get(json_object_get(res, "skipped"), 0), "reason"))
+                            ?: "see the log");
     json_t *r = json_pack("{s:[{s:s, s:s}, {s:s, s:s}], s:b}", "content", "type", "text", "text", list ? list : "[]",
                           "type", "text", "text", ipb_buf_cstr(&note), "isError", 0);
     free(list);

@@ -24,8 +24,8 @@ enum { T_RUNNING, T_COMMITTING, T_DONE, T_ABANDONED };
 
 typedef struct job {
     atomic_int state;
-    atomic_int refs;  /* the caller and the thread: the last one frees */
-    int done_fd;      /* eventfd, written by the thread when it is finished */
+    atomic_int refs; /* the caller and the thread: the last one frees */
+    int done_fd;     /* eventfd, written by the thread when it is finished */
     bool download;
     char *local_path, *relpath;
     int ws_fd;
@@ -146,8 +146,10 @@ int ipb_transfer_run(const ipb_transfer_req *req, int timeout_ms, const ipb_exec
     *ret_outcome = IPB_TRANSFER_DONE;
     int n_stuck = ipb_transfer_stuck();
     if (n_stuck >= IPB_TRANSFER_STUCK_MAX)
-        return ipb_error_set(err, 0, "%d earlier transfers are still waiting on the host's file system (one that "
-                                     "does not answer?); no new ones start until they return", n_stuck);
+        return ipb_error_set(err, 0,
+                             "%d earlier transfers are still waiting on the host's file system (one that "
+                             "does not answer?); no new ones start until they return",
+                             n_stuck);
     job *j = job_new(req, err);
     if (!j)
         return -1;
@@ -208,16 +210,19 @@ int ipb_transfer_run(const ipb_transfer_req *req, int timeout_ms, const ipb_exec
     if (abandoned) {
         *ret_outcome = outcome;
         if (while_committing)
-            r = ipb_error_set(err, 0, "the transfer was abandoned (%s) while its file was being renamed into place: "
-                                      "%s may or may not have been written",
+            r = ipb_error_set(err, 0,
+                              "the transfer was abandoned (%s) while its file was being renamed into place: "
+                              "%s may or may not have been written",
                               outcome == IPB_TRANSFER_CANCELLED ? "cancelled" : "out of time",
                               req->download ? req->local_path : req->app_path);
         else if (outcome == IPB_TRANSFER_CANCELLED)
             r = ipb_error_set(err, 0, "the transfer was cancelled; nothing was written");
         else
-            r = ipb_error_set(err, 0, "the transfer did not finish within %g s (a file system that does not "
-                                      "answer?) and was abandoned; nothing was written (its temporary file is "
-                                      "removed once the stuck operation returns)", timeout_ms / 1000.0);
+            r = ipb_error_set(err, 0,
+                              "the transfer did not finish within %g s (a file system that does not "
+                              "answer?) and was abandoned; nothing was written (its temporary file is "
+                              "removed once the stuck operation returns)",
+                              timeout_ms / 1000.0);
     } else if (j->err) {
         *err = j->err;
         j->err = NULL;

@@ -50,13 +50,16 @@ static int hold(int fd, const char *what, const char *path, bool must, int *ret_
         return 0; /* no flock on this file system */
     }
     if (r == -EWOULDBLOCK && must)
-        return ipb_error_set(err, 0, "%s %s: another process keeps it locked exclusively (`ipybox workspaces prune` "
-                                     "removing it, or another start sweeping it), and a workspace of the state directory is never used without "
-                                     "a hold, since a prune would remove it under the session: start again",
-                             what, path);
+        return ipb_error_set(
+            err, 0,
+            "%s %s: another process keeps it locked exclusively (`ipybox workspaces prune` "
+            "removing it, or another start sweeping it), and a workspace of the state directory is never used without "
+            "a hold, since a prune would remove it under the session: start again",
+            what, path);
     if (r == -EWOULDBLOCK) {
         log_warn("%s %s: another process keeps it locked (flock, exclusively); the session starts without "
-                 "holding it, so temporary files a killed session leaves there may be swept later", what, path);
+                 "holding it, so temporary files a killed session leaves there may be swept later",
+                 what, path);
         return 0;
     }
     if (r < 0)
@@ -75,7 +78,6 @@ int ipb_tree_hold(int fd, const char *what, const char *path, int *ret_fd, ipb_e
 int ipb_tree_hold_state_workspace(int fd, const char *what, const char *path, int *ret_fd, ipb_error **err) {
     return hold(fd, what, path, true, ret_fd, err);
 }
-
 
 int ipb_default_workspaces_sweep(const char *state) {
     cleanup_close int sfd = open(state, O_PATH | O_DIRECTORY | O_CLOEXEC);

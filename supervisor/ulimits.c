@@ -27,12 +27,12 @@ static struct {
     enum ipb_ulimits_kind kind;
     uint64_t memory_max;
     unsigned pids_max, cpu_weight;
-    ipbm_cgroups cg;           /* cgroup1 */
+    ipbm_cgroups cg; /* cgroup1 */
     int next_slot;
     char systemd_run[32];
-    int systemd_version;       /* of systemd-run, 0 when unknown */
+    int systemd_version; /* of systemd-run, 0 when unknown */
     char runtime_env[PATH_MAX + 20];
-    char no_scope[300];        /* why no scope, for the notice */
+    char no_scope[300]; /* why no scope, for the notice */
     bool cpu_told;
     char desc[600];
 } U;
@@ -145,25 +145,34 @@ static void choose_fallback(char *notice, size_t nlen) {
         U.kind = IPB_ULIMITS_CGROUP1;
         snprintf(U.desc, sizeof(U.desc), "a cgroup of its own per sandbox (%s)", d);
         if (U.cpu_weight && !U.cg.cpu[0])
-            part(notice, nlen, "--cpu-weight %u cannot be enforced here: %s and no cgroup v1 cpu controller; the "
-                 "kernel gets the default CPU share", U.cpu_weight, U.no_scope);
+            part(notice, nlen,
+                 "--cpu-weight %u cannot be enforced here: %s and no cgroup v1 cpu controller; the "
+                 "kernel gets the default CPU share",
+                 U.cpu_weight, U.no_scope);
         return;
     }
     U.kind = IPB_ULIMITS_RLIMIT;
-    snprintf(U.desc, sizeof(U.desc), "rlimits: %s processes per sandbox (RLIMIT_NPROC in its user namespace), "
-             "%s address space per process (RLIMIT_AS)", U.pids_max && geteuid() ? "a bound on the" : "no bound on",
+    snprintf(U.desc, sizeof(U.desc),
+             "rlimits: %s processes per sandbox (RLIMIT_NPROC in its user namespace), "
+             "%s address space per process (RLIMIT_AS)",
+             U.pids_max && geteuid() ? "a bound on the" : "no bound on",
              U.memory_max ? "a bound on the" : "no bound on");
     if (U.memory_max)
-        part(notice, nlen, "--memory %s cannot be enforced for the sandbox here: %s and no writable cgroup v1 "
+        part(notice, nlen,
+             "--memory %s cannot be enforced for the sandbox here: %s and no writable cgroup v1 "
              "memory controller; each of its processes gets an address-space limit (RLIMIT_AS) of %s instead, "
              "which bounds no sum, and running out shows as MemoryError, not as an out-of-memory kill",
              mem, U.no_scope, mem);
     if (U.pids_max && geteuid() == 0)
-        part(notice, nlen, "--max-processes %u cannot be enforced here: %s, no writable cgroup v1 pids "
-             "controller, and RLIMIT_NPROC does not apply to uid 0", U.pids_max, U.no_scope);
+        part(notice, nlen,
+             "--max-processes %u cannot be enforced here: %s, no writable cgroup v1 pids "
+             "controller, and RLIMIT_NPROC does not apply to uid 0",
+             U.pids_max, U.no_scope);
     if (U.cpu_weight)
-        part(notice, nlen, "--cpu-weight %u cannot be enforced here: no cgroup with a cpu controller; the kernel "
-             "gets the default CPU share", U.cpu_weight);
+        part(notice, nlen,
+             "--cpu-weight %u cannot be enforced here: no cgroup with a cpu controller; the kernel "
+             "gets the default CPU share",
+             U.cpu_weight);
 }
 
 static void tell(const char *notice) {
@@ -189,9 +198,11 @@ static void choose(char *notice, size_t nlen) {
         snprintf(p, sizeof(p), CG_ROOT "/user.slice/user-%u.slice/user@%u.service/cgroup.controllers",
                  (unsigned)geteuid(), (unsigned)geteuid());
         if (U.cpu_weight && ipb_read_file(p, 4096, &ctrls, &len) == 0 && !ipbm_list_has_word(ctrls, "cpu")) {
-            part(notice, nlen, "--cpu-weight %u cannot be enforced here: the user's systemd manager "
+            part(notice, nlen,
+                 "--cpu-weight %u cannot be enforced here: the user's systemd manager "
                  "does not delegate the cpu controller (user@%u.service has %.*s); the kernel gets the default "
-                 "CPU share", U.cpu_weight, (unsigned)geteuid(), (int)strcspn(ctrls, "\n"), ctrls);
+                 "CPU share",
+                 U.cpu_weight, (unsigned)geteuid(), (int)strcspn(ctrls, "\n"), ctrls);
             U.cpu_told = true;
         }
         free(ctrls);
@@ -242,8 +253,8 @@ void ipb_ulimits_rlimit_values(uint64_t *memory_max, unsigned *pids_max) {
     *pids_max = rl && geteuid() ? U.pids_max : 0;
 }
 
-int ipb_ulimits_prepare(ipb_ulimits_sb *u, shim_config *cfg, const char *shim, const char **ret_path,
-                        char **ret_argv, char **envp, ipb_error **err) {
+int ipb_ulimits_prepare(ipb_ulimits_sb *u, shim_config *cfg, const char *shim, const char **ret_path, char **ret_argv,
+                        char **envp, ipb_error **err) {
     *u = (ipb_ulimits_sb)IPB_ULIMITS_SB_INIT;
     u->kind = U.kind;
     /* S0, the zygote and the fork between it and a kernel are the sandbox's own processes: the
@@ -307,8 +318,8 @@ int ipb_ulimits_prepare(ipb_ulimits_sb *u, shim_config *cfg, const char *shim, c
         return 0;
     }
     case IPB_ULIMITS_CGROUP1: {
-        ipbm_limits_req l = {.memory_max = U.memory_max, .pids_max = U.pids_max, .cpu_weight = U.cpu_weight,
-                             .pids_extra = extra};
+        ipbm_limits_req l = {
+            .memory_max = U.memory_max, .pids_max = U.pids_max, .cpu_weight = U.cpu_weight, .pids_extra = extra};
         int dirfd = -1;
         char why[300];
         u->slot = U.next_slot++;
@@ -397,9 +408,11 @@ void ipb_ulimits_attach(ipb_ulimits_sb *u, pid_t pid, ipb_monitor_sandbox *mon) 
         if (access(f, F_OK) < 0) {
             U.cpu_told = true;
             /* The manager may have had cpu to give yet not enabled it for this scope. */
-            fprintf(stderr, "ipybox: --cpu-weight %u is not in effect for this sandbox: the user's systemd manager "
+            fprintf(stderr,
+                    "ipybox: --cpu-weight %u is not in effect for this sandbox: the user's systemd manager "
                     "did not enable the cpu controller for its scope %s (no cpu.weight); the kernel gets the "
-                    "default CPU share\n", U.cpu_weight, u->unit);
+                    "default CPU share\n",
+                    U.cpu_weight, u->unit);
         }
     }
 }

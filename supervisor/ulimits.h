@@ -42,20 +42,21 @@ enum ipb_ulimits_kind ipb_ulimits_probe(uint64_t memory_max, unsigned pids_max, 
 
 /* One sandbox's share, between ipb_ulimits_prepare and ipb_ulimits_release. */
 typedef struct ipb_ulimits_sb {
-    int kind;          /* enum ipb_ulimits_kind as applied to this sandbox */
-    int slot;          /* cgroup1: our counter, -1 when none */
+    int kind;            /* enum ipb_ulimits_kind as applied to this sandbox */
+    int slot;            /* cgroup1: our counter, -1 when none */
     int mem_ev, pids_ev; /* cgroup1: the event files until attached */
-    char unit[64];     /* scope: the unit's name */
+    char unit[64];       /* scope: the unit's name */
 } ipb_ulimits_sb;
 
-#define IPB_ULIMITS_SB_INIT {.kind = IPB_ULIMITS_NONE, .slot = -1, .mem_ev = -1, .pids_ev = -1}
+#define IPB_ULIMITS_SB_INIT                                                                                            \
+    { .kind = IPB_ULIMITS_NONE, .slot = -1, .mem_ev = -1, .pids_ev = -1 }
 
 /* Before the shim starts: makes the cgroups (cgroup1), names the scope, and sets the
  * rlimits in cfg (a copy the caller encodes). For a scope, *ret_path and ret_argv (up to 24
  * entries, NULL-terminated) are what to run instead of the shim, and envp (up to 4) its
  * environment; otherwise they are left alone. */
-int ipb_ulimits_prepare(ipb_ulimits_sb *u, shim_config *cfg, const char *shim, const char **ret_path,
-                        char **ret_argv, char **envp, ipb_error **err);
+int ipb_ulimits_prepare(ipb_ulimits_sb *u, shim_config *cfg, const char *shim, const char **ret_path, char **ret_argv,
+                        char **envp, ipb_error **err);
 /* Right after the spawn, before the shim has its configuration (and so before it forks):
  * moves it into the cgroups (cgroup1). */
 int ipb_ulimits_enter(ipb_ulimits_sb *u, pid_t pid, ipb_error **err);

@@ -82,7 +82,8 @@ int ipb_workspaces_list(ipb_ws_list *ret, ipb_error **err) {
     while ((de = readdir(dir))) {
         if (de->d_name[0] == '.')
             continue; /* ".", "..", and a prune's work in progress */
-        cleanup_close int fd = openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        cleanup_close int fd =
+            openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0)
             continue; /* not a directory (nothing ipybox made) */
         if (ret->n == cap) {
@@ -158,16 +159,14 @@ static int remove_held(int rootfd, const char *name, int fd, char *why, size_t w
     if (r == 0 && unlinkat(rootfd, name, AT_REMOVEDIR) < 0)
         r = -errno;
     if (r < 0) {
-        snprintf(why, why_size, "removing it: %s (what is left is %s, removed by the next prune)", strerror(-r),
-                 name);
+        snprintf(why, why_size, "removing it: %s (what is left is %s, removed by the next prune)", strerror(-r), name);
         return -1;
     }
     return 0;
 }
 
 /* One candidate: 1 when it failed, else 0. */
-static int prune_one(int rootfd, int sessions, const char *name, long older_than, ipb_prune_report report,
-                     void *ctx) {
+static int prune_one(int rootfd, int sessions, const char *name, long older_than, ipb_prune_report report, void *ctx) {
     char why[512] = "";
     ipb_tree_usage u = {0};
     bool aside = !strncmp(name, PRUNING_PREFIX, strlen(PRUNING_PREFIX));
@@ -177,9 +176,10 @@ static int prune_one(int rootfd, int sessions, const char *name, long older_than
     }
     cleanup_close int fd = openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(why, sizeof(why), "%s", errno == ENOENT ? "no such workspace"
-                                         : errno == ELOOP || errno == ENOTDIR ? "not a directory (nothing ipybox made); left alone"
-                                                                              : strerror(errno));
+        snprintf(why, sizeof(why), "%s",
+                 errno == ENOENT                      ? "no such workspace"
+                 : errno == ELOOP || errno == ENOTDIR ? "not a directory (nothing ipybox made); left alone"
+                                                      : strerror(errno));
         report(ctx, name, IPB_PRUNE_FAILED, &u, why);
         return 1;
     }

@@ -13,8 +13,8 @@ static const char *const refused[] = {
     "PYTHONPATH", "PYTHONUSERBASE", "PYTHONHOME", "PYTHONPYCACHEPREFIX", "PYTHONPLATLIBDIR",
     /* glibc: gconv modules (code), locale and message catalogues, time zone data, resolver
      * files, malloc's trace file. */
-    "GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE", "NIS_PATH",
-    "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR",
+    "GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE", "NIS_PATH", "NLSPATH",
+    "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR",
     /* OpenSSL: its configuration loads provider and engine modules (code). */
     "OPENSSL_CONF", "OPENSSL_CONF_INCLUDE", "OPENSSL_MODULES", "OPENSSL_ENGINES", NULL};
 

@@ -80,8 +80,7 @@ static int skip(ipb_toolgen_pkg *p, json_t *name, const char *reason) {
 static int append_str(ipb_buf *b, const char *s) { return ipb_buf_append(b, s, strlen(s)); }
 
 /* The docstring of run() / run_async() (full: run_full() / run_full_async()). */
-static int run_doc(ipb_buf *d, tg_module *m, const char *server, json_t *name, bool has_result, bool async,
-                   bool full) {
+static int run_doc(ipb_buf *d, tg_module *m, const char *server, json_t *name, bool has_result, bool async, bool full) {
     int e = append_str(d, async ? "Calls (awaitable) the tool " : "Calls the tool ");
     if (e == 0)
         e = ipb_buf_append(d, json_string_value(name), json_string_length(name));
@@ -123,8 +122,7 @@ static int run_doc(ipb_buf *d, tg_module *m, const char *server, json_t *name, b
     return e;
 }
 
-static int run_def(ipb_buf *b, tg_module *m, const char *server, json_t *name, bool has_result, bool async,
-                   bool full) {
+static int run_def(ipb_buf *b, tg_module *m, const char *server, json_t *name, bool has_result, bool async, bool full) {
     ipb_buf d = {0};
     int e = run_doc(&d, m, server, name, has_result, async, full);
     if (e == 0)
@@ -136,8 +134,9 @@ static int run_def(ipb_buf *b, tg_module *m, const char *server, json_t *name, b
     const char *call = async ? "await _rt.acall" : "_rt.call";
     const char *args = "_rt.to_json(_rt.make_params(Params, params, kwargs)), call_timeout=call_timeout";
     if (e == 0 && full)
-        e = ipb_buf_appendf(b, "\n    return %s_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, "
-                               "kwargs)), %s, call_timeout=call_timeout)\n",
+        e = ipb_buf_appendf(b,
+                            "\n    return %s_full(SERVER, TOOL, _rt.to_json(_rt.make_params(Params, params, "
+                            "kwargs)), %s, call_timeout=call_timeout)\n",
                             call, has_result ? "Result" : "None");
     else if (e == 0 && has_result)
         e = ipb_buf_appendf(b,
@@ -256,8 +255,8 @@ static int build_tool(ipb_toolgen_pkg *p, const char *server, json_t *tool, json
         return skip(p, NULL, "The tool has no name (a string)");
     const char *unshowable = ipb_tool_name_problem(json_string_value(name), json_string_length(name));
     if (unshowable) {
-        cleanup_free char *why = ipb_strdupf("Its name %s: an approval question could not show it truthfully",
-                                             unshowable);
+        cleanup_free char *why =
+            ipb_strdupf("Its name %s: an approval question could not show it truthfully", unshowable);
         return why ? skip(p, name, why) : -ENOMEM;
     }
     cleanup_free char *mod = module_name_n(json_string_value(name), json_string_length(name));

@@ -83,9 +83,7 @@ static int run_file(const char *path) {
     return r;
 }
 
-static int by_name(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Runs the regular files in dir (not recursively; dot files are skipped), in name order;
  * *count gets the number run. */

@@ -21,20 +21,23 @@
 
 #include "crlines.h"
 
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_crlines: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                               \
-        }                                                                                          \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_crlines: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);                   \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* Well-formed in the sense crlines uses: leads C2-F4, each with its continuation bytes. */
 static bool utf8_valid(const uint8_t *s, size_t n) {
     for (size_t i = 0; i < n;) {
         uint8_t c = s[i];
-        size_t need = c < 0x80 ? 0 : (c >= 0xC2 && c <= 0xDF) ? 1 : (c >= 0xE0 && c <= 0xEF) ? 2
-                                   : (c >= 0xF0 && c <= 0xF4) ? 3 : 9;
+        size_t need = c < 0x80                   ? 0
+                      : (c >= 0xC2 && c <= 0xDF) ? 1
+                      : (c >= 0xE0 && c <= 0xEF) ? 2
+                      : (c >= 0xF0 && c <= 0xF4) ? 3
+                                                 : 9;
         if (need == 9 || n - i - 1 < need)
             return false;
         for (size_t k = 1; k <= need; k++)

@@ -23,12 +23,12 @@
 
 #include "dnswire.h"
 
-#define CHECK(c)                                                                                  \
-    do {                                                                                          \
-        if (!(c)) {                                                                               \
-            fprintf(stderr, "fuzz_dnswire: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                              \
-        }                                                                                         \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_dnswire: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);                   \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -21,12 +21,12 @@
 
 #include "options.h"
 
-#define CHECK(c)                                                                          \
-    do {                                                                                  \
-        if (!(c)) {                                                                       \
-            fprintf(stderr, "fuzz_envfile: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                      \
-        }                                                                                 \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_envfile: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);                   \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static bool ref_assignment_ok(const char *kv) {
@@ -58,10 +58,23 @@ static int ref_size(const char *s, uint64_t *ret) {
     }
     unsigned shift = 0;
     switch (*p) {
-    case 'k': case 'K': shift = 10; p++; break;
-    case 'm': case 'M': shift = 20; p++; break;
-    case 'g': case 'G': shift = 30; p++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        p++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        p++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        p++;
+        break;
+    default:
+        break;
     }
     if (shift && *p == 'i') {
         p++;

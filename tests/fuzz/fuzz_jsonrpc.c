@@ -23,12 +23,12 @@
 
 #include "jsonrpc.h"
 
-#define CHECK(c)                                                                          \
-    do {                                                                                  \
-        if (!(c)) {                                                                       \
-            fprintf(stderr, "fuzz_jsonrpc: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                      \
-        }                                                                                 \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_jsonrpc: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);                   \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static void check_parse(const char *line, size_t len) {

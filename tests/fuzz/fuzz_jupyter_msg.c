@@ -23,12 +23,12 @@
 
 #include "jupyter_msg.h"
 
-#define CHECK(c)                                                                          \
-    do {                                                                                  \
-        if (!(c)) {                                                                       \
-            fprintf(stderr, "fuzz_jupyter_msg: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                      \
-        }                                                                                 \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_jupyter_msg: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);               \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 #define MAX_FRAMES 40
@@ -155,8 +155,8 @@ static void mode_signed(const uint8_t *data, size_t size, bool forge) {
         CHECK(r < 0);
         CHECK(err && err->msg);
     } else {
-        bool want = is_object(&pieces[0]) && is_object(&pieces[1]) && is_object(&pieces[2]) &&
-                    is_object(&pieces[3]) && has_msg_type(&pieces[0]);
+        bool want = is_object(&pieces[0]) && is_object(&pieces[1]) && is_object(&pieces[2]) && is_object(&pieces[3]) &&
+                    has_msg_type(&pieces[0]);
         CHECK((r == 0) == want);
         if (r == 0) {
             check_ok(&m);
@@ -215,10 +215,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
     switch (data[0] & 3) {
-    case 0: mode_raw(data + 1, size - 1); break;
-    case 1: mode_signed(data + 1, size - 1, false); break;
-    case 2: mode_signed(data + 1, size - 1, true); break;
-    case 3: mode_build(data + 1, size - 1); break;
+    case 0:
+        mode_raw(data + 1, size - 1);
+        break;
+    case 1:
+        mode_signed(data + 1, size - 1, false);
+        break;
+    case 2:
+        mode_signed(data + 1, size - 1, true);
+        break;
+    case 3:
+        mode_build(data + 1, size - 1);
+        break;
     }
     return 0;
 }

@@ -25,12 +25,12 @@
 
 #include "output.h"
 
-#define CHECK(c)                                                                          \
-    do {                                                                                  \
-        if (!(c)) {                                                                       \
-            fprintf(stderr, "fuzz_output: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                      \
-        }                                                                                 \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_output: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);                    \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* Strict UTF-8 (RFC 3629): no overlongs, no surrogates, nothing above U+10FFFF. */
@@ -63,8 +63,7 @@ static bool utf8_valid(const uint8_t *s, size_t n) {
                 return false;
             cp = (cp << 6) | (s[i + k] & 0x3F);
         }
-        if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
+        if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
             return false;
         i += need + 1;
     }

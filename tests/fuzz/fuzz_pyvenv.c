@@ -17,12 +17,12 @@
 
 #include "pyenv.h"
 
-#define CHECK(c)                                                                          \
-    do {                                                                                  \
-        if (!(c)) {                                                                       \
-            fprintf(stderr, "fuzz_pyvenv: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                      \
-        }                                                                                 \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_pyvenv: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);                    \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static void check_home(const char *h) {

@@ -14,12 +14,12 @@
 
 #include "shim_proto.h"
 
-#define CHECK(c)                                                                          \
-    do {                                                                                  \
-        if (!(c)) {                                                                       \
-            fprintf(stderr, "fuzz_shim_config: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                      \
-        }                                                                                 \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_shim_config: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);               \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static void check_config(const shim_config *c) {

@@ -32,19 +32,17 @@
 
 #include "sniff.h"
 
-#define CHECK(c)                                                                                \
-    do {                                                                                        \
-        if (!(c)) {                                                                             \
-            fprintf(stderr, "fuzz_sniff: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                            \
-        }                                                                                       \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_sniff: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);                     \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static bool authority_char(char c) {
-    return (uint8_t)c > ' ' && (uint8_t)c < 0x7f && c != '/' && c != '@';
-}
+static bool authority_char(char c) { return (uint8_t)c > ' ' && (uint8_t)c < 0x7f && c != '/' && c != '@'; }
 
 /* Whitespace to RFC 9112's lenient request-line parsing and to Python's str.split (Latin-1). */
 static bool lenient_space(uint8_t c) {

@@ -16,12 +16,12 @@
 #include "mon_proto.h"
 #include "sysconf.h"
 
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_sysconf: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                               \
-        }                                                                                          \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_sysconf: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);                   \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -90,8 +90,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 0 && ipb_toolcontent_base64_ok((const char *)data, size) != ref_b64((const char *)data, size))
         abort();
     json_error_t jerr;
-    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY,
-                              &jerr);
+    json_t *root =
+        json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
     if (!root)
         return 0;
     json_t *blocks = json_is_array(root) ? root : NULL;

@@ -309,14 +309,22 @@ static const char *const fixed_lines[] = {
     "async def run_async ( params = None , / , * , call_timeout = None , ** kwargs ) :",
     "def run_full ( params = None , / , * , call_timeout = None , ** kwargs ) :",
     "async def run_full_async ( params = None , / , * , call_timeout = None , ** kwargs ) :",
-    "value = _rt . call ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , call_timeout = call_timeout )",
-    "value = await _rt . acall ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , call_timeout = call_timeout )",
-    "return _rt . call ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , call_timeout = call_timeout )",
-    "return await _rt . acall ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , call_timeout = call_timeout )",
-    "return _rt . call_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , None , call_timeout = call_timeout )",
-    "return _rt . call_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , Result , call_timeout = call_timeout )",
-    "return await _rt . acall_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , None , call_timeout = call_timeout )",
-    "return await _rt . acall_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , Result , call_timeout = call_timeout )",
+    "value = _rt . call ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , "
+    "call_timeout = call_timeout )",
+    "value = await _rt . acall ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , "
+    "call_timeout = call_timeout )",
+    "return _rt . call ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , "
+    "call_timeout = call_timeout )",
+    "return await _rt . acall ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , "
+    "call_timeout = call_timeout )",
+    "return _rt . call_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , None "
+    ", call_timeout = call_timeout )",
+    "return _rt . call_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) , "
+    "Result , call_timeout = call_timeout )",
+    "return await _rt . acall_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) "
+    ", None , call_timeout = call_timeout )",
+    "return await _rt . acall_full ( SERVER , TOOL , _rt . to_json ( _rt . make_params ( Params , params , kwargs ) ) "
+    ", Result , call_timeout = call_timeout )",
     "if isinstance ( value , dict ) :",
     "return _rt . from_json ( Result , value )",
     "return value",

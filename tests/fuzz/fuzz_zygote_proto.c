@@ -23,12 +23,12 @@
 
 #include "zygote_proto.h"
 
-#define CHECK(c)                                                                                     \
-    do {                                                                                             \
-        if (!(c)) {                                                                                  \
-            fprintf(stderr, "fuzz_zygote_proto: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-            abort();                                                                                 \
-        }                                                                                            \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "fuzz_zygote_proto: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);              \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -48,18 +48,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(size == ZY_REC_SIZE);
         CHECK(r.b == 0);
         switch (r.type) {
-        case ZY_FORK: CHECK(r.a == 0); break;
-        case ZY_STARTED: CHECK(r.a > 1); break;
-        case ZY_FAILED: CHECK(r.a > 0); break;
-        case ZY_NOTMADE: CHECK(r.gen == 0 && r.a > 0); break;
-        case ZY_ENDED: CHECK(r.gen == 0); break;
+        case ZY_FORK:
+            CHECK(r.a == 0);
+            break;
+        case ZY_STARTED:
+            CHECK(r.a > 1);
+            break;
+        case ZY_FAILED:
+            CHECK(r.a > 0);
+            break;
+        case ZY_NOTMADE:
+            CHECK(r.gen == 0 && r.a > 0);
+            break;
+        case ZY_ENDED:
+            CHECK(r.gen == 0);
+            break;
         case ZY_READY:
         case ZY_BOOT:
         case ZY_MAKE:
         case ZY_KILL:
         case ZY_NEW:
-        case ZY_GO: CHECK(r.gen == 0 && r.a == 0); break;
-        default: CHECK(!"unknown type accepted");
+        case ZY_GO:
+            CHECK(r.gen == 0 && r.a == 0);
+            break;
+        default:
+            CHECK(!"unknown type accepted");
         }
         uint8_t again[ZY_REC_SIZE];
         zy_build(again, r.type, r.gen, r.a);

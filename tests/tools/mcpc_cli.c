@@ -149,10 +149,14 @@ static int cmp_long(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     static const struct option opts[] = {
-        {"name", required_argument, NULL, 'n'},    {"connect-ms", required_argument, NULL, 'c'},
-        {"call-ms", required_argument, NULL, 't'}, {"max-message", required_argument, NULL, 'm'},
-        {"repeat", required_argument, NULL, 'r'},  {"meta", no_argument, NULL, 'M'},
-        {"debug", no_argument, NULL, 'd'},         {"concurrent", required_argument, NULL, 'C'},
+        {"name", required_argument, NULL, 'n'},
+        {"connect-ms", required_argument, NULL, 'c'},
+        {"call-ms", required_argument, NULL, 't'},
+        {"max-message", required_argument, NULL, 'm'},
+        {"repeat", required_argument, NULL, 'r'},
+        {"meta", no_argument, NULL, 'M'},
+        {"debug", no_argument, NULL, 'd'},
+        {"concurrent", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     ipb_mcp_limits limits = {0, 0, 0};

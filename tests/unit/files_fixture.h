@@ -129,21 +129,21 @@ static __attribute__((unused)) void assert_clean(void) {
 }
 
 /* Runs a call that must fail and checks its message. */
-#define EXPECT_FAIL(call, needle)                                                                            \
-    do {                                                                                                     \
-        ipb_error *err = NULL;                                                                               \
-        int r_ = (call);                                                                                     \
-        ck_assert_msg(r_ < 0, #call " succeeded");                                                           \
-        ck_assert_msg(err != NULL, #call " failed without an error");                                        \
-        ck_assert_msg(strstr(ipb_error_msg(err), (needle)) != NULL, #call ": message lacks '%s': %s", needle, \
-                      ipb_error_msg(err));                                                                   \
-        ipb_error_free(err);                                                                                 \
+#define EXPECT_FAIL(call, needle)                                                                                      \
+    do {                                                                                                               \
+        ipb_error *err = NULL;                                                                                         \
+        int r_ = (call);                                                                                               \
+        ck_assert_msg(r_ < 0, #call " succeeded");                                                                     \
+        ck_assert_msg(err != NULL, #call " failed without an error");                                                  \
+        ck_assert_msg(strstr(ipb_error_msg(err), (needle)) != NULL, #call ": message lacks '%s': %s", needle,          \
+                      ipb_error_msg(err));                                                                             \
+        ipb_error_free(err);                                                                                           \
     } while (0)
 
-#define EXPECT_OK(call)                                                          \
-    do {                                                                         \
-        ipb_error *err = NULL;                                                   \
-        int r_ = (call);                                                         \
-        ck_assert_msg(r_ == 0, #call " failed: %s", ipb_error_msg(err));         \
-        ipb_error_free(err);                                                     \
+#define EXPECT_OK(call)                                                                                                \
+    do {                                                                                                               \
+        ipb_error *err = NULL;                                                                                         \
+        int r_ = (call);                                                                                               \
+        ck_assert_msg(r_ == 0, #call " failed: %s", ipb_error_msg(err));                                               \
+        ipb_error_free(err);                                                                                           \
     } while (0)

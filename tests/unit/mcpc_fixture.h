@@ -70,8 +70,8 @@ static __attribute__((unused)) int free_port(void) {
 
 static __attribute__((unused)) bool listening(int port) {
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     bool ok = connect(s, (struct sockaddr *)&a, sizeof(a)) == 0;
     close(s);
     return ok;
@@ -188,7 +188,7 @@ static __attribute__((unused)) void *call_main(void *arg) {
 
 /* Starts tool(args) in a thread; args is taken over. */
 static __attribute__((unused)) void call_start(call *k, ipb_mcpc *c, const char *tool, json_t *args, int cancel_fd,
-                                                 int timeout_ms) {
+                                               int timeout_ms) {
     memset(k, 0, sizeof(*k));
     k->c = c;
     k->tool = tool;

@@ -566,6 +566,4 @@ static Suite *common_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(common_suite());
-}
+int main(void) { return ipb_run_suite(common_suite()); }

@@ -42,7 +42,7 @@ END_TEST
 
 START_TEST(carriage_return_overwrites) {
     expect("\r0\r1\r2", "2");
-    expect("abcdef\rXY\n", "XYcdef\n");              /* a terminal keeps what is not overwritten */
+    expect("abcdef\rXY\n", "XYcdef\n"); /* a terminal keeps what is not overwritten */
     expect("50%\r100%\ndone\n", "100%\ndone\n");
     expect("a\rb\nc\rd\n", "b\nd\n");
 }
@@ -64,7 +64,8 @@ END_TEST
 START_TEST(multibyte_characters_by_column) {
     /* é is two bytes, 😀 four: columns count characters. */
     expect("\xc3\xa9\xc3\xa9\xc3\xa9\rx\n", "x\xc3\xa9\xc3\xa9\n");
-    expect("abc\r\xf0\x9f\x98\x80\n", "\xf0\x9f\x98\x80" "bc\n");
+    expect("abc\r\xf0\x9f\x98\x80\n", "\xf0\x9f\x98\x80"
+                                      "bc\n");
 }
 END_TEST
 
@@ -73,7 +74,8 @@ START_TEST(invalid_bytes_pass_through) {
     expect("\xc3x\n", "\xc3x\n");
     expect("ab\xe2\x82", "ab\xe2\x82"); /* cut short at the end */
     expect("\xe2\x82\rZ\n", "Z\x82\n"); /* each stray byte is a column */
-    expect("ab\r\xc3", "\xc3" "b");        /* cut short by the end: written at the cursor */
+    expect("ab\r\xc3", "\xc3"
+                       "b"); /* cut short by the end: written at the cursor */
 }
 END_TEST
 
@@ -157,8 +159,8 @@ static size_t model(const char *const *toks, size_t n, char *out) {
 START_TEST(random_pieces_match_the_model) {
     /* Stray bytes too: none of these starts with a continuation byte, so a lone lead byte
      * stays one column, as the model counts it. */
-    static const char *const alphabet[] = {"a", "b", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\r", "\n", " ",
-                                           "\xff", "\xc3"};
+    static const char *const alphabet[] = {"a",  "b",  "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+                                           "\r", "\n", " ",        "\xff",         "\xc3"};
     uint32_t rng = 12345;
     for (int round = 0; round < 3000; round++) {
         const char *toks[300];
@@ -212,6 +214,4 @@ static Suite *crlines_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(crlines_suite());
-}
+int main(void) { return ipb_run_suite(crlines_suite()); }

@@ -68,8 +68,9 @@ START_TEST(names_are_normalised) {
     ck_assert(ipb_name_normalize("Example.COM.", 12, n));
     ck_assert_str_eq(n, "example.com");
     ck_assert(ipb_name_normalize("_srv.a-b.example", 16, n));
-    static const char *const bad[] = {"", ".", "a..b", "-a.com", "a-.com", "a.com..", "a b.com", "ex*mple.com",
-                                      "1.2.3", "127.1", "a.123", "0x7f.1", "0X2", "caf\xc3\xa9.com"};
+    static const char *const bad[] = {"",        ".",       "a..b",        "-a.com",         "a-.com",
+                                      "a.com..", "a b.com", "ex*mple.com", "1.2.3",          "127.1",
+                                      "a.123",   "0x7f.1",  "0X2",         "caf\xc3\xa9.com"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
         ck_assert_msg(!ipb_name_normalize(bad[i], strlen(bad[i]), n), "accepted %s", bad[i]);
     char longlabel[80];
@@ -81,9 +82,22 @@ END_TEST
 
 START_TEST(bad_entries_are_refused_by_name) {
     static const char *const bad[] = {
-        "*", "*.", "*.com", "**.example.com", "a.*.example.com", "https://example.com", "example.com:443",
-        "10.0.0.1/8", "10.0.0.0/33", "10.0.0.0/", "10.0.0.0/x", "2001:db8::1/32", "::ffff:10.0.0.0/8", "exa mple.com",
-        "", "1.2.3.4.5",
+        "*",
+        "*.",
+        "*.com",
+        "**.example.com",
+        "a.*.example.com",
+        "https://example.com",
+        "example.com:443",
+        "10.0.0.1/8",
+        "10.0.0.0/33",
+        "10.0.0.0/",
+        "10.0.0.0/x",
+        "2001:db8::1/32",
+        "::ffff:10.0.0.0/8",
+        "exa mple.com",
+        "",
+        "1.2.3.4.5",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         ipb_egress_policy p = {0};
@@ -130,10 +144,33 @@ START_TEST(no_entries_allow_public_only) {
     ck_assert(addr_ok(&p, "2606:2800:220:1::1", false));
     ck_assert(addr_ok(&p, "203.0.113.7", false)); /* documentation ranges count as public */
     static const char *const special[] = {
-        "127.0.0.1", "127.1", "2130706433", "0.0.0.0", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1",
-        "100.64.0.1", "169.254.169.254", "169.254.1.1", "100.100.100.200", "224.0.0.1", "255.255.255.255", "::1",
-        "::", "::ffff:127.0.0.1", "fe80::1", "fc00::1", "fd00:ec2::254", "ff02::1", "64:ff9b::a00:1",
-        "2002:c0a8:101::1", "::127.0.0.1", "2001::1", "198.18.0.1", "192.0.0.8",
+        "127.0.0.1",
+        "127.1",
+        "2130706433",
+        "0.0.0.0",
+        "10.1.2.3",
+        "172.16.0.1",
+        "172.31.255.255",
+        "192.168.1.1",
+        "100.64.0.1",
+        "169.254.169.254",
+        "169.254.1.1",
+        "100.100.100.200",
+        "224.0.0.1",
+        "255.255.255.255",
+        "::1",
+        "::",
+        "::ffff:127.0.0.1",
+        "fe80::1",
+        "fc00::1",
+        "fd00:ec2::254",
+        "ff02::1",
+        "64:ff9b::a00:1",
+        "2002:c0a8:101::1",
+        "::127.0.0.1",
+        "2001::1",
+        "198.18.0.1",
+        "192.0.0.8",
     };
     for (size_t i = 0; i < sizeof(special) / sizeof(*special); i++) {
         ck_assert_msg(!addr_ok(&p, special[i], false), "allowed %s", special[i]);
@@ -226,13 +263,11 @@ START_TEST(embedded_ipv4_of_the_hosts_own_address) {
     ipb_addr own = addr("198.51.100.7");
     ck_assert_int_eq(ipb_egress_set_host_addrs(&p, &own, 1), 0);
     static const char *const forms[] = {
-        "198.51.100.7",
-        "64:ff9b::c633:6407",    /* NAT64 */
-        "64:ff9b::198.51.100.7", /* the same, written with the dotted quad */
-        "2002:c633:6407::1",     /* 6to4 */
-        "2002:c633:6407:42::9",
-        "::ffff:198.51.100.7",   /* IPv4-mapped */
-        "::198.51.100.7",        /* IPv4-compatible */
+        "198.51.100.7",          "64:ff9b::c633:6407",  /* NAT64 */
+        "64:ff9b::198.51.100.7",                        /* the same, written with the dotted quad */
+        "2002:c633:6407::1",                            /* 6to4 */
+        "2002:c633:6407:42::9",  "::ffff:198.51.100.7", /* IPv4-mapped */
+        "::198.51.100.7",                               /* IPv4-compatible */
     };
     for (size_t i = 0; i < sizeof(forms) / sizeof(*forms); i++) {
         ck_assert_msg(!addr_ok(&p, forms[i], false), "allowed %s with no list", forms[i]);
@@ -425,7 +460,6 @@ START_TEST(pins) {
     ipb_egress_free(&p);
 }
 END_TEST
-
 
 START_TEST(sockaddr_round_trip) {
     struct sockaddr_storage ss;

@@ -215,8 +215,8 @@ START_TEST(host_loopback_and_metadata_addresses_are_never_suggested) {
     ipb_addr own = addr("192.0.2.10");
     ipb_egress_set_host_addrs(&p, &own, 1);
     char out[128] = "";
-    const char *never[] = {"192.0.2.10", "127.0.0.1", "169.254.169.254", "::1", "::ffff:127.0.0.1",
-                           "64:ff9b::c000:20a", "0.0.0.0"};
+    const char *never[] = {"192.0.2.10",       "127.0.0.1",         "169.254.169.254", "::1",
+                           "::ffff:127.0.0.1", "64:ff9b::c000:20a", "0.0.0.0"};
     for (size_t i = 0; i < sizeof(never) / sizeof(*never); i++) {
         ipb_addr a = addr(never[i]);
         ck_assert_msg(!ipb_egress_suggest_entry(&p, NULL, &a, false, out, sizeof(out)), "suggested %s", never[i]);

@@ -14,9 +14,7 @@
 #include "fds.h"
 #include "run_suite.h"
 
-static bool is_open(int fd) {
-    return fcntl(fd, F_GETFD) >= 0;
-}
+static bool is_open(int fd) { return fcntl(fd, F_GETFD) >= 0; }
 
 /* ipbm_fds_reserve takes over 3 to 63, where the test framework keeps its own descriptors:
  * each check runs in a child of its own that reports on a pipe above them. */
@@ -43,12 +41,12 @@ static void isolated(void (*body)(int report)) {
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && !msg[0], "%s", msg);
 }
 
-#define REQUIRE(report, cond)                                                                 \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            dprintf(report, "line %d: %s (errno %s)", __LINE__, #cond, strerror(errno));       \
-            _exit(1);                                                                         \
-        }                                                                                     \
+#define REQUIRE(report, cond)                                                                                          \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            dprintf(report, "line %d: %s (errno %s)", __LINE__, #cond, strerror(errno));                               \
+            _exit(1);                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 static void children_get_only_what_they_are_given(int report) {
@@ -102,9 +100,7 @@ static void children_get_only_what_they_are_given(int report) {
     REQUIRE(report, ipbm_fork_clean(-1, many, IPBM_LOW_FDS) == -EINVAL);
 }
 
-START_TEST(test_children_get_only_what_they_are_given) {
-    isolated(children_get_only_what_they_are_given);
-}
+START_TEST(test_children_get_only_what_they_are_given) { isolated(children_get_only_what_they_are_given); }
 END_TEST
 
 START_TEST(test_what_closes_without_the_senders_code) {

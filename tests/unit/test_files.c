@@ -211,6 +211,4 @@ static Suite *files_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(files_suite());
-}
+int main(void) { return ipb_run_suite(files_suite()); }

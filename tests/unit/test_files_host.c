@@ -38,21 +38,21 @@ static char *read_host(const ipb_host_dirs *d, const char *path, ipb_error **ret
     return buf;
 }
 
-#define READ_OK(rel_or_abs, expect)                                                                \
-    do {                                                                                           \
-        ipb_error *e_ = NULL;                                                                      \
-        char *got_ = read_host(&hd, (rel_or_abs), &e_);                                            \
-        ck_assert_msg(got_ != NULL, "reading %s: %s", (rel_or_abs), ipb_error_msg(e_));            \
-        ck_assert_str_eq(got_, (expect));                                                          \
+#define READ_OK(rel_or_abs, expect)                                                                                    \
+    do {                                                                                                               \
+        ipb_error *e_ = NULL;                                                                                          \
+        char *got_ = read_host(&hd, (rel_or_abs), &e_);                                                                \
+        ck_assert_msg(got_ != NULL, "reading %s: %s", (rel_or_abs), ipb_error_msg(e_));                                \
+        ck_assert_str_eq(got_, (expect));                                                                              \
     } while (0)
 
-#define READ_FAILS(rel_or_abs, needle)                                                             \
-    do {                                                                                           \
-        ipb_error *e_ = NULL;                                                                      \
-        ck_assert_msg(read_host(&hd, (rel_or_abs), &e_) == NULL, "reading %s worked", (rel_or_abs)); \
-        ck_assert_msg(strstr(ipb_error_msg(e_), (needle)) != NULL, "reading %s: message lacks '%s': %s", \
-                      (rel_or_abs), (needle), ipb_error_msg(e_));                                  \
-        ipb_error_free(e_);                                                                        \
+#define READ_FAILS(rel_or_abs, needle)                                                                                 \
+    do {                                                                                                               \
+        ipb_error *e_ = NULL;                                                                                          \
+        ck_assert_msg(read_host(&hd, (rel_or_abs), &e_) == NULL, "reading %s worked", (rel_or_abs));                   \
+        ck_assert_msg(strstr(ipb_error_msg(e_), (needle)) != NULL, "reading %s: message lacks '%s': %s", (rel_or_abs), \
+                      (needle), ipb_error_msg(e_));                                                                    \
+        ipb_error_free(e_);                                                                                            \
     } while (0)
 
 static int write_host(const ipb_host_dirs *d, const char *path, const char *data, const ipb_commit_gate *gate,
@@ -66,20 +66,19 @@ static int write_host(const ipb_host_dirs *d, const char *path, const char *data
     return r;
 }
 
-#define WRITE_OK(path, data)                                                                       \
-    do {                                                                                           \
-        ipb_error *e_ = NULL;                                                                      \
-        ck_assert_msg(write_host(&hd, (path), (data), NULL, &e_) == 0, "writing %s: %s", (path),    \
-                      ipb_error_msg(e_));                                                          \
+#define WRITE_OK(path, data)                                                                                           \
+    do {                                                                                                               \
+        ipb_error *e_ = NULL;                                                                                          \
+        ck_assert_msg(write_host(&hd, (path), (data), NULL, &e_) == 0, "writing %s: %s", (path), ipb_error_msg(e_));   \
     } while (0)
 
-#define WRITE_FAILS(path, needle)                                                                  \
-    do {                                                                                           \
-        ipb_error *e_ = NULL;                                                                      \
-        ck_assert_msg(write_host(&hd, (path), "data", NULL, &e_) < 0, "writing %s worked", (path)); \
-        ck_assert_msg(strstr(ipb_error_msg(e_), (needle)) != NULL, "writing %s: message lacks '%s': %s", \
-                      (path), (needle), ipb_error_msg(e_));                                        \
-        ipb_error_free(e_);                                                                        \
+#define WRITE_FAILS(path, needle)                                                                                      \
+    do {                                                                                                               \
+        ipb_error *e_ = NULL;                                                                                          \
+        ck_assert_msg(write_host(&hd, (path), "data", NULL, &e_) < 0, "writing %s worked", (path));                    \
+        ck_assert_msg(strstr(ipb_error_msg(e_), (needle)) != NULL, "writing %s: message lacks '%s': %s", (path),       \
+                      (needle), ipb_error_msg(e_));                                                                    \
+        ipb_error_free(e_);                                                                                            \
     } while (0)
 
 static char pbuf[8][PATH_MAX];
@@ -123,9 +122,7 @@ START_TEST(host_read_inside_and_outside) {
 }
 END_TEST
 
-static void mkdir_p(const char *rel) {
-    ck_assert_int_eq(mkdir(P(rel), 0755), 0);
-}
+static void mkdir_p(const char *rel) { ck_assert_int_eq(mkdir(P(rel), 0755), 0); }
 
 START_TEST(host_read_symlinks) {
     mkdir_p("allowed/real");
@@ -175,8 +172,7 @@ START_TEST(host_read_special_files) {
     ipb_host_dirs dd = open_dirs(&devs);
     ipb_error *e = NULL;
     ck_assert_ptr_null(read_host(&dd, "/dev/null", &e));
-    ck_assert_msg(strstr(ipb_error_msg(e), "is not a regular file (it is a character device)"), "%s",
-                  ipb_error_msg(e));
+    ck_assert_msg(strstr(ipb_error_msg(e), "is not a regular file (it is a character device)"), "%s", ipb_error_msg(e));
     ipb_error_free(e);
     ipb_host_dirs_free(&dd);
     ipb_strv_free(&devs);
@@ -557,6 +553,4 @@ static Suite *files_host_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(files_host_suite());
-}
+int main(void) { return ipb_run_suite(files_host_suite()); }

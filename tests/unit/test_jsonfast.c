@@ -32,9 +32,10 @@ END_TEST
 START_TEST(decodes_escapes_and_utf8) {
     char *n, *t;
     size_t l;
-    ck_assert_int_eq(decode("{\"name\":\"o\",\"text\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00h\xc3\xa9\\u0000z\"}", &n,
-                            &t, &l),
-                     1);
+    ck_assert_int_eq(
+        decode("{\"name\":\"o\",\"text\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00h\xc3\xa9\\u0000z\"}", &n, &t,
+               &l),
+        1);
     const char want[] = "\"\\/\b\f\n\r\t\xc3\xa9\xf0\x9f\x98\x80h\xc3\xa9\0z";
     ck_assert_uint_eq(l, sizeof(want) - 1);
     ck_assert_int_eq(memcmp(t, want, l), 0);
@@ -52,8 +53,8 @@ START_TEST(refuses_everything_else) {
         "{\"name\":\"o\",\"text\":\"a\",\"text\":\"b\"}", /* duplicate: jansson decides (and refuses) */
         "{\"name\":\"o\",\"text\":\"a\",\"other\":\"b\"}",
         "{\"name\":\"o\",\"text\":5}",
-        "{\"name\":\"o\",\"text\":\"\\ud800\"}",          /* lone high surrogate */
-        "{\"name\":\"o\",\"text\":\"\\udc00\"}",          /* lone low surrogate */
+        "{\"name\":\"o\",\"text\":\"\\ud800\"}", /* lone high surrogate */
+        "{\"name\":\"o\",\"text\":\"\\udc00\"}", /* lone low surrogate */
         "{\"name\":\"o\",\"text\":\"\\ud800\\u0041\"}",
         "{\"name\":\"o\",\"text\":\"\xc0\xaf\"}",         /* overlong */
         "{\"name\":\"o\",\"text\":\"\xed\xa0\x80\"}",     /* encoded surrogate */
@@ -64,7 +65,7 @@ START_TEST(refuses_everything_else) {
         "{\"name\":\"o\",\"text\":\"\\u12\"}",
         "{\"name\":\"o\",\"text\":\"a\"} x",
         "{\"name\":\"o\",\"text\":\"a\",}",
-        "{\"name\":\"\\u0000\",\"text\":\"a\"}",          /* NUL in the name */
+        "{\"name\":\"\\u0000\",\"text\":\"a\"}", /* NUL in the name */
         "{\"name\":\"o\",\"text\":\"unterminated}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {

@@ -83,8 +83,15 @@ START_TEST(parse_response) {
 END_TEST
 
 START_TEST(parse_invalid_json) {
-    static const char *const bad[] = {"", " ", "{", "{\"jsonrpc\":\"2.0\",}", "nul", "{}x", "{\"a\":1}{\"b\":2}",
-                                      "{'jsonrpc':'2.0'}", "{\"a\":1,\"a\":2}" /* duplicate keys */};
+    static const char *const bad[] = {"",
+                                      " ",
+                                      "{",
+                                      "{\"jsonrpc\":\"2.0\",}",
+                                      "nul",
+                                      "{}x",
+                                      "{\"a\":1}{\"b\":2}",
+                                      "{'jsonrpc':'2.0'}",
+                                      "{\"a\":1,\"a\":2}" /* duplicate keys */};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         jrpc_msg m;
         parse(bad[i], &m);
@@ -466,37 +473,37 @@ static char *peek(const char *s) {
     json_decref(id);
     return t;
 }
-#define EXPECT_PEEK(text, want)                                                       \
-    do {                                                                              \
-        char *got_ = peek(text);                                                      \
-        ck_assert_msg(!strcmp(got_, want), "%s: got %s, want %s", text, got_, want);  \
-        free(got_);                                                                   \
+#define EXPECT_PEEK(text, want)                                                                                        \
+    do {                                                                                                               \
+        char *got_ = peek(text);                                                                                       \
+        ck_assert_msg(!strcmp(got_, want), "%s: got %s, want %s", text, got_, want);                                   \
+        free(got_);                                                                                                    \
     } while (0)
 
 START_TEST(peek_id_found_at_top_level) {
     EXPECT_PEEK("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"x\":\"aaaa", "7");
     EXPECT_PEEK(" { \"id\" : \"abc\" , \"params\": [1,2,{\"id\":3}", "\"abc\"");
     EXPECT_PEEK("{\"params\":{\"id\":1,\"a\":[\"}\\\"\"]},\"id\":-42,\"method\":\"x\"", "-42");
-    EXPECT_PEEK("{\"\\u0069d\":5,\"params\":\"", "5");   /* an escaped key is the same key */
+    EXPECT_PEEK("{\"\\u0069d\":5,\"params\":\"", "5"); /* an escaped key is the same key */
     EXPECT_PEEK("{\"method\":\"m\",\"id\":\"a\\\"b\"}", "\"a\\\"b\"");
 }
 END_TEST
 
 START_TEST(peek_id_only_when_unambiguous) {
-    EXPECT_PEEK("{\"params\":{\"x\":\"aaaa", "NULL");          /* not in the part at hand */
-    EXPECT_PEEK("{\"id\":12", "NULL");                           /* the number may go on */
-    EXPECT_PEEK("{\"id\":\"ab", "NULL");                         /* the string is cut */
-    EXPECT_PEEK("{\"id\":1,\"id\":2,\"p\":\"", "NULL");          /* two ids */
-    EXPECT_PEEK("{\"id\":1.5,\"p\":\"", "NULL");                 /* not an integer */
+    EXPECT_PEEK("{\"params\":{\"x\":\"aaaa", "NULL");   /* not in the part at hand */
+    EXPECT_PEEK("{\"id\":12", "NULL");                  /* the number may go on */
+    EXPECT_PEEK("{\"id\":\"ab", "NULL");                /* the string is cut */
+    EXPECT_PEEK("{\"id\":1,\"id\":2,\"p\":\"", "NULL"); /* two ids */
+    EXPECT_PEEK("{\"id\":1.5,\"p\":\"", "NULL");        /* not an integer */
     EXPECT_PEEK("{\"id\":null,\"p\":\"", "NULL");
     EXPECT_PEEK("{\"id\":{\"a\":1},\"p\":\"", "NULL");
-    EXPECT_PEEK("[{\"id\":1}", "NULL");                          /* a batch */
-    EXPECT_PEEK("{\"a\" 1,\"id\":1,\"p\":\"", "NULL");           /* malformed before it */
+    EXPECT_PEEK("[{\"id\":1}", "NULL");                /* a batch */
+    EXPECT_PEEK("{\"a\" 1,\"id\":1,\"p\":\"", "NULL"); /* malformed before it */
     EXPECT_PEEK("{\"a\":1}}\"id\":1,", "NULL");
     EXPECT_PEEK("{\"a\":1 \"id\":1,\"p\":\"", "NULL");
     EXPECT_PEEK("{\"a\":]\"id\":1,", "NULL");
-    EXPECT_PEEK("{\"a\":\"x\ny\",\"id\":1,", "NULL");           /* a raw control character */
-    EXPECT_PEEK("{\"id\":\"\xff\",\"p\":\"", "NULL");            /* not UTF-8 */
+    EXPECT_PEEK("{\"a\":\"x\ny\",\"id\":1,", "NULL"); /* a raw control character */
+    EXPECT_PEEK("{\"id\":\"\xff\",\"p\":\"", "NULL"); /* not UTF-8 */
     EXPECT_PEEK("", "NULL");
     EXPECT_PEEK("{", "NULL");
     EXPECT_PEEK("{}", "NULL");
@@ -572,6 +579,4 @@ static Suite *jsonrpc_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(jsonrpc_suite());
-}
+int main(void) { return ipb_run_suite(jsonrpc_suite()); }

@@ -111,7 +111,7 @@ START_TEST(build_then_parse) {
     ck_assert_int_eq(memcmp(f[3].data, "{}", 2), 0);
 
     /* as a kernel would receive it: routing identities first, a buffer after */
-    jmsg_frame rx[10] = {frame("identity-1"), frame("identity-2"), f[0], f[1], f[2], f[3], f[4], f[5],
+    jmsg_frame rx[10] = {frame("identity-1"),   frame("identity-2"), f[0], f[1], f[2], f[3], f[4], f[5],
                          frame("binary buffer")};
     jmsg m;
     ck_assert_int_eq(jmsg_parse(KEY, rx, 9, &m, &err), 0);
@@ -301,6 +301,4 @@ static Suite *jupyter_msg_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(jupyter_msg_suite());
-}
+int main(void) { return ipb_run_suite(jupyter_msg_suite()); }

@@ -66,9 +66,11 @@ START_TEST(sandbox_params_refused) {
     expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_dirs\":[\"/srv/./a\"]}}", "'..'");
     expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_dirs\":[\"/srv//a\"]}}", "empty component");
     expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_dirs\":[\"/srv/a/\"]}}", "trailing");
-    expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_dirs\":[\"/etc/ssl\"]}}", "inside the sandbox's own /etc");
+    expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_dirs\":[\"/etc/ssl\"]}}",
+                   "inside the sandbox's own /etc");
     expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_dirs\":[\"/tmp/x\"]}}", "own /tmp");
-    expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_dirs\":[\"/opt\"]}}", "cover the sandbox's own /opt/ipybox");
+    expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_dirs\":[\"/opt\"]}}",
+                   "cover the sandbox's own /opt/ipybox");
     expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_dirs\":[\"/srv/${D}\"]}}", "not filled here");
     expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_dirs\":[]}}", "is empty");
     expect_refused("{\"command\":\"x\",\"sandbox\":{\"allowed_domains\":[]}}", "every public destination");
@@ -81,7 +83,8 @@ START_TEST(sandbox_params_refused) {
     expect_refused("{\"command\":\"x\",\"sandbox\":{\"env\":{\"JPY_PARENT_PID\":\"1\"}}}", "reserved");
     expect_refused("{\"command\":\"x\",\"env\":{\"9A\":\"1\"},\"sandbox\":{}}", "not a variable name");
     expect_refused("{\"command\":\"x\",\"cwd\":\"/srv\",\"sandbox\":{}}", "inside one of its");
-    expect_refused("{\"command\":\"x\",\"cwd\":\"/srvx\",\"sandbox\":{\"allowed_dirs\":[\"/srv\"]}}", "inside one of its");
+    expect_refused("{\"command\":\"x\",\"cwd\":\"/srvx\",\"sandbox\":{\"allowed_dirs\":[\"/srv\"]}}",
+                   "inside one of its");
     expect_refused("{\"command\":\"x\",\"cwd\":\"${D}\",\"sandbox\":{\"allowed_dirs\":[\"/srv\"]}}", "placeholder");
     expect_refused("{\"url\":\"http://127.0.0.1/mcp\",\"sandbox\":{}}", "for stdio servers");
 }
@@ -147,9 +150,23 @@ START_TEST(wrap_into_ipybox_run) {
     struct stat st;
     ck_assert_int_eq(stat(home, &st), 0);
     ck_assert_int_eq(st.st_mode & 0777, 0700);
-    const char *want[] = {"run", "--home", home, "--allowed-domain", "registry.npmjs.org", "--host-dir", "/srv/p",
-                          "--cwd", "/srv/p", "--container-env-from", "A=" IPB_MCP_SANDBOX_ENV_PREFIX "0",
-                          "--container-env-from", "B=" IPB_MCP_SANDBOX_ENV_PREFIX "1", "--", "npx", "-y", "${PKG}",
+    const char *want[] = {"run",
+                          "--home",
+                          home,
+                          "--allowed-domain",
+                          "registry.npmjs.org",
+                          "--host-dir",
+                          "/srv/p",
+                          "--cwd",
+                          "/srv/p",
+                          "--container-env-from",
+                          "A=" IPB_MCP_SANDBOX_ENV_PREFIX "0",
+                          "--container-env-from",
+                          "B=" IPB_MCP_SANDBOX_ENV_PREFIX "1",
+                          "--",
+                          "npx",
+                          "-y",
+                          "${PKG}",
                           NULL};
     size_t i = 0;
     for (; want[i]; i++)

@@ -143,7 +143,6 @@ START_TEST(timeout_ends_one) {
 }
 END_TEST
 
-
 /* Answers nobody waits for (an id never sent, a second answer, a cancelled call's late answer)
  * are skipped and counted, and the right answers still arrive. */
 START_TEST(stray_and_late_answers) {
@@ -244,7 +243,6 @@ END_TEST
 /* Streamable HTTP: the server forgets the session; ten calls at once all see 404 (or come after
  * the new session), one new session is started for all of them, and every call is answered. */
 
-
 static Suite *mcpc_concurrent_suite(void) {
     Suite *s = suite_create("mcpc_concurrent");
     TCase *t = tcase_create("concurrent");
@@ -262,4 +260,3 @@ static Suite *mcpc_concurrent_suite(void) {
 }
 
 int main(void) { return ipb_run_suite(mcpc_concurrent_suite()); }
-

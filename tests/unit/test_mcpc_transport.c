@@ -221,7 +221,8 @@ static const char TREE_SERVER[] =
     "        send('{\"jsonrpc\": \"2.0\", \"id\": %d, \"result\": {\"content\": [], \"x\": [' % mid\n"
     "             + '[],' * 1500000 + '[]]}}')\n"
     "    elif meth == 'tools/call':\n"
-    "        send(json.dumps({'jsonrpc': '2.0', 'id': mid, 'result': {'content': [{'type': 'text', 'text': 'ok'}]}}))\n";
+    "        send(json.dumps({'jsonrpc': '2.0', 'id': mid, 'result': {'content': [{'type': 'text', 'text': "
+    "'ok'}]}}))\n";
 
 /* kB from a line of /proc/self/status. */
 static long status_kb(const char *field) {
@@ -278,7 +279,8 @@ static const char PING_FLOOD_SERVER[] =
     "for line in sys.stdin:\n"
     "    m = json.loads(line)\n"
     "    if m.get('method') == 'initialize':\n"
-    "        sys.stdout.write(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': {'protocolVersion': '2025-06-18',\n"
+    "        sys.stdout.write(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': {'protocolVersion': "
+    "'2025-06-18',\n"
     "                         'capabilities': {}, 'serverInfo': {'name': 'flood'}}}) + '\\n'); sys.stdout.flush()\n"
     "    elif m.get('method') == 'tools/call':\n"
     "        for i in range(200000):\n"

@@ -330,7 +330,8 @@ END_TEST
 START_TEST(sse_id_and_retry) {
     ipb_sse p;
     collected c;
-    static const char s[] = "id: 7\ndata: a\n\ndata: b\n\nid\ndata: c\n\nretry: 1500\nretry: 15x\nid: a\0b\ndata: d\n\n";
+    static const char s[] =
+        "id: 7\ndata: a\n\ndata: b\n\nid\ndata: c\n\nretry: 1500\nretry: 15x\nid: a\0b\ndata: d\n\n";
     size_t len = sizeof(s) - 1; /* through the NUL inside the last id, to the end */
     ck_assert_int_eq(parse_cuts(s, len, NULL, 0, &c, 0, &p), 0);
     ck_assert_int_eq(c.n, 4);

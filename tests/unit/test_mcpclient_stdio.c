@@ -663,15 +663,16 @@ static int test_hook(const char *name, const char *path, char *const *argv, ipb_
 }
 
 START_TEST(stdio_start_hook) {
-    const char *script = "printf '%s' \"$IPBT_HOOK\" >&3; exec 3>&-; "
-                         "read l; printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":"
-                         "\"2024-11-05\",\"capabilities\":{},\"serverInfo\":{\"name\":\"sh-server\"}}}'; read l; read l";
+    const char *script =
+        "printf '%s' \"$IPBT_HOOK\" >&3; exec 3>&-; "
+        "read l; printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":"
+        "\"2024-11-05\",\"capabilities\":{},\"serverInfo\":{\"name\":\"sh-server\"}}}'; read l; read l";
     int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
     hook_fd = p[1];
     ipb_mcpc_set_stdio_hook(test_hook);
-    json_t *params = json_pack("{s:s, s:[s, s], s:{s:s}}", "command", "sh", "args", "-c", script, "env", "IPBT_HOOK",
-                               "from-params");
+    json_t *params =
+        json_pack("{s:s, s:[s, s], s:{s:s}}", "command", "sh", "args", "-c", script, "env", "IPBT_HOOK", "from-params");
     ipb_error *err = NULL;
     ipb_mcpc *c = ipb_mcpc_connect("hooked", params, NULL, &err);
     ck_assert_msg(c != NULL, "%s", ipb_error_msg(err));

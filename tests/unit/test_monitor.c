@@ -84,7 +84,7 @@ START_TEST(test_pool_meets_subordinate_ids) {
     ck_assert_uint_eq(ipbm_pool_subid_clash(&p, ""), 0);
     ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "a:100000:65536\nb:165536:65536\n"), 0);
     ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "a:100000:65536\nb:1879048191:2\n"), 2); /* ends inside */
-    ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "b:1879179263:1"), 1);                 /* last uid */
+    ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "b:1879179263:1"), 1);                   /* last uid */
     ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "b:1879179264:100\nc:1879048190:2"), 0); /* touch only */
     ck_assert_uint_eq(ipbm_pool_subid_clash(&p, "# comment\nbroken\nx:y:z\nd:1879048192:0\ne:1879048192:1"), 5);
     ipbm_pool_free(&p);
@@ -166,8 +166,8 @@ START_TEST(test_sysconf_errors_name_the_line) {
     ipbm_sysconf_defaults(&h);
     ck_assert_int_eq(ipbm_sysconf_check_host(&h, 4ull << 30, 32768, "t", &herr), 0);
     ck_assert_int_lt(ipbm_sysconf_check_host(&h, 1ull << 30, 32768, "t", &herr), 0);
-    ck_assert_msg(strstr(ipb_error_msg(herr), "memory_max = 2048 MiB is more than this host's memory (1024 MiB)"),
-                  "%s", ipb_error_msg(herr));
+    ck_assert_msg(strstr(ipb_error_msg(herr), "memory_max = 2048 MiB is more than this host's memory (1024 MiB)"), "%s",
+                  ipb_error_msg(herr));
     ipb_error_free(herr);
     herr = NULL;
     h.memory_max = 512ull << 20;
@@ -176,8 +176,8 @@ START_TEST(test_sysconf_errors_name_the_line) {
     ipb_error_free(herr);
     herr = NULL;
     ck_assert_int_lt(ipbm_sysconf_check_host(&h, 0, 500, "t", &herr), 0);
-    ck_assert_msg(strstr(ipb_error_msg(herr), "pids_max = 512 is more than this host's kernel.pid_max (500)"),
-                  "%s", ipb_error_msg(herr));
+    ck_assert_msg(strstr(ipb_error_msg(herr), "pids_max = 512 is more than this host's kernel.pid_max (500)"), "%s",
+                  ipb_error_msg(herr));
     ipb_error_free(herr);
     herr = NULL;
     ck_assert_int_eq(ipbm_sysconf_check_host(&h, 0, 0, "t", &herr), 0);

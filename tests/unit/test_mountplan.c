@@ -84,8 +84,8 @@ START_TEST(named_trees_carry_their_identity) {
     ck_assert_int_eq(ipb_options_parse(&opts, 4, (char **)words, NULL, &err), 0);
     ck_assert_int_eq(ipb_options_finish(&opts, "/home/u", NULL), 0);
     ipb_file_id ws = {7, 70}, binds[2] = {{8, 80}, {9, 90}};
-    ipb_plan_input in = {.opts = &opts, .workspace = "/srv/ws", .home = "/srv/home", .workspace_id = &ws,
-                         .bind_ids = binds};
+    ipb_plan_input in = {
+        .opts = &opts, .workspace = "/srv/ws", .home = "/srv/home", .workspace_id = &ws, .bind_ids = binds};
     memset(&plan, 0, sizeof(plan));
     ck_assert_int_eq(ipb_mount_plan_build(&in, &plan, &err), 0);
     const ipb_mount *m = expect_entry("/app", IPB_MNT_BIND_RW);
@@ -115,10 +115,10 @@ END_TEST
 START_TEST(proc_masked) {
     build_with(NULL, NULL);
     expect_entry("/proc", IPB_MNT_PROC);
-    static const char *const masked[] = {"/proc/kcore", "/proc/keys", "/proc/kallsyms", "/proc/sysrq-trigger",
-                                         "/proc/kmsg", "/proc/timer_list", "/proc/sched_debug", "/proc/vmallocinfo",
-                                         "/proc/slabinfo", "/proc/kpagecount", "/proc/kpageflags", "/proc/acpi",
-                                         "/proc/scsi", "/proc/latency_stats", "/proc/config.gz"};
+    static const char *const masked[] = {
+        "/proc/kcore",      "/proc/keys",        "/proc/kallsyms",    "/proc/sysrq-trigger", "/proc/kmsg",
+        "/proc/timer_list", "/proc/sched_debug", "/proc/vmallocinfo", "/proc/slabinfo",      "/proc/kpagecount",
+        "/proc/kpageflags", "/proc/acpi",        "/proc/scsi",        "/proc/latency_stats", "/proc/config.gz"};
     for (size_t i = 0; i < sizeof(masked) / sizeof(*masked); i++) {
         const ipb_mount *m = expect_entry(masked[i], IPB_MNT_MASK);
         ck_assert_msg(find_dst(masked[i]) > find_dst("/proc"), "%s masked before /proc is mounted", masked[i]);
@@ -140,12 +140,10 @@ START_TEST(no_host_credentials) {
             ck_assert_msg(!strstr(m->src, "/etc/passwd") && !strstr(m->src, "/etc/shadow") &&
                               !strstr(m->src, "/etc/gshadow") && !strstr(m->src, "/etc/group") &&
                               !strstr(m->src, "/etc/sudoers") && !strstr(m->src, "/etc/ssh") &&
-                              !strstr(m->src, "/etc/ssl/private") &&
-                              !strstr(m->src, "/etc/machine-id"),
+                              !strstr(m->src, "/etc/ssl/private") && !strstr(m->src, "/etc/machine-id"),
                           "host file %s reaches the sandbox at %s", m->src, m->dst);
             ck_assert_msg(strcmp(m->src, "/etc") && strcmp(m->src, "/") && strcmp(m->src, "/root") &&
-                              strcmp(m->src, "/etc/ssl") &&
-                              strcmp(m->src, "/home"),
+                              strcmp(m->src, "/etc/ssl") && strcmp(m->src, "/home"),
                           "%s bound whole at %s", m->src, m->dst);
         }
         ck_assert_msg(strcmp(m->dst, "/etc/shadow") && strcmp(m->dst, "/etc/gshadow"), "%s in the plan", m->dst);
@@ -179,8 +177,8 @@ START_TEST(minimal_dev) {
         ndev++;
     }
     ck_assert_uint_eq(ndev, 5);
-    static const char *const absent[] = {"/dev/tty", "/dev/console", "/dev/mem", "/dev/kmsg", "/dev/fuse",
-                                         "/dev/sda", "/dev/tty0", "/dev/kvm"};
+    static const char *const absent[] = {"/dev/tty",  "/dev/console", "/dev/mem",  "/dev/kmsg",
+                                         "/dev/fuse", "/dev/sda",     "/dev/tty0", "/dev/kvm"};
     for (size_t k = 0; k < sizeof(absent) / sizeof(*absent); k++)
         ck_assert_msg(find_dst(absent[k]) < 0, "%s in the plan", absent[k]);
     const ipb_mount *m = expect_entry("/dev/fd", IPB_MNT_SYMLINK);
@@ -308,6 +306,4 @@ static Suite *mountplan_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(mountplan_suite());
-}
+int main(void) { return ipb_run_suite(mountplan_suite()); }

@@ -67,11 +67,11 @@ START_TEST(parse_every_option) {
     int next = -1;
     char *msg = NULL;
     int r = parse_words(&o,
-                        WORDS("--allowed-dir", "/data", "--allowed-domain", "example.com", "--container-env-var",
-                              "K=V", "--container-env-file", env_path, "--container-bind", "/srv/in:in/data",
-                              "--rootfs", "/srv/root", "--container-tag", "ghcr.io/x:1", "--workspace", "/w",
-                              "--python", "/opt/py/bin/python3", "--tmp-size", "2G", "--shm-size", "128M",
-                              "--max-output-chars", "1234", "--verbose", "-v", "--help", "-h"),
+                        WORDS("--allowed-dir", "/data", "--allowed-domain", "example.com", "--container-env-var", "K=V",
+                              "--container-env-file", env_path, "--container-bind", "/srv/in:in/data", "--rootfs",
+                              "/srv/root", "--container-tag", "ghcr.io/x:1", "--workspace", "/w", "--python",
+                              "/opt/py/bin/python3", "--tmp-size", "2G", "--shm-size", "128M", "--max-output-chars",
+                              "1234", "--verbose", "-v", "--help", "-h"),
                         &next, &msg);
     unlink(env_path);
     ck_assert_msg(r == 0, "%s", msg ? msg : "");
@@ -228,8 +228,7 @@ START_TEST(parse_bad_values) {
     expect_parse_error(WORDS("--container-env-var", "JPY_PARENT_PID=1"), "reserved");
     expect_parse_error(WORDS("--container-env-file", "/nonexistent/ipb-env"), "cannot read '/nonexistent/ipb-env'");
     ipb_options o;
-    ck_assert_int_eq(parse_words(&o, WORDS("--max-output-chars", "10000000", "--shm-size", "1048576"), NULL, NULL),
-                     0);
+    ck_assert_int_eq(parse_words(&o, WORDS("--max-output-chars", "10000000", "--shm-size", "1048576"), NULL, NULL), 0);
     ck_assert_int_eq(o.max_output_chars, 10000000);
     ck_assert_uint_eq(o.shm_size, 1048576);
     ipb_options_free(&o);
@@ -333,17 +332,26 @@ START_TEST(parse_size_values) {
         const char *s;
         uint64_t v;
     } ok[] = {
-        {"0", 0}, {"4096", 4096}, {"64k", 64 << 10}, {"64K", 64 << 10}, {"512M", 512ull << 20},
-        {"512m", 512ull << 20}, {"1G", 1ull << 30}, {"2g", 2ull << 30}, {"1KB", 1024}, {"1MiB", 1ull << 20},
-        {"3Gb", 3ull << 30}, {"17179869183G", 17179869183ull << 30},
+        {"0", 0},
+        {"4096", 4096},
+        {"64k", 64 << 10},
+        {"64K", 64 << 10},
+        {"512M", 512ull << 20},
+        {"512m", 512ull << 20},
+        {"1G", 1ull << 30},
+        {"2g", 2ull << 30},
+        {"1KB", 1024},
+        {"1MiB", 1ull << 20},
+        {"3Gb", 3ull << 30},
+        {"17179869183G", 17179869183ull << 30},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(*ok); i++) {
         uint64_t v = 12345;
         ck_assert_msg(ipb_parse_size(ok[i].s, &v) == 0, "'%s' refused", ok[i].s);
         ck_assert_msg(v == ok[i].v, "'%s' gave %llu", ok[i].s, (unsigned long long)v);
     }
-    static const char *const bad[] = {"", "M", "-1", "+1", " 1", "1 M", "1T", "1Mx", "1.5G", "1MiBx", "0x10",
-                                      "99999999999999999999"};
+    static const char *const bad[] = {"",   "M",   "-1",   "+1",    " 1",   "1 M",
+                                      "1T", "1Mx", "1.5G", "1MiBx", "0x10", "99999999999999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         uint64_t v = 12345;
         ck_assert_msg(ipb_parse_size(bad[i], &v) == -EINVAL, "'%s' not refused with -EINVAL", bad[i]);
@@ -422,9 +430,19 @@ START_TEST(env_file_syntax) {
     char *msg = NULL;
     int r = env_file(text, sizeof(text) - 1, &env, &msg);
     ck_assert_msg(r == 0, "%s", msg ? msg : "");
-    static const char *const expect[] = {"A=1", "B=two", "C=3", "D=double quoted # not a comment", "E=single",
-                                         "F=  kept inside  ", "G=\"mismatched'", "H=a=b=c", "I=", "J=",
-                                         "exportK=1", "CRLF=yes", "LAST=no newline"};
+    static const char *const expect[] = {"A=1",
+                                         "B=two",
+                                         "C=3",
+                                         "D=double quoted # not a comment",
+                                         "E=single",
+                                         "F=  kept inside  ",
+                                         "G=\"mismatched'",
+                                         "H=a=b=c",
+                                         "I=",
+                                         "J=",
+                                         "exportK=1",
+                                         "CRLF=yes",
+                                         "LAST=no newline"};
     ck_assert_uint_eq(env.n, sizeof(expect) / sizeof(*expect));
     for (size_t i = 0; i < env.n; i++)
         ck_assert_str_eq(env.v[i], expect[i]);
@@ -473,7 +491,7 @@ START_TEST(env_file_errors_with_line_numbers) {
     ENV_FILE_BAD("export\n", "vars.env:1: expected KEY=VALUE");
     ENV_FILE_BAD("export FOO\n", "vars.env:1: expected KEY=VALUE");
     ENV_FILE_BAD("=value\n", "vars.env:1: '' is not a valid variable name (letters, digits, '_', not starting "
-                                "with a digit)");
+                             "with a digit)");
 }
 END_TEST
 
@@ -532,12 +550,12 @@ END_TEST
 
 START_TEST(sandbox_env_user_overrides) {
     ipb_options o;
-    ck_assert_int_eq(parse_words(&o,
-                                 WORDS("--container-env-var", "HOME=/custom", "--container-env-var", "X=1",
-                                       "--container-env-var", "X=2", "--container-env-var", "PATHX=p",
-                                       "--container-env-var", "PYTHONUNBUFFERED=0"),
-                                 NULL, NULL),
-                     0);
+    ck_assert_int_eq(
+        parse_words(&o,
+                    WORDS("--container-env-var", "HOME=/custom", "--container-env-var", "X=1", "--container-env-var",
+                          "X=2", "--container-env-var", "PATHX=p", "--container-env-var", "PYTHONUNBUFFERED=0"),
+                    NULL, NULL),
+        0);
     ipb_strv env = {0};
     ck_assert_int_eq(ipb_sandbox_env(&o, true, &env, NULL), 0);
     size_t c;
@@ -618,11 +636,12 @@ END_TEST
 
 START_TEST(help_mentions_every_option) {
     const char *h = ipb_options_help();
-    static const char *const names[] = {"--allowed-dir", "--allowed-domain", "--resolve", "--container-env-var",
-                                        "--container-env-file", "--container-bind", "--rootfs", "--container-tag",
-                                        "--workspace", "--python", "--tmp-size", "--shm-size",
-                                        "--max-output-chars", "--verbose", "--help", "--approve-shell",
-                                        "--require-shell-escape"};
+    static const char *const names[] = {
+        "--allowed-dir",         "--allowed-domain", "--resolve",  "--container-env-var",
+        "--container-env-file",  "--container-bind", "--rootfs",   "--container-tag",
+        "--workspace",           "--python",         "--tmp-size", "--shm-size",
+        "--max-output-chars",    "--verbose",        "--help",     "--approve-shell",
+        "--require-shell-escape"};
     for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
         ck_assert_msg(strstr(h, names[i]) != NULL, "help lacks %s", names[i]);
 }
@@ -666,6 +685,4 @@ static Suite *options_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(options_suite());
-}
+int main(void) { return ipb_run_suite(options_suite()); }

@@ -240,7 +240,10 @@ START_TEST(strip_osc) {
 END_TEST
 
 START_TEST(strip_two_byte) {
-    STRIP("a\x1b""7b\x1b""8c", "abc");
+    STRIP("a\x1b"
+          "7b\x1b"
+          "8c",
+          "abc");
     STRIP("\x1b=keypad\x1b>", "keypad");
     STRIP("x\x1bMy", "xy");
     /* a lone ESC before a control character or a UTF-8 lead byte goes alone */
@@ -315,6 +318,4 @@ static Suite *output_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(output_suite());
-}
+int main(void) { return ipb_run_suite(output_suite()); }

@@ -44,8 +44,8 @@ START_TEST(relpath_plain_ok) {
     expect_ok("a/./b");
     expect_ok("./a");
     expect_ok("a//b");
-    expect_ok("a/");   /* trailing '/' is the file layer's business */
-    expect_ok("..a");  /* names that merely start or end with dots */
+    expect_ok("a/");  /* trailing '/' is the file layer's business */
+    expect_ok("..a"); /* names that merely start or end with dots */
     expect_ok("a..");
     expect_ok("a/..b/c");
     expect_ok("...");
@@ -185,8 +185,8 @@ START_TEST(relpath_message_stops_at_len) {
         size_t len = cases[i].len;
         ck_assert_int_lt(ipb_check_relpath(cases[i].p, len, &err), 0);
         ck_assert_msg(strstr(ipb_error_msg(err), "SECRET") == NULL,
-                      "message for the %zu-byte path '%.*s' shows bytes past its length: %s", len, (int)len,
-                      cases[i].p, ipb_error_msg(err));
+                      "message for the %zu-byte path '%.*s' shows bytes past its length: %s", len, (int)len, cases[i].p,
+                      ipb_error_msg(err));
         ipb_error_free(err);
     }
 }
@@ -212,6 +212,4 @@ static Suite *pathrules_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(pathrules_suite());
-}
+int main(void) { return ipb_run_suite(pathrules_suite()); }

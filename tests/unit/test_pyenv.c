@@ -48,14 +48,14 @@ END_TEST
 
 START_TEST(pyvenv_home_refusals) {
     static const char *const bad[] = {
-        "version = 3.11\n",            /* no home */
-        "homes = /usr/bin\n",           /* another key */
-        "home = usr/bin\n",             /* relative */
-        "home = /usr/../etc\n",         /* '..' */
-        "home = /usr//bin\n",           /* '//' */
-        "home = /usr/./bin\n",          /* '.' */
-        "home = \n",                    /* empty */
-        "home = /usr/b\x01in\n",        /* a control character */
+        "version = 3.11\n",      /* no home */
+        "homes = /usr/bin\n",    /* another key */
+        "home = usr/bin\n",      /* relative */
+        "home = /usr/../etc\n",  /* '..' */
+        "home = /usr//bin\n",    /* '//' */
+        "home = /usr/./bin\n",   /* '.' */
+        "home = \n",             /* empty */
+        "home = /usr/b\x01in\n", /* a control character */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         ipb_error *err = NULL;
@@ -83,8 +83,8 @@ END_TEST
 
 START_TEST(prefix_of_bin_is_its_parent) {
     static const char *const cases[][2] = {
-        {"/home/u/venv/bin", "/home/u/venv"}, {"/opt/conda/bin/", "/opt/conda"}, {"/bin", "/"},
-        {"/opt/py", "/opt/py"},               {"/opt/sbin", "/opt/sbin"},      {"/opt/bin2", "/opt/bin2"},
+        {"/home/u/venv/bin", "/home/u/venv"}, {"/opt/conda/bin/", "/opt/conda"}, {"/bin", "/"}, {"/opt/py", "/opt/py"},
+        {"/opt/sbin", "/opt/sbin"},           {"/opt/bin2", "/opt/bin2"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         char *p = ipb_python_prefix_of(cases[i][0]);
@@ -102,9 +102,15 @@ START_TEST(system_dirs_and_places) {
     ck_assert(!ipb_python_in_system_dirs("/opt/conda"));
     bool inside;
     static const char *const refused[][3] = {
-        {"/", "/", "cover"},           {"/tmp/v", "/tmp", "in"},  {"/home", "/home/appuser", "cover"},
-        {"/home/appuser/v", "/home/appuser", "in"}, {"/app", "/app", "in"}, {"/etc/py", "/etc", "in"},
-        {"/opt", "/opt/ipybox", "cover"}, {"/var", "/var/tmp", "cover"}, {"/proc", "/proc", "in"},
+        {"/", "/", "cover"},
+        {"/tmp/v", "/tmp", "in"},
+        {"/home", "/home/appuser", "cover"},
+        {"/home/appuser/v", "/home/appuser", "in"},
+        {"/app", "/app", "in"},
+        {"/etc/py", "/etc", "in"},
+        {"/opt", "/opt/ipybox", "cover"},
+        {"/var", "/var/tmp", "cover"},
+        {"/proc", "/proc", "in"},
         {"/run/x", "/run", "in"},
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(*refused); i++) {
@@ -140,8 +146,8 @@ static void mk(const char *rel, const char *text, mode_t mode) {
 
 /* Whether p is in a place the sandbox has of its own, where --python trees are refused. */
 static bool in_sandbox_own(const char *p) {
-    static const char *const own[] = {"/tmp", "/var/tmp", "/run", "/dev", "/proc", "/sys", "/etc", "/app",
-                                      "/opt/ipybox", "/home/appuser"};
+    static const char *const own[] = {"/tmp", "/var/tmp", "/run", "/dev",        "/proc",
+                                      "/sys", "/etc",     "/app", "/opt/ipybox", "/home/appuser"};
     for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++) {
         size_t k = strlen(own[i]);
         if (!strncmp(p, own[i], k) && (p[k] == '\0' || p[k] == '/'))
@@ -376,8 +382,12 @@ START_TEST(plan_binds_prefixes_read_only_at_their_path) {
     ck_assert_int_eq(ipb_options_finish(&o, "/home/u", NULL), 0);
     char *prefixes[] = {(char *)"/home/u/venv", (char *)"/opt/base"};
     ipb_file_id ids[] = {{1, 2}, {3, 4}};
-    ipb_plan_input in = {.opts = &o, .workspace = "/srv/ws", .home = "/srv/home", .n_python = 2,
-                         .python_prefixes = prefixes, .python_ids = ids};
+    ipb_plan_input in = {.opts = &o,
+                         .workspace = "/srv/ws",
+                         .home = "/srv/home",
+                         .n_python = 2,
+                         .python_prefixes = prefixes,
+                         .python_ids = ids};
     ipb_mount_plan plan = {0};
     ipb_error *err = NULL;
     ck_assert_int_eq(ipb_mount_plan_build(&in, &plan, &err), 0);
@@ -423,6 +433,4 @@ static Suite *pyenv_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(pyenv_suite());
-}
+int main(void) { return ipb_run_suite(pyenv_suite()); }

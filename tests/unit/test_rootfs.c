@@ -118,8 +118,9 @@ START_TEST(test_destinations_resolve_inside_the_root) {
     for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
         ipb_mount_plan plan = {0};
         ck_assert_int_eq(ipb_mount_plan_add(&plan, IPB_MNT_SYMLINK, 0, host, "/a", NULL), 0);
-        ck_assert_int_eq(ipb_mount_plan_add(&plan, kinds[i], 0, kinds[i] == IPB_MNT_SYMLINK ? "/x" : NULL,
-                                            "/a/made", kinds[i] == IPB_MNT_TMPFS ? "size=1m" : "x"), 0);
+        ck_assert_int_eq(ipb_mount_plan_add(&plan, kinds[i], 0, kinds[i] == IPB_MNT_SYMLINK ? "/x" : NULL, "/a/made",
+                                            kinds[i] == IPB_MNT_TMPFS ? "size=1m" : "x"),
+                         0);
         ck_assert_int_eq(in_new_root(&plan, nothing), 100);
         ipb_mount_plan_free(&plan);
         snprintf(made, sizeof(made), "%s/made", host);

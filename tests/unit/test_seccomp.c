@@ -89,25 +89,24 @@ static probe_result run_filtered(probe_result (*probe)(void)) {
     close(p[0]);
     int status = 0;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status), "the filtered child died (status 0x%x): a rule kills instead of refusing",
-                  status);
+    ck_assert_msg(WIFEXITED(status), "the filtered child died (status 0x%x): a rule kills instead of refusing", status);
     ck_assert_msg(WEXITSTATUS(status) != 3, "the child could not open /dev/null");
     ck_assert_msg(WEXITSTATUS(status) == 0, "loading the filter failed: %s", strerror(r.err));
     ck_assert_int_eq(n, (ssize_t)sizeof(r));
     return r;
 }
 
-#define EXPECT_ERRNO(probe, e)                                                                                   \
-    do {                                                                                                         \
-        probe_result r_ = run_filtered(probe);                                                                   \
-        ck_assert_msg(r_.ret == -1 && r_.err == (e), #probe ": expected -1/%s, got %ld/%s", strerror(e), r_.ret, \
-                      r_.ret == -1 ? strerror(r_.err) : "-");                                                    \
+#define EXPECT_ERRNO(probe, e)                                                                                         \
+    do {                                                                                                               \
+        probe_result r_ = run_filtered(probe);                                                                         \
+        ck_assert_msg(r_.ret == -1 && r_.err == (e), #probe ": expected -1/%s, got %ld/%s", strerror(e), r_.ret,       \
+                      r_.ret == -1 ? strerror(r_.err) : "-");                                                          \
     } while (0)
 
-#define EXPECT_OK(probe)                                                                                          \
-    do {                                                                                                          \
-        probe_result r_ = run_filtered(probe);                                                                    \
-        ck_assert_msg(r_.ret >= 0, #probe ": expected success, got %ld/%s", r_.ret, strerror(r_.err));            \
+#define EXPECT_OK(probe)                                                                                               \
+    do {                                                                                                               \
+        probe_result r_ = run_filtered(probe);                                                                         \
+        ck_assert_msg(r_.ret >= 0, #probe ": expected success, got %ld/%s", r_.ret, strerror(r_.err));                 \
     } while (0)
 
 static probe_result result(long ret) { return (probe_result){.ret = ret, .err = ret < 0 ? errno : 0}; }
@@ -525,6 +524,4 @@ static Suite *seccomp_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(seccomp_suite());
-}
+int main(void) { return ipb_run_suite(seccomp_suite()); }

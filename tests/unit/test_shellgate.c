@@ -57,19 +57,25 @@ START_TEST(only_patterns_naming_ipybox_pre_approve) {
         const char *pattern, *tool;
         bool approved;
     } cases[] = {
-        {"ipybox", "shell", true},           {"ipybox", "shell_magic", true},
-        {"ipybox/*", "shell_magic", true},   {"ipybox/shell", "shell", true},
-        {"ipybox/shell", "shell_magic", false}, {"ipybox/shell_*", "shell_magic", true},
-        {"*", "shell", false},               {"*/shell", "shell", false},
-        {"ipy*", "shell", false},            {"ipybox2", "shell", false},
-        {"ipybox?", "shell", false},         {"[i]pybox/shell", "shell", false},
+        {"ipybox", "shell", true},
+        {"ipybox", "shell_magic", true},
+        {"ipybox/*", "shell_magic", true},
+        {"ipybox/shell", "shell", true},
+        {"ipybox/shell", "shell_magic", false},
+        {"ipybox/shell_*", "shell_magic", true},
+        {"*", "shell", false},
+        {"*/shell", "shell", false},
+        {"ipy*", "shell", false},
+        {"ipybox2", "shell", false},
+        {"ipybox?", "shell", false},
+        {"[i]pybox/shell", "shell", false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         ipb_options o;
         ipb_options_init(&o);
         ck_assert_int_eq(ipb_strv_push(&o.approve_tools, cases[i].pattern), 0);
-        ck_assert_msg(ipb_shellgate_preapproved(&o, cases[i].tool) == cases[i].approved, "%s for %s",
-                      cases[i].pattern, cases[i].tool);
+        ck_assert_msg(ipb_shellgate_preapproved(&o, cases[i].tool) == cases[i].approved, "%s for %s", cases[i].pattern,
+                      cases[i].tool);
         ipb_options_free(&o);
     }
 }

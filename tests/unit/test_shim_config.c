@@ -14,8 +14,21 @@
 #include "shim_proto.h"
 
 /* Tags as in shim_config.c's encoding comment: {u16 tag, u32 length, payload}. */
-enum { TAG_MODE = 1, TAG_UID, TAG_GID, TAG_ROOT, TAG_HOSTNAME, TAG_CWD, TAG_MOUNT, TAG_ARGV, TAG_ENV, TAG_BPF, TAG_SYSTEM,
-       TAG_RLIMITS, TAG_ZYGOTE };
+enum {
+    TAG_MODE = 1,
+    TAG_UID,
+    TAG_GID,
+    TAG_ROOT,
+    TAG_HOSTNAME,
+    TAG_CWD,
+    TAG_MOUNT,
+    TAG_ARGV,
+    TAG_ENV,
+    TAG_BPF,
+    TAG_SYSTEM,
+    TAG_RLIMITS,
+    TAG_ZYGOTE
+};
 
 static const uint8_t bpf16[16] = {0x20, 0, 0, 0, 4, 0, 0, 0, 0x06, 0, 0, 0, 0, 0, 0xff, 0x7f};
 
@@ -28,17 +41,15 @@ static void sample_config(shim_config *c) {
     c->root = strdup("/var/lib/ipybox/root");
     c->hostname = strdup("ipybox");
     c->cwd = strdup("/app");
-    ck_assert_int_eq(ipb_mount_plan_add(&c->plan, IPB_MNT_BIND_RO, IPB_MNT_OPTIONAL | IPB_MNT_MIRROR, "/usr", "/usr",
-                                        NULL),
-                     0);
+    ck_assert_int_eq(
+        ipb_mount_plan_add(&c->plan, IPB_MNT_BIND_RO, IPB_MNT_OPTIONAL | IPB_MNT_MIRROR, "/usr", "/usr", NULL), 0);
     ck_assert_int_eq(ipb_mount_plan_add(&c->plan, IPB_MNT_DIR, 0, NULL, "/etc", NULL), 0);
     ck_assert_int_eq(ipb_mount_plan_add(&c->plan, IPB_MNT_FILE, 0, NULL, "/etc/hostname", "ipybox\n"), 0);
     ck_assert_int_eq(ipb_mount_plan_add(&c->plan, IPB_MNT_TMPFS, 0, NULL, "/tmp", ""), 0); /* empty, not NULL */
     ck_assert_int_eq(ipb_mount_plan_add(&c->plan, IPB_MNT_READONLY, IPB_MNT_OPTIONAL, NULL, "/proc/sys", NULL), 0);
     /* a user-named tree with the identity the shim checks */
-    ck_assert_int_eq(ipb_mount_plan_add(&c->plan, IPB_MNT_BIND_RW, IPB_MNT_USER | IPB_MNT_SAME, "/home/u/ws", "/app",
-                                        NULL),
-                     0);
+    ck_assert_int_eq(
+        ipb_mount_plan_add(&c->plan, IPB_MNT_BIND_RW, IPB_MNT_USER | IPB_MNT_SAME, "/home/u/ws", "/app", NULL), 0);
     c->plan.m[c->plan.n - 1].id = (ipb_file_id){0x1122334455667788ull, 0x8877665544332211ull};
     ipb_strv_push(&c->argv, "/usr/bin/python3");
     ipb_strv_push(&c->argv, "-m");
@@ -357,8 +368,11 @@ START_TEST(refuses_bad_values) {
         const char *root;
         uint32_t bpf_len;
         const char *what;
-    } cases[] = {{"r", 8, "a relative root"}, {"", 8, "an empty root"}, {"/r", 12, "a 12-byte BPF program"},
-                 {"/r", 0, "an empty BPF program"}, {"/r", 4, "a 4-byte BPF program"}};
+    } cases[] = {{"r", 8, "a relative root"},
+                 {"", 8, "an empty root"},
+                 {"/r", 12, "a 12-byte BPF program"},
+                 {"/r", 0, "an empty BPF program"},
+                 {"/r", 4, "a 4-byte BPF program"}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         memset(&b, 0, sizeof(b));
         put_u32_record(&b, TAG_MODE, SHIM_MODE_KERNEL);
@@ -399,23 +413,25 @@ START_TEST(refuses_bad_mounts) {
     expect_mount_refused(IPB_MNT_DIR, NULL, "", "an empty mount destination");
 
     /* hand-made payloads: {kind, flags, src, dst, data} with 0xffffffff for NULL */
-    static const uint8_t null_dst[] = {5, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
-                                       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-    static const uint8_t trailing[] = {5, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, '/', 'x',
-                                       0xff, 0xff, 0xff, 0xff, 'z'};
+    static const uint8_t null_dst[] = {5,    0,    0,    0,    0,    0,    0,    0,    0xff, 0xff,
+                                       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    static const uint8_t trailing[] = {5, 0, 0, 0, 0,   0,   0,    0,    0xff, 0xff, 0xff, 0xff,
+                                       2, 0, 0, 0, '/', 'x', 0xff, 0xff, 0xff, 0xff, 'z'};
     static const uint8_t short_str[] = {5, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 9, 0, 0, 0, '/', 'x'};
-    static const uint8_t nul_dst[] = {5, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 3, 0, 0, 0, '/', 0, 'x',
-                                      0xff, 0xff, 0xff, 0xff};
+    static const uint8_t nul_dst[] = {5, 0, 0, 0, 0,   0, 0,   0,    0xff, 0xff, 0xff, 0xff,
+                                      3, 0, 0, 0, '/', 0, 'x', 0xff, 0xff, 0xff, 0xff};
     static const uint8_t too_short[] = {5, 0, 0, 0, 0, 0, 0};
     /* IPB_MNT_SAME (0x10): {u64 dev, u64 ino} after the strings, and a source to check */
-    static const uint8_t same_no_id[] = {2, 0, 0, 0, 0x10, 0, 0, 0, 2, 0, 0, 0, '/', 'w', 2, 0, 0, 0, '/', 'x',
-                                         0xff, 0xff, 0xff, 0xff};
-    static const uint8_t same_short_id[] = {2, 0, 0, 0, 0x10, 0, 0, 0, 2, 0, 0, 0, '/', 'w', 2, 0, 0, 0, '/', 'x',
-                                            0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-    static const uint8_t same_no_src[] = {2, 0, 0, 0, 0x10, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, '/', 'x',
-                                          0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-    static const uint8_t good[] = {5, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, '/', 'x',
-                                   0xff, 0xff, 0xff, 0xff};
+    static const uint8_t same_no_id[] = {2,   0,   0, 0, 0x10, 0, 0,   0,   2,    0,    0,    0,
+                                         '/', 'w', 2, 0, 0,    0, '/', 'x', 0xff, 0xff, 0xff, 0xff};
+    static const uint8_t same_short_id[] = {2,   0,   0, 0, 0x10, 0, 0,   0,   2,    0,    0,    0,
+                                            '/', 'w', 2, 0, 0,    0, '/', 'x', 0xff, 0xff, 0xff, 0xff,
+                                            1,   2,   3, 4, 5,    6, 7,   8,   9,    10,   11,   12};
+    static const uint8_t same_no_src[] = {2, 0, 0, 0,   0x10, 0,    0,    0,    0xff, 0xff, 0xff, 0xff, 2,
+                                          0, 0, 0, '/', 'x',  0xff, 0xff, 0xff, 0xff, 1,    2,    3,    4,
+                                          5, 6, 7, 8,   9,    10,   11,   12,   13,   14,   15,   16};
+    static const uint8_t good[] = {5,    0, 0, 0, 0, 0,   0,   0,    0xff, 0xff, 0xff,
+                                   0xff, 2, 0, 0, 0, '/', 'x', 0xff, 0xff, 0xff, 0xff};
     static const struct {
         const uint8_t *p;
         uint32_t len;
@@ -615,6 +631,4 @@ static Suite *shim_config_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(shim_config_suite());
-}
+int main(void) { return ipb_run_suite(shim_config_suite()); }

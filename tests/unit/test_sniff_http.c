@@ -32,11 +32,10 @@ END_TEST
 /* Forms servers accept that once read as "no name": each is judged by its Host, or refused. */
 START_TEST(http_lenient_forms_are_judged) {
     ipb_sniff o;
-    static const char *const named[] = {"PROPFIND / HTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                        "get / HTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                        "\tGET / HTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                        " \r\nGET / HTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                        "\v\f\x1c\x85\xa0GET / HTTP/1.1\r\nHost: b.example\r\n\r\n"};
+    static const char *const named[] = {
+        "PROPFIND / HTTP/1.1\r\nHost: b.example\r\n\r\n", "get / HTTP/1.1\r\nHost: b.example\r\n\r\n",
+        "\tGET / HTTP/1.1\r\nHost: b.example\r\n\r\n", " \r\nGET / HTTP/1.1\r\nHost: b.example\r\n\r\n",
+        "\v\f\x1c\x85\xa0GET / HTTP/1.1\r\nHost: b.example\r\n\r\n"};
     for (size_t i = 0; i < sizeof(named) / sizeof(*named); i++) {
         ck_assert_msg(sniff_str(named[i], &o) == IPB_SNIFF_HTTP, "kind %d for %s", o.kind, named[i]);
         ck_assert_str_eq(o.host, "b.example");
@@ -49,13 +48,13 @@ START_TEST(http_lenient_forms_are_judged) {
 }
 END_TEST
 
-
 /* ---- HTTP ---- */
 
 START_TEST(http_host) {
     ipb_sniff o;
-    ck_assert_int_eq(sniff_str("GET /index.html HTTP/1.1\r\nUser-Agent: t\r\nHost: Example.Test\r\nAccept: */*\r\n\r\n", &o),
-                     IPB_SNIFF_HTTP);
+    ck_assert_int_eq(
+        sniff_str("GET /index.html HTTP/1.1\r\nUser-Agent: t\r\nHost: Example.Test\r\nAccept: */*\r\n\r\n", &o),
+        IPB_SNIFF_HTTP);
     ck_assert_str_eq(o.host, "Example.Test");
     ck_assert_uint_eq(o.port, 0);
     ck_assert_uint_eq(o.head_len, 0);
@@ -136,20 +135,32 @@ END_TEST
 START_TEST(http_incomplete_and_other) {
     ipb_sniff o;
     /* A token may still become a request line ("GETX / HTTP/1.1"): more, until its line ends. */
-    static const char *const more[] = {"G", "GE", "GET", "CONN", "CONNECT", "OPTIONS", "DELE", "GET ",
+    static const char *const more[] = {"G",
+                                       "GE",
+                                       "GET",
+                                       "CONN",
+                                       "CONNECT",
+                                       "OPTIONS",
+                                       "DELE",
+                                       "GET ",
                                        "GET / HTTP/1.1\r\nHost: a.test\r\n",
-                                       "GET / HTTP/1.1\r\nHost: a.test\r\n\r", "GETX", "X", "CONNECTX",
-                                       "ABCDEFGHIJ", "get / HTTP/1.1", "EHLO mail.example"};
+                                       "GET / HTTP/1.1\r\nHost: a.test\r\n\r",
+                                       "GETX",
+                                       "X",
+                                       "CONNECTX",
+                                       "ABCDEFGHIJ",
+                                       "get / HTTP/1.1",
+                                       "EHLO mail.example"};
     for (size_t i = 0; i < sizeof(more) / sizeof(*more); i++)
         ck_assert_msg(sniff_str(more[i], &o) == IPB_SNIFF_MORE, "kind %d for %s", o.kind, more[i]);
-    static const char *const other[] = {"GET/", "SSH-2.0-OpenSSH_9.2p1\r\n", "EHLO mail.example\r\n",
-                                        "PING\r\n", "get foo\r\n", "*1\r\n$4\r\nPING\r\n"};
+    static const char *const other[] = {"GET/",        "SSH-2.0-OpenSSH_9.2p1\r\n", "EHLO mail.example\r\n", "PING\r\n",
+                                        "get foo\r\n", "*1\r\n$4\r\nPING\r\n"};
     for (size_t i = 0; i < sizeof(other) / sizeof(*other); i++)
         ck_assert_msg(sniff_str(other[i], &o) == IPB_SNIFF_OTHER, "kind %d for %s", o.kind, other[i]);
     /* Request lines of any method and case, after blanks: requests, judged (here: no Host);
      * cleartext HTTP/2's preface names nothing that can be read: refused, not waved through. */
-    static const char *const bad[] = {"GETS / HTTP/1.1\r\n\r\n", "get / HTTP/1.1\r\n\r\n",
-                                      " GET / HTTP/1.1\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"};
+    static const char *const bad[] = {"GETS / HTTP/1.1\r\n\r\n", "get / HTTP/1.1\r\n\r\n", " GET / HTTP/1.1\r\n\r\n",
+                                      "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
         ck_assert_msg(sniff_str(bad[i], &o) == IPB_SNIFF_BAD, "kind %d for %s", o.kind, bad[i]);
     static const uint8_t binary[] = {0x00, 0xff, 0x16};
@@ -170,8 +181,8 @@ START_TEST(http_long_method_or_line_is_judged) {
         strcpy(buf + ml, " / HTTP/1.1\r\nHost: b.example\r\n\r\n");
         size_t n = strlen(buf);
         for (size_t cut = 1; cut < n; cut++) /* never a decision before the head is whole */
-            ck_assert_msg(sniff(buf, cut, &o) == IPB_SNIFF_MORE, "kind %d for a %zu-byte method cut at %zu",
-                          o.kind, ml, cut);
+            ck_assert_msg(sniff(buf, cut, &o) == IPB_SNIFF_MORE, "kind %d for a %zu-byte method cut at %zu", o.kind, ml,
+                          cut);
         ck_assert_msg(sniff(buf, n, &o) == IPB_SNIFF_HTTP, "kind %d for a %zu-byte method", o.kind, ml);
         ck_assert_str_eq(o.host, "b.example");
     }
@@ -205,15 +216,12 @@ END_TEST
  * Host passed unread). */
 START_TEST(http_other_whitespace_in_request_line) {
     ipb_sniff o;
-    static const char *const bad[] = {"GET\t/\tHTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                      "GET\t/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                      "GET\v/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                      "PROPFIND\f/\fhttp/1.1\r\nHost: b.example\r\n\r\n",
-                                      "FOO /\tHTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                      "GET\r/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                      "GET\x1c/\x1fHTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                      "GET\xa0/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
-                                      "GET /\x85HTTP/1.1\r\nHost: b.example\r\n\r\n"};
+    static const char *const bad[] = {
+        "GET\t/\tHTTP/1.1\r\nHost: b.example\r\n\r\n",     "GET\t/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
+        "GET\v/ HTTP/1.1\r\nHost: b.example\r\n\r\n",      "PROPFIND\f/\fhttp/1.1\r\nHost: b.example\r\n\r\n",
+        "FOO /\tHTTP/1.1\r\nHost: b.example\r\n\r\n",      "GET\r/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
+        "GET\x1c/\x1fHTTP/1.1\r\nHost: b.example\r\n\r\n", "GET\xa0/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
+        "GET /\x85HTTP/1.1\r\nHost: b.example\r\n\r\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         ck_assert_msg(sniff_str(bad[i], &o) == IPB_SNIFF_BAD, "kind %d for %s", o.kind, bad[i]);
         for (size_t cut = 1; cut < strlen(bad[i]); cut++)
@@ -251,7 +259,10 @@ START_TEST(connect_authority) {
     ck_assert_uint_eq(o.port, 443);
     ck_assert_uint_eq(o.head_len, strlen(head));
     char with_tls[256];
-    snprintf(with_tls, sizeof(with_tls), "%s\x16\x03\x01\x01\x05" "trailing bytes", head);
+    snprintf(with_tls, sizeof(with_tls),
+             "%s\x16\x03\x01\x01\x05"
+             "trailing bytes",
+             head);
     ck_assert_int_eq(sniff_str(with_tls, &o), IPB_SNIFF_CONNECT);
     ck_assert_uint_eq(o.head_len, strlen(head));
     ck_assert_uint_eq(o.port, 443);
@@ -313,11 +324,10 @@ START_TEST(split_authority) {
     ck_assert_uint_eq(port, 22);
     ck_assert(SPLIT("192.0.2.1:8080"));
     ck_assert_str_eq(host, "192.0.2.1");
-    static const char *const bad[] = {"",           ":80",         "[]",          "[]:80",     "[::1",
-                                      "[::1]80",     "[::1]:",      "::1",         "a.test:",   "a.test:0",
-                                      "a.test:65536", "a.test:000080", "a.test:8o",   "a.test:-1", "a.test: 80",
-                                      "a b",         "a/b",         "u@a.test",    "a\x7f",     "a\x80.test",
-                                      "a:1:2",       "[::1]:1:2",   "a.test:99999"};
+    static const char *const bad[] = {
+        "",        ":80",      "[]",           "[]:80",         "[::1",      "[::1]80",   "[::1]:",      "::1",
+        "a.test:", "a.test:0", "a.test:65536", "a.test:000080", "a.test:8o", "a.test:-1", "a.test: 80",  "a b",
+        "a/b",     "u@a.test", "a\x7f",        "a\x80.test",    "a:1:2",     "[::1]:1:2", "a.test:99999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
         ck_assert_msg(!SPLIT(bad[i]), "accepted \"%s\"", bad[i]);
 #undef SPLIT

@@ -94,9 +94,9 @@ START_TEST(other_paths_are_allowed) {
     check(&trees, in("ws/sub"), NULL);
     check(&trees, in("ws/sub/missing/deeper"), NULL); /* made later, by mkdir */
     check(&trees, in("out/dir"), NULL);
-    check(&trees, in("user/to-out"), NULL);            /* a symlink outside every tree */
-    check(&trees, in("user/alias"), NULL);             /* the user's symlink to a real dir in ws */
-    check(&trees, in("user/a/x"), NULL);               /* a loop: left to the open's ELOOP */
+    check(&trees, in("user/to-out"), NULL); /* a symlink outside every tree */
+    check(&trees, in("user/alias"), NULL);  /* the user's symlink to a real dir in ws */
+    check(&trees, in("user/a/x"), NULL);    /* a loop: left to the open's ELOOP */
     check(&trees, "relative/path", NULL);
     ipb_strv_free(&trees);
 }

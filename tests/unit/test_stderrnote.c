@@ -16,7 +16,8 @@ static const char *filter(const char *tail, int max_lines) {
 }
 
 START_TEST(drops_ipykernel_noise) {
-    ck_assert_str_eq(filter("[IPKernelApp] WARNING | debugpy_stream undefined, debugging will not be enabled\n", 8), "");
+    ck_assert_str_eq(filter("[IPKernelApp] WARNING | debugpy_stream undefined, debugging will not be enabled\n", 8),
+                     "");
     ck_assert_str_eq(
         filter("/usr/lib/python3/dist-packages/traitlets/traitlets.py:1385: DeprecationWarning: Passing unrecognized "
                "arguments to super(Foo).__init__\n  warn(\n"

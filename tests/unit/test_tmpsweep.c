@@ -306,7 +306,9 @@ END_TEST
 
 START_TEST(default_workspaces_swept) {
     static const char *const dirs[] = {
-        "state/ipybox", "state/ipybox/sessions", "state/ipybox/workspaces",
+        "state/ipybox",
+        "state/ipybox/sessions",
+        "state/ipybox/workspaces",
         "state/ipybox/workspaces/00000000000000a1", /* empty, no session: goes */
         "state/ipybox/workspaces/00000000000000a2", /* empty, its session dir is there */
         "state/ipybox/sessions/00000000000000a2",
@@ -364,6 +366,4 @@ static Suite *tmpsweep_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(tmpsweep_suite());
-}
+int main(void) { return ipb_run_suite(tmpsweep_suite()); }

@@ -63,8 +63,9 @@ END_TEST
 
 START_TEST(one_text_block_stays_short) {
     expect_reply("{\"content\":[{\"type\":\"text\",\"text\":\"Echo: hi\"}]}", "{\"text\":\"Echo: hi\"}");
-    expect_reply("{\"content\":[{\"type\":\"text\",\"text\":\"x\",\"annotations\":{\"priority\":1}}],\"isError\":false}",
-                 "{\"text\":\"x\"}");
+    expect_reply(
+        "{\"content\":[{\"type\":\"text\",\"text\":\"x\",\"annotations\":{\"priority\":1}}],\"isError\":false}",
+        "{\"text\":\"x\"}");
     /* no block at all is not one empty text block */
     expect_reply("{\"content\":[]}", "{\"result\":{\"content\":[]}}");
     expect_reply("{}", "{\"result\":{\"content\":[]}}");
@@ -76,8 +77,9 @@ START_TEST(one_text_block_stays_short) {
 END_TEST
 
 START_TEST(text_blocks_in_order) {
-    expect_reply("{\"content\":[{\"type\":\"text\",\"text\":\"one\"},{\"type\":\"text\",\"text\":\"two\"}]}",
-                 "{\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"one\"},{\"type\":\"text\",\"text\":\"two\"}]}}");
+    expect_reply(
+        "{\"content\":[{\"type\":\"text\",\"text\":\"one\"},{\"type\":\"text\",\"text\":\"two\"}]}",
+        "{\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"one\"},{\"type\":\"text\",\"text\":\"two\"}]}}");
 }
 END_TEST
 
@@ -85,7 +87,8 @@ START_TEST(every_block_type) {
     expect_reply(
         "{\"content\":["
         "{\"type\":\"text\",\"text\":\"before\"},"
-        "{\"type\":\"image\",\"data\":\"iVBORw0KGgo=\",\"mimeType\":\"image/png\",\"annotations\":{\"audience\":[\"user\"]}},"
+        "{\"type\":\"image\",\"data\":\"iVBORw0KGgo=\",\"mimeType\":\"image/"
+        "png\",\"annotations\":{\"audience\":[\"user\"]}},"
         "{\"type\":\"audio\",\"data\":\"UklGRg==\",\"mimeType\":\"audio/wav\",\"_meta\":{\"x\":1}},"
         "{\"type\":\"resource\",\"resource\":{\"uri\":\"test://static/resource/1\",\"mimeType\":\"text/plain\","
         "\"text\":\"Resource 1\"}},"
@@ -98,7 +101,8 @@ START_TEST(every_block_type) {
         "{\"type\":\"text\",\"text\":\"before\"},"
         "{\"type\":\"image\",\"data\":\"iVBORw0KGgo=\",\"mimeType\":\"image/png\"},"
         "{\"type\":\"audio\",\"data\":\"UklGRg==\",\"mimeType\":\"audio/wav\"},"
-        "{\"type\":\"resource\",\"uri\":\"test://static/resource/1\",\"mimeType\":\"text/plain\",\"text\":\"Resource 1\"},"
+        "{\"type\":\"resource\",\"uri\":\"test://static/resource/1\",\"mimeType\":\"text/plain\",\"text\":\"Resource "
+        "1\"},"
         "{\"type\":\"resource\",\"uri\":\"test://b\",\"blob\":\"AAEC\"},"
         "{\"type\":\"resource_link\",\"uri\":\"test://static/resource/2\",\"name\":\"Resource 2\","
         "\"mimeType\":\"application/octet-stream\",\"description\":\"d\",\"title\":\"T\",\"size\":3},"
@@ -128,8 +132,8 @@ END_TEST
 /* res has one good text block "ok" around one bad block; the bad one is dropped for `why`. */
 static void expect_dropped(const char *bad, const char *why) {
     char res[4096];
-    snprintf(res, sizeof(res), "{\"content\":[{\"type\":\"text\",\"text\":\"ok\"},%s,{\"type\":\"text\",\"text\":\"end\"}]}",
-             bad);
+    snprintf(res, sizeof(res),
+             "{\"content\":[{\"type\":\"text\",\"text\":\"ok\"},%s,{\"type\":\"text\",\"text\":\"end\"}]}", bad);
     json_t *r = result_of(res);
     json_t *content = json_object_get(r, "content"), *dropped = json_object_get(r, "dropped");
     ck_assert_msg(json_array_size(content) == 2, "%s: %zu blocks kept", bad, json_array_size(content));
@@ -137,8 +141,8 @@ static void expect_dropped(const char *bad, const char *why) {
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(content, 1), "text")), "end");
     ck_assert_msg(json_array_size(dropped) == 1, "%s: dropped %zu", bad, json_array_size(dropped));
     const char *reason = json_string_value(json_array_get(dropped, 0));
-    ck_assert_msg(reason && !strncmp(reason, "block 2: ", 9) && strstr(reason, why), "%s: reason '%s', expected '%s'", bad,
-                  reason, why);
+    ck_assert_msg(reason && !strncmp(reason, "block 2: ", 9) && strstr(reason, why), "%s: reason '%s', expected '%s'",
+                  bad, reason, why);
     json_decref(r);
 }
 
@@ -158,7 +162,8 @@ START_TEST(malformed_blocks_are_dropped_with_a_reason) {
     expect_dropped("{\"type\":\"image\",\"data\":\"AAAA\"}", "valid \"mimeType\"");
     expect_dropped("{\"type\":\"image\",\"data\":\"AAAA\",\"mimeType\":1}", "valid \"mimeType\"");
     expect_dropped("{\"type\":\"image\",\"data\":\"AAAA\",\"mimeType\":\"\"}", "valid \"mimeType\"");
-    expect_dropped("{\"type\":\"image\",\"data\":\"AAAA\",\"mimeType\":\"image/png; x=\\\"a b\\\"\"}", "valid \"mimeType\"");
+    expect_dropped("{\"type\":\"image\",\"data\":\"AAAA\",\"mimeType\":\"image/png; x=\\\"a b\\\"\"}",
+                   "valid \"mimeType\"");
     expect_dropped("{\"type\":\"audio\",\"data\":\"AAAA\",\"mimeType\":\"audio/\\u00e9\"}", "valid \"mimeType\"");
     expect_dropped("{\"type\":\"resource\"}", "without a \"resource\" object");
     expect_dropped("{\"type\":\"resource\",\"resource\":\"test://x\"}", "without a \"resource\" object");
@@ -166,7 +171,8 @@ START_TEST(malformed_blocks_are_dropped_with_a_reason) {
     expect_dropped("{\"type\":\"resource\",\"resource\":{\"uri\":\"\",\"text\":\"t\"}}", "without a \"uri\"");
     expect_dropped("{\"type\":\"resource\",\"resource\":{\"uri\":3,\"text\":\"t\"}}", "wrong type");
     expect_dropped("{\"type\":\"resource\",\"resource\":{\"uri\":\"u\"}}", "exactly one of");
-    expect_dropped("{\"type\":\"resource\",\"resource\":{\"uri\":\"u\",\"text\":\"t\",\"blob\":\"AAAA\"}}", "exactly one of");
+    expect_dropped("{\"type\":\"resource\",\"resource\":{\"uri\":\"u\",\"text\":\"t\",\"blob\":\"AAAA\"}}",
+                   "exactly one of");
     expect_dropped("{\"type\":\"resource\",\"resource\":{\"uri\":\"u\",\"blob\":\"%%%%\"}}", "not base64");
     expect_dropped("{\"type\":\"resource\",\"resource\":{\"uri\":\"u\",\"text\":null}}", "wrong type");
     expect_dropped("{\"type\":\"resource\",\"resource\":{\"uri\":\"u\",\"text\":\"t\",\"mimeType\":\"\"}}", "invalid");
@@ -218,11 +224,10 @@ START_TEST(base64_rules) {
         size_t len;
         bool ok;
     } cases[] = {
-        {"", 0, true},         {"AAAA", 4, true},    {"AA==", 4, true},  {"AAA=", 4, true},
-        {"+/+/", 4, true},     {"Zm9vYmFy", 8, true}, {"A", 1, false},   {"AA", 2, false},
-        {"AAA", 3, false},     {"A===", 4, false},   {"====", 4, false}, {"AA=A", 4, false},
-        {"=AAA", 4, false},    {"AAAA\n", 5, false}, {"AA AA", 5, false}, {"AA-_", 4, false},
-        {"AA\0A", 4, false},   {"AAAAA===", 8, false}, {"AAAA====", 8, false},
+        {"", 0, true},         {"AAAA", 4, true},   {"AA==", 4, true},      {"AAA=", 4, true},      {"+/+/", 4, true},
+        {"Zm9vYmFy", 8, true}, {"A", 1, false},     {"AA", 2, false},       {"AAA", 3, false},      {"A===", 4, false},
+        {"====", 4, false},    {"AA=A", 4, false},  {"=AAA", 4, false},     {"AAAA\n", 5, false},   {"AA AA", 5, false},
+        {"AA-_", 4, false},    {"AA\0A", 4, false}, {"AAAAA===", 8, false}, {"AAAA====", 8, false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         ck_assert_msg(ipb_toolcontent_base64_ok(cases[i].s, cases[i].len) == cases[i].ok, "'%s'", cases[i].s);
@@ -275,6 +280,4 @@ static Suite *toolmsg_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(toolmsg_suite());
-}
+int main(void) { return ipb_run_suite(toolmsg_suite()); }

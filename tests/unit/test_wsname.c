@@ -58,8 +58,12 @@ END_TEST
 
 START_TEST(options_take_names_and_absolute_paths) {
     static const char *const cases[][2] = {
-        {"proj", NULL}, {"/abs/dir", NULL}, {"..", "must not start with '.'"},
-        {"../x", "must be an absolute path"}, {"a/b", "must be an absolute path"}, {"", "empty"},
+        {"proj", NULL},
+        {"/abs/dir", NULL},
+        {"..", "must not start with '.'"},
+        {"../x", "must be an absolute path"},
+        {"a/b", "must be an absolute path"},
+        {"", "empty"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         ipb_options o;
@@ -105,9 +109,15 @@ START_TEST(unnamed_names) {
     ck_assert_int_eq((long)made, 0);
     /* Not unnamed. */
     static const char *const not_unnamed[] = {
-        "proj", "00000000000000A1", "00000000000000a", "2026-11-26T130512Z-0123456789abcdeg",
-        "2026-13-26T130512Z-0123456789abcdef", "2026-11-26T250512Z-0123456789abcdef",
-        "2026-11-26T130512-0123456789abcdef", "2026-11-26T130512Z-0123456789abcdef0", "x026-11-26T130512Z-0123456789abcdef",
+        "proj",
+        "00000000000000A1",
+        "00000000000000a",
+        "2026-11-26T130512Z-0123456789abcdeg",
+        "2026-13-26T130512Z-0123456789abcdef",
+        "2026-11-26T250512Z-0123456789abcdef",
+        "2026-11-26T130512-0123456789abcdef",
+        "2026-11-26T130512Z-0123456789abcdef0",
+        "x026-11-26T130512Z-0123456789abcdef",
     };
     for (size_t i = 0; i < sizeof(not_unnamed) / sizeof(*not_unnamed); i++)
         ck_assert_msg(!ipb_workspace_unnamed_id(not_unnamed[i], id, NULL), "%s", not_unnamed[i]);

@@ -17,9 +17,10 @@ static void raw(uint8_t out[ZY_REC_SIZE], uint32_t type, uint32_t gen, int32_t a
 }
 
 START_TEST(build_parse_round_trip) {
-    const zy_rec ok[] = {{ZY_FORK, 5, 0, 0},  {ZY_READY, 0, 0, 0}, {ZY_STARTED, 5, 2, 0}, {ZY_STARTED, 9, 4194304, 0},
-                         {ZY_FAILED, 5, EAGAIN, 0}, {ZY_MAKE, 0, 0, 0}, {ZY_KILL, 0, 0, 0}, {ZY_NEW, 0, 0, 0},
-                         {ZY_ENDED, 0, 9, 0}, {ZY_ENDED, 0, 0, 0}, {ZY_GO, 0, 0, 0}, {ZY_BOOT, 0, 0, 0},
+    const zy_rec ok[] = {{ZY_FORK, 5, 0, 0},          {ZY_READY, 0, 0, 0},       {ZY_STARTED, 5, 2, 0},
+                         {ZY_STARTED, 9, 4194304, 0}, {ZY_FAILED, 5, EAGAIN, 0}, {ZY_MAKE, 0, 0, 0},
+                         {ZY_KILL, 0, 0, 0},          {ZY_NEW, 0, 0, 0},         {ZY_ENDED, 0, 9, 0},
+                         {ZY_ENDED, 0, 0, 0},         {ZY_GO, 0, 0, 0},          {ZY_BOOT, 0, 0, 0},
                          {ZY_NOTMADE, 0, EAGAIN, 0}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         uint8_t b[ZY_REC_SIZE];
@@ -40,12 +41,18 @@ START_TEST(refuses_malformed) {
         if (n != ZY_REC_SIZE)
             ck_assert_int_eq(zy_parse(b, n, &r), -EBADMSG);
     /* types and fields */
-    const zy_rec bad[] = {{0, 0, 0, 0},           {6, 0, 0, 0},          {15, 0, 0, 0},        {22, 0, 0, 0},
-                          {0xffffffffu, 0, 0, 0}, {ZY_READY, 1, 0, 0},   {ZY_READY, 0, 1, 0},  {ZY_READY, 0, 0, 1},
-                          {ZY_FORK, 1, 1, 0},     {ZY_STARTED, 1, 1, 0}, {ZY_STARTED, 1, 0, 0}, {ZY_STARTED, 1, -5, 0},
-                          {ZY_FAILED, 1, 0, 0},   {ZY_FAILED, 1, -1, 0}, {ZY_ENDED, 3, 0, 0},  {ZY_GO, 0, 7, 0},
-                          {ZY_NEW, 2, 0, 0},      {ZY_KILL, 0, 0, 1}, {ZY_BOOT, 1, 0, 0}, {ZY_BOOT, 0, 1, 0},
-                          {ZY_NOTMADE, 0, 0, 0},  {ZY_NOTMADE, 0, -11, 0}, {ZY_NOTMADE, 1, 11, 0}};
+    const zy_rec bad[] = {{0, 0, 0, 0},           {6, 0, 0, 0},
+                          {15, 0, 0, 0},          {22, 0, 0, 0},
+                          {0xffffffffu, 0, 0, 0}, {ZY_READY, 1, 0, 0},
+                          {ZY_READY, 0, 1, 0},    {ZY_READY, 0, 0, 1},
+                          {ZY_FORK, 1, 1, 0},     {ZY_STARTED, 1, 1, 0},
+                          {ZY_STARTED, 1, 0, 0},  {ZY_STARTED, 1, -5, 0},
+                          {ZY_FAILED, 1, 0, 0},   {ZY_FAILED, 1, -1, 0},
+                          {ZY_ENDED, 3, 0, 0},    {ZY_GO, 0, 7, 0},
+                          {ZY_NEW, 2, 0, 0},      {ZY_KILL, 0, 0, 1},
+                          {ZY_BOOT, 1, 0, 0},     {ZY_BOOT, 0, 1, 0},
+                          {ZY_NOTMADE, 0, 0, 0},  {ZY_NOTMADE, 0, -11, 0},
+                          {ZY_NOTMADE, 1, 11, 0}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         raw(b, bad[i].type, bad[i].gen, bad[i].a, bad[i].b);
         ck_assert_msg(zy_parse(b, ZY_REC_SIZE, &r) == -EBADMSG, "record %zu accepted", i);
@@ -144,6 +151,4 @@ static Suite *zygote_proto_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(zygote_proto_suite());
-}
+int main(void) { return ipb_run_suite(zygote_proto_suite()); }

@@ -92,6 +92,4 @@ static Suite *zygote_s1_suite(void) {
     return s;
 }
 
-int main(void) {
-    return ipb_run_suite(zygote_s1_suite());
-}
+int main(void) { return ipb_run_suite(zygote_s1_suite()); }
