@@ -25,6 +25,11 @@ def tasks(c):
     return int(out.split("TASKS", 1)[1].split()[0])
 
 
+def held_zpres(s0, zygote):
+    """S0's held Zpres: its ipybox-shim children with no child (S1 has the kernels)."""
+    return [p for p in descendants(s0) if p != zygote and ppid_of(p) == s0
+            and comm(p) == "ipybox-shim" and not descendants(p)]
+
 class LostZygoteSlot(unittest.TestCase):
     """The pids limit is raised by 2 for S0 and the zygote. Once the zygote is lost (OOM, a
     missed boot bound: a kernel can starve the boot of CPU or memory; the host kills it here)
@@ -85,12 +90,10 @@ class LostZygoteSlot(unittest.TestCase):
             zs = zygote_pids(c)
             self.assertEqual(len(zs), 1, "no zygote")
             s0 = ppid_of(zs[0])
-            held = lambda: [p for p in descendants(s0) if p != zs[0] and comm(p) == "ipybox-shim"
-                            and ppid_of(p) == s0 and not descendants(p)]
-            before = held()
+            before = held_zpres(s0, zs[0])
             os.kill(zs[0], signal.SIGKILL)
             # What the fix holds the slot with (on the old code nothing comes: the count fails).
-            wait_for(lambda: len(held()) > len(before), 10)
+            wait_for(lambda: len(held_zpres(s0, zs[0])) > len(before), 10)
             self.assertEqual(tasks(c), without,
                              "the running kernel got the lost zygote's place in the pids limit")
             r = c.call("reset")

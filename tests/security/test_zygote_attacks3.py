@@ -13,10 +13,10 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 sys.path.insert(0, os.path.dirname(__file__))
-from ipybox_test import McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
-from test_zygote import comm, ppid_of, start_of, zygote_pids  # noqa: E402
+from ipybox_test import McpClient, require_sandbox, text_of, wait_for  # noqa: E402
+from test_zygote import ppid_of, start_of, zygote_pids  # noqa: E402
 from test_zygote_attacks import left, session_processes  # noqa: E402
-from test_zygote_attacks2 import LIMIT, tasks  # noqa: E402
+from test_zygote_attacks2 import LIMIT, held_zpres, tasks  # noqa: E402
 
 # A startup file the kernel leaves for its successor: the next kernel runs it in initialize(),
 # before it answers the supervisor, so a loss of the zygote can fall inside that handshake.
@@ -33,12 +33,6 @@ import os
 os.remove(os.path.join(get_ipython().profile_dir.startup_dir, "00-slow.py"))
 print("FAST")
 '''
-
-
-def held_zpres(s0, zygote):
-    """S0's held Zpres: its ipybox-shim children with no child (S1 has the kernels)."""
-    return [p for p in descendants(s0) if p != zygote and ppid_of(p) == s0
-            and comm(p) == "ipybox-shim" and not descendants(p)]
 
 
 class LossWhileAKernelRuns(unittest.TestCase):
