@@ -13,10 +13,10 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 sys.path.insert(0, os.path.dirname(__file__))
-from ipybox_test import McpClient, require_sandbox, text_of, wait_for  # noqa: E402
-from test_zygote import ppid_of, start_of, zygote_pids  # noqa: E402
+from ipybox_test import McpClient, descendants, require_sandbox, text_of, wait_for  # noqa: E402
+from test_zygote import comm, ppid_of, start_of, zygote_pids  # noqa: E402
 from test_zygote_attacks import left, session_processes  # noqa: E402
-from test_zygote_attacks2 import LIMIT, held_zpres, tasks  # noqa: E402
+from test_zygote_attacks2 import LIMIT, tasks  # noqa: E402
 
 # A startup file the kernel leaves for its successor: the next kernel runs it in initialize(),
 # before it answers the supervisor, so a loss of the zygote can fall inside that handshake.
@@ -35,15 +35,22 @@ print("FAST")
 '''
 
 
+def held_zpres(s0, zygote):
+    """S0's held Zpres: its ipybox-shim children with no child (S1 has the kernels)."""
+    return [p for p in descendants(s0) if p != zygote and ppid_of(p) == s0
+            and comm(p) == "ipybox-shim" and not descendants(p)]
+
+
 class LossWhileAKernelRuns(unittest.TestCase):
     def setUp(self):
         require_sandbox(self)
 
     def test_held_zygote_lost_too_keeps_the_slot(self):
-        # Twice in a row: the READY zygote is lost, then the Zpre held for its slot (a booting
-        # one can be starved or OOM-killed as well). Before the fix only a READY zygote's loss
-        # was replaced, so the second slot stayed free until the next START and the running
-        # kernel could fork into it (23 tasks for --max-processes 24, against 22).
+        # The READY zygote is lost while a kernel runs (the host kills it here; OOM could):
+        # before 79eb5ea its slot stayed free until the next START and the running kernel could
+        # fork into it (23 tasks for --max-processes 24, against 22). Then the Zpre held for the
+        # slot is lost too (a booting one can be starved or OOM-killed as well): before the
+        # review's fix only a READY zygote's loss was replaced, with the same result.
         with McpClient("--max-processes", LIMIT, "--no-zygote") as c:
             c.execute("1")
             without = tasks(c)
@@ -54,6 +61,8 @@ class LossWhileAKernelRuns(unittest.TestCase):
             s0 = ppid_of(zs[0])
             os.kill(zs[0], signal.SIGKILL)
             self.assertTrue(wait_for(lambda: held_zpres(s0, zs[0]), 10), "no Zpre held after the loss")
+            self.assertEqual(tasks(c), without,
+                             "the running kernel got the lost zygote's place in the pids limit")
             first = held_zpres(s0, zs[0])[0]
             os.kill(first, signal.SIGKILL)
             # What the fix holds the slot with (on the old code nothing comes: the count fails).
