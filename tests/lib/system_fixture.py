@@ -60,6 +60,21 @@ def pool_pids():
     return [p for p, u in proc_uids() if POOL_START <= u < POOL_END]
 
 
+def describe(pids):
+    """pid, parent, uid, program and cgroup of each of pids, for a failure's message: whose
+    sandboxes they are (another root service on the host has its own in the same uid pool)."""
+    out = []
+    for p in pids:
+        try:
+            with open("/proc/%d/cgroup" % p) as f:
+                cg = sorted({line.rstrip("\n").split(":", 2)[2] for line in f})
+            out.append("%d (parent %d, uid %d): %s in %s" % (p, ppid_of(p), os.stat("/proc/%d" % p).st_uid,
+                                                             " ".join(cmdline(p))[:60], ", ".join(cg)))
+        except OSError:
+            out.append("%d (gone)" % p)
+    return "; ".join(out)
+
+
 def sandbox_cgroups():
     return glob.glob("/sys/fs/cgroup/*/ipyboxd/sb-*") + glob.glob("/sys/fs/cgroup/*/*/ipyboxd/sb-*") + \
         glob.glob("/sys/fs/cgroup/**/sb-[0-9]*", recursive=True)
@@ -169,9 +184,10 @@ class SystemServiceCase(unittest.TestCase):
         cls.svc.log.close()
         cls.svc.tmp.cleanup()
         left = pool_pids()
+        why = describe(left)
         remove_users()
         assert rc == 0, "the service exited %s: %s" % (rc, log)
-        assert not left, "sandbox processes left after SIGTERM: %s" % left
+        assert not left, "sandbox processes left after SIGTERM: %s" % why
         assert not os.path.exists("/run/ipybox"), "/run/ipybox left behind"
 
     def setUp(self):
