@@ -1,6 +1,6 @@
 """ipyboxd as root, stopped and restarted (tests/lib/system_fixture.py): SIGKILL of the service
 leaves no sandbox process of it, and the next start removes the cgroups it left; SIGTERM (at
-the end of every test_system_* class, system_fixture.SystemServiceCase) leaves nothing."""
+the end of every class with a service: system_fixture.SystemServiceCase) leaves nothing."""
 import os
 import pwd
 import sys
