@@ -1,6 +1,6 @@
 /* Unit tests for monitor/fds.c: children start with only the descriptors they were given,
  * and what a user sent is closed by a closer, not by the caller. (A real stalling close, on a
- * FUSE file, is in tests/integration/test_system.py.) */
+ * FUSE file, is in tests/integration/test_system_monitor.py.) */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>

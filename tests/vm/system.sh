@@ -5,7 +5,7 @@
 # unit as shipped, with a test configuration, and runs four suites:
 #   1. tests/vm/system_service.py: the service as users alice and bob meet it
 #   4. the same again with `zygote = true` (the shipped default is false), the service restarted
-#   2. tests/integration/test_system.py against the installed binaries
+#   2. tests/integration/test_system_*.py against the installed binaries
 #   3. tests/vm/limits_user.sh: user-mode limits under a user manager
 # Exits 0 only when everything passed; the last lines sum up each suite.
 #
@@ -85,7 +85,7 @@ rc_service=- rc_zygote=- rc_integration=- rc_user=-
 # For suite 2: $dest/bin/ipybox is the installed one; $dest/bin/ipyboxd, a wrapper that moves
 # itself into a cgroup of its own under a unit with Delegate=yes and executes the installed
 # ipyboxd. On cgroup v2 the monitor divides only a cgroup delegated to it (as the service's is);
-# test_system.py runs ipyboxd as its own child, which would share the test's cgroup.
+# test_system_*.py run ipyboxd as their own child, which would share the test's cgroup.
 delegated_ipyboxd() {
     systemd-run -q --unit=ipybox-vm-delegated -p Delegate=yes /bin/sleep infinity || return 1
     local cg
@@ -133,7 +133,7 @@ if want 4; then
     sed -i 's/^zygote = .*/zygote = false/' /etc/ipybox/ipyboxd.conf
 fi
 
-step "suite 2: tests/integration/test_system.py against the installed binaries"
+step "suite 2: tests/integration/test_system_*.py against the installed binaries"
 if want 2; then
     # It runs ipyboxd itself, as root, with a configuration of its own: the service stops first.
     # 8 sessions at once, not 20: under software emulation 20 kernels starting together take
@@ -142,7 +142,8 @@ if want 2; then
     rc_integration=1
     if delegated_ipyboxd; then
         (cd "$dest/tests/integration" &&
-            IPYBOX=$dest/bin/ipybox IPYBOX_TEST_CONCURRENT=8 timeout -k 10 1200 "${py[@]}" -m unittest -v test_system 2>&1)
+            IPYBOX=$dest/bin/ipybox IPYBOX_TEST_CONCURRENT=8 timeout -k 10 1200 "${py[@]}" -m unittest discover -v -s . \
+                -p 'test_system_*.py' 2>&1)
         rc_integration=$?
     fi
     systemctl stop ipybox-vm-delegated.service
@@ -157,6 +158,6 @@ fi
 step "summary"
 echo "suite 1, tests/vm/system_service.py: $(result $rc_service)"
 echo "suite 4, tests/vm/system_service.py with zygote = true: $(result $rc_zygote)"
-echo "suite 2, tests/integration/test_system.py: $(result $rc_integration)"
+echo "suite 2, tests/integration/test_system_*.py: $(result $rc_integration)"
 echo "suite 3, tests/vm/limits_user.sh: $(result $rc_user)"
 for rc in $rc_service $rc_zygote $rc_integration $rc_user; do [ "$rc" = 0 ] || [ "$rc" = - ] || exit 1; done
