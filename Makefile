@@ -218,7 +218,7 @@ check: all $(UNIT_BINS) $(FUZZ_BINS) $(HELPER_BINS) $(TOOL_BINS)
 # Root; the image is cached in IPYBOX_VM_CACHE (default /var/cache/ipybox-vm).
 check-system:
 	@scripts/deps.sh system
-	@tests/vm/boot.sh -t 1500 tests/vm/system.sh
+	@tests/vm/boot.sh -t 2400 tests/vm/system.sh
 
 sanitize:
 	$(MAKE) BUILD=build-san SANITIZE=address,undefined check
