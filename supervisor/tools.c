@@ -263,7 +263,12 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     }
     ipb_error *err = NULL;
     if (ipb_session_ensure_kernel(s, &err) < 0) {
-        json_t *r = error_result("The kernel is not available: %s", ipb_error_msg(err));
+        /* A zygote's end is told with the call whose start it concerned, failed or not: told
+         * later, it would come with a kernel that did not start the slow way. */
+        char *zy = ipb_session_take_zygote_note(s);
+        json_t *r =
+            error_result("The kernel is not available: %s%s%s", ipb_error_msg(err), zy ? " " : "", zy ? zy : "");
+        free(zy);
         ipb_error_free(err);
         return r;
     }
@@ -273,12 +278,15 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     ipb_refusals_begin(&s->kernel.sb);
     if (ipb_execute(&s->kernel, code, timeout, (size_t)max_chars, hooks, &res, &err) < 0) {
         bool gone = s->kernel.sb.fd < 0; /* the sandbox ended under this call */
+        char *zy = ipb_session_take_zygote_note(s);
         json_t *r =
             gone ? error_result("%s%sThe sandbox ended before this cell could finish (%s). The next call starts a "
                                 "fresh kernel in a new sandbox: variables are lost; files in /app and "
-                                "installed packages are kept.",
-                                lost ? lost : "", lost ? " " : "", ipb_error_msg(err))
-                 : error_result("%s%sExecution failed: %s", lost ? lost : "", lost ? " " : "", ipb_error_msg(err));
+                                "installed packages are kept.%s%s",
+                                lost ? lost : "", lost ? " " : "", ipb_error_msg(err), zy ? " " : "", zy ? zy : "")
+                 : error_result("%s%sExecution failed: %s%s%s", lost ? lost : "", lost ? " " : "", ipb_error_msg(err),
+                                zy ? " " : "", zy ? zy : "");
+        free(zy);
         s->end_told = gone;
         ipb_error_free(err);
         free(lost);
@@ -388,7 +396,9 @@ static json_t *tool_reset(ipb_session *s) {
     ipb_error *err = NULL;
     long t0 = ipb_now_ms();
     if (ipb_session_reset(s, &err) < 0) {
-        json_t *r = error_result("reset failed: %s", ipb_error_msg(err));
+        char *zy = ipb_session_take_zygote_note(s);
+        json_t *r = error_result("reset failed: %s%s%s", ipb_error_msg(err), zy ? " " : "", zy ? zy : "");
+        free(zy);
         ipb_error_free(err);
         return r;
     }

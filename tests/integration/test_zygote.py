@@ -427,6 +427,31 @@ class ZygoteLoss(unittest.TestCase):
         # note says why (not the SIGKILL of S0's, which would read as a possible OOM).
         self.lose(lambda pid: os.kill(pid, signal.SIGSTOP), "did not answer in time and was killed)")
 
+    def test_loss_told_with_a_reset_that_failed(self):
+        # The kernel that replaces a lost zygote dies while it starts (a startup file the last
+        # kernel left, which removes itself): the failed reset says the zygote ended. Before,
+        # that note waited for the next successful call, whose kernel was forked from the new
+        # zygote, and told it "this kernel started the slow way".
+        with McpClient() as c:
+            out, _ = c.execute(
+                "import os\n"
+                "p = os.path.join(get_ipython().profile_dir.startup_dir, '00-die.py')\n"
+                "os.makedirs(os.path.dirname(p), exist_ok=True)\n"
+                "open(p, 'w').write('import os\\nos.remove(%r)\\nos._exit(3)\\n' % p)\n"
+                "print('PLANTED')")
+            self.assertIn("PLANTED", out)
+            zs = zygote_pids(c)
+            self.assertEqual(len(zs), 1, "no zygote found under the session")
+            os.kill(zs[0], signal.SIGKILL)
+            r = c.call("reset")
+            self.assertTrue(r["isError"], text_of(r))
+            self.assertIn("exited while starting", text_of(r))
+            self.assertIn("The zygote ended (it was killed by signal 9", text_of(r))
+            text, r = c.execute("print(1 + 1)")
+            self.assertEqual(text.splitlines()[0], "2", text)
+            self.assertNotIn("zygote", json.dumps(r), "a stale note came with a later kernel")
+            self.assertEqual(start_of(c.call("reset")), "zygote")
+
     def test_two_zygotes_lost_before_ready_none_again(self):
         for attempt in range(3):
             if self.two_lost_before_ready():
