@@ -10,7 +10,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from ipybox_test import wait_for  # noqa: E402
-from monitor_channel import IPBM, IPBM_ADOPT, IPBM_ERROR, IPBM_SPAWN, adopt, ipbm, steal_fd  # noqa: E402
+from monitor_channel import IPBM, IPBM_ADOPT, IPBM_ERROR, IPBM_SPAWNED, adopt, ipbm, spawn, steal_fd  # noqa: E402
 import system_fixture as sf  # noqa: E402
 from system_fixture import POOL_END, POOL_START, USERS, cmdline, pool_pids, ppid_of, proc_uids, text  # noqa: E402
 from test_mcp_sandboxed import PROBE_SERVER, probe_params  # noqa: E402
@@ -84,17 +84,8 @@ class SystemServiceMcpServers(sf.SystemServiceCase):
         rd, wr = os.pipe()
         keep, shims = [], set()
         for _ in range(40):  # every sandbox A may run
-            sync, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            keep += [sync, peer]
-            socket.send_fds(worker, [ipbm(IPBM_SPAWN)], [rd, wr, wr, sync.fileno()])
-            while True:
-                msg, fds, _, _ = socket.recv_fds(worker, IPBM.size, 4)
-                for fd in fds:
-                    os.close(fd)
-                reply = IPBM.unpack(msg)
-                if reply[1] != 102:  # not an EXITED
-                    break
-            if reply[1] != 100:
+            reply = spawn(worker, (rd, wr, wr), keep)
+            if reply[1] != IPBM_SPAWNED:
                 break
             shims.add(reply[4])
         self.assertEqual(reply[1], IPBM_ERROR)

@@ -14,7 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from ipybox_test import alive, wait_for  # noqa: E402
-from monitor_channel import IPBM, IPBM_ADOPT, IPBM_ERROR, IPBM_KILL, IPBM_SPAWN, adopt, ipbm, steal_fd  # noqa: E402
+from monitor_channel import IPBM, IPBM_ADOPT, IPBM_ERROR, IPBM_KILL, IPBM_SPAWN, adopt, ipbm, spawn, steal_fd  # noqa: E402
 import stallfs  # noqa: E402
 import system_fixture as sf  # noqa: E402
 from system_fixture import USERS, cmdline, pool_pids, ppid_of, proc_uids  # noqa: E402
@@ -49,20 +49,11 @@ class SystemServiceMonitor(sf.SystemServiceCase):
         keep = []
         replies = []
         for _ in range(40):  # max_sessions_per_user is 16: at most 32 sandboxes
-            sync, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            keep += [sync, peer]
-            socket.send_fds(theirs, [ipbm(IPBM_SPAWN)], [r, w, w, sync.fileno()])
-            while True:
-                msg, fds, _, _ = socket.recv_fds(theirs, IPBM.size, 4)
-                for fd in fds:
-                    os.close(fd)
-                reply = IPBM.unpack(msg)
-                if reply[1] != 102:  # not an EXITED
-                    break
+            reply = spawn(theirs, (r, w, w), keep)
             replies.append(reply)
-            if reply[1] == 101:
+            if reply[1] == IPBM_ERROR:
                 break
-        self.assertEqual(replies[-1][1], 101, "40 sandboxes for one user")
+        self.assertEqual(replies[-1][1], IPBM_ERROR, "40 sandboxes for one user")
         self.assertIn(b"the most the service allows", replies[-1][-1])
         self.assertLessEqual(len(replies) - 1, 32)
         # B is not held back by A's quota; nor by A's channels, also limited (16 + 4).

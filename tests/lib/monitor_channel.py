@@ -10,7 +10,7 @@ import struct
 # pids_max, cpu_weight, limits, memory_max, uid_base, reserved, text[256].
 IPBM = struct.Struct("<IIIiiIIIIIQII256s")
 IPBM_MAGIC, IPBM_ADOPT, IPBM_SPAWN, IPBM_KILL = 0x69706d31, 1, 2, 3
-IPBM_ERROR, IPBM_ADOPTED = 101, 103
+IPBM_SPAWNED, IPBM_ERROR, IPBM_EXITED, IPBM_ADOPTED = 100, 101, 102, 103
 
 
 def ipbm(kind, **fields):
@@ -31,6 +31,22 @@ def adopt(chan):
             os.close(fd)
         raise AssertionError("ADOPT refused: %r" % (reply,))
     return socket.socket(fileno=fds[0])
+
+
+def spawn(chan, stdio, keep):
+    """Asks the monitor for a sandbox on a worker channel (stdio: the shim's three
+    descriptors); keep gets the sync socketpair, which must stay open while the sandbox runs.
+    The first reply that is not an EXITED of an earlier sandbox, unpacked."""
+    sync, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    keep += [sync, peer]
+    socket.send_fds(chan, [ipbm(IPBM_SPAWN)], list(stdio) + [sync.fileno()])
+    while True:
+        msg, fds, _, _ = socket.recv_fds(chan, IPBM.size, 4)
+        for fd in fds:
+            os.close(fd)
+        reply = IPBM.unpack(msg)
+        if reply[1] != IPBM_EXITED:
+            return reply
 
 
 def steal_fd(pid, fd):
