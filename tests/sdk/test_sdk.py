@@ -11,7 +11,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -664,6 +666,21 @@ class Sync(unittest.TestCase):
                     sb.execute("1")
                 it.close()
                 self.assertEqual(sb.execute("3").text, "3\n")
+
+    def test_workspace_known_once_started(self):
+        # The supervisor writes its ready line (with the workspace) to stderr before it answers
+        # initialize, but the SDK's stderr reader is a thread of its own: a start could return
+        # before it had read the line, and `workspace` was None (seen in CI). The reader is
+        # slowed here so that the race is lost every time without the wait for the line.
+        orig = ib.sandbox.Sandbox._read_stderr
+
+        def slow(self, fd):
+            time.sleep(1.5)
+            orig(self, fd)
+        with tempfile.TemporaryDirectory(prefix="ipybox-sdk-test-", dir="/tmp") as ws:
+            with mock.patch.object(ib.sandbox.Sandbox, "_read_stderr", slow):
+                with ib.SyncSandbox(transport="embedded", ipybox=IPYBOX, workspace=ws) as sb:
+                    self.assertEqual(sb.workspace, ws)
 
     def test_a_failed_start_closes_its_loop(self):
         sb = ib.SyncSandbox(transport="embedded", ipybox=IPYBOX, python="/nonexistent/python3")

@@ -120,6 +120,8 @@ class Sandbox:
         self.session_name: Optional[str] = None
         #: The host directory behind /app, when the supervisor said (embedded).
         self.workspace: Optional[str] = None
+        # Set once the stderr reader has seen the supervisor's ready line (or stderr's end).
+        self._ready_line = threading.Event()
         #: What the server said of itself in initialize.
         self.server_info: Dict[str, Any] = {}
 
@@ -168,6 +170,8 @@ class Sandbox:
             else:
                 await self._spawn()
             await asyncio.wait_for(self._initialize(), self._start_timeout)
+            if self.transport == "embedded":
+                await self._await_ready_line(5)
         except asyncio.TimeoutError:
             tail = self.stderr_tail()
             await self._teardown()
@@ -247,6 +251,7 @@ class Sandbox:
         finally:
             os.close(err_w)
         self._stderr.clear()
+        self._ready_line.clear()
         self._stderr_thread = threading.Thread(target=self._read_stderr, args=(err_r,), name="ipybox-sdk-stderr",
                                                daemon=True)
         self._stderr_thread.start()
@@ -255,13 +260,24 @@ class Sandbox:
         self.transport = "embedded"
 
     def _read_stderr(self, fd: int) -> None:
-        with open(fd, "rb") as f:
-            for line in f:
-                text = line.decode("utf-8", "replace").rstrip("\n")
-                self._stderr.append(text)
-                log.debug("ipybox: %s", text)
-                if text.startswith("ipybox mcp: ready") and "/app = " in text:
-                    self.workspace = text.split("/app = ", 1)[1].strip()
+        try:
+            with open(fd, "rb") as f:
+                for line in f:
+                    text = line.decode("utf-8", "replace").rstrip("\n")
+                    self._stderr.append(text)
+                    log.debug("ipybox: %s", text)
+                    if text.startswith("ipybox mcp: ready") and "/app = " in text:
+                        self.workspace = text.split("/app = ", 1)[1].strip()
+                        self._ready_line.set()
+        finally:
+            self._ready_line.set()
+
+    async def _await_ready_line(self, timeout: float) -> None:
+        """The supervisor writes its ready line (with the workspace) to stderr before it
+        answers initialize, but this thread may not have read it yet: wait for it, briefly."""
+        deadline = time.monotonic() + timeout
+        while not self._ready_line.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
 
     async def _join_stderr(self, timeout: float) -> None:
         """Waits (up to timeout) until the supervisor's stderr has ended and been read."""
