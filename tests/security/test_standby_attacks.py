@@ -1,0 +1,140 @@
+"""Attacks on the standby kernel (--standby; architecture.md, "The standby kernel"). It lives
+beside the running kernel with the same uid, so kernel code can name it: it must not be able to
+read it, leave it a signal, or leave the next kernel slowed, bounded or moved; a standby that
+was touched is not used (the reset forks from the zygote), and one that was killed only costs
+the speed of the next reset."""
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+from ipybox_test import McpClient, require_sandbox  # noqa: E402
+from test_standby import reset, standby_of  # noqa: E402
+
+# Finds the standby from inside: the one process of the sandbox, other than PID 1 and the
+# kernel, whose /proc entry is not the sandbox user's (it is not dumpable).
+FIND = r'''
+import os
+def standby_pid():
+    for p in os.listdir('/proc'):
+        if p.isdigit() and int(p) not in (1, os.getpid()):
+            try:
+                if os.stat('/proc/' + p).st_uid != os.getuid():
+                    return int(p)
+            except OSError:
+                pass
+sb = standby_pid()
+print('STANDBY', sb)
+'''
+
+# What the kernel after a reset has of what kernel code could have changed in it.
+STATE = r'''
+import os, resource, signal
+print('STATE', os.getpriority(os.PRIO_PROCESS, 0), resource.getrlimit(resource.RLIMIT_NOFILE),
+      sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0), sorted(signal.sigpending()),
+      open('/proc/self/status').read().split('State:')[1].split()[0])
+'''
+
+
+class StandbyAttacks(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_sandbox(cls)
+        cls.ws = tempfile.mkdtemp(prefix="ipybox-sba-")
+        cls.c = McpClient("--workspace", cls.ws, "--standby")
+        text, r = cls.c.execute(STATE)
+        cls.fresh = text.split("STATE", 1)[1].strip()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def find(self):
+        host, ns = standby_of(self.c)
+        self.assertIsNotNone(ns, "no standby was made")
+        text, r = self.c.execute(FIND)
+        self.assertEqual(text.split("STANDBY", 1)[1].strip(), str(ns), text)
+        return ns
+
+    def attack(self, code, expect):
+        """Runs code (with sb, the standby's pid) in the kernel, resets, and checks how the next
+        kernel started and that it has a fresh kernel's state."""
+        sb = self.find()
+        text, r = self.c.execute(FIND + code)
+        self.assertFalse(r["isError"], text)
+        reset(self, self.c, expect)
+        text, r = self.c.execute(STATE)
+        self.assertFalse(r["isError"], text)
+        self.assertEqual(text.split("STATE", 1)[1].strip(), self.fresh, text)
+        text, r = self.c.execute("import os\nprint(os.getpid())")
+        if expect == "standby":
+            self.assertEqual(text.strip(), str(sb), "the standby was not the kernel after the reset")
+        else:
+            self.assertNotEqual(text.strip(), str(sb), "a touched standby became the kernel")
+
+    def test_signals_left_pending_are_dropped(self):
+        # Each would end or stop the kernel it reached; none must reach the kernel it becomes.
+        self.attack("import signal\n"
+                    "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP, signal.SIGALRM,\n"
+                    "          signal.SIGRTMIN + 3, signal.SIGTSTP, signal.SIGSTOP):\n"
+                    "    os.kill(sb, s)\n", "standby")
+        text, r = self.c.execute("print(1 + 1)")
+        self.assertEqual(text.strip(), "2", text)
+
+    def test_stopped_standby_is_continued(self):
+        self.attack("import signal\nos.kill(sb, signal.SIGSTOP)", "standby")
+
+    def test_niced_standby_is_not_used(self):
+        self.attack("os.setpriority(os.PRIO_PROCESS, sb, 10)", "zygote")
+
+    def test_limited_standby_is_not_used(self):
+        self.attack("import resource\nresource.prlimit(sb, resource.RLIMIT_NOFILE, (64, 64))", "zygote")
+
+    def test_idle_scheduled_standby_is_not_used(self):
+        self.attack("os.sched_setscheduler(sb, os.SCHED_IDLE, os.sched_param(0))", "zygote")
+
+    def test_pinned_standby_is_not_used(self):
+        if len(os.sched_getaffinity(0)) < 2:
+            self.skipTest("one CPU: no affinity to take away")
+        self.attack("os.sched_setaffinity(sb, {min(os.sched_getaffinity(0))})", "zygote")
+
+    @unittest.skipUnless(os.uname().machine == "x86_64", "ioprio_set's number is x86_64's")
+    def test_idle_io_standby_is_not_used(self):
+        self.attack("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                    "assert libc.syscall(251, 1, sb, 3 << 13) == 0, ctypes.get_errno()", "zygote")
+
+    def test_killed_standby_costs_only_the_fork(self):
+        self.attack("import signal\nos.kill(sb, signal.SIGKILL)", "zygote")
+
+    def test_standby_cannot_be_read_or_written(self):
+        self.find()
+        text, r = self.c.execute(FIND + r'''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+out = []
+for f, mode in (('mem', os.O_RDONLY), ('environ', os.O_RDONLY), ('maps', os.O_RDONLY), ('auxv', os.O_RDONLY),
+                ('oom_score_adj', os.O_WRONLY), ('comm', os.O_WRONLY), ('timerslack_ns', os.O_WRONLY),
+                ('attr/current', os.O_WRONLY)):
+    try:
+        os.close(os.open('/proc/%d/%s' % (sb, f), mode))
+        out.append(f + ' OPENED')
+    except OSError:
+        pass
+for d in ('fd', 'cwd', 'root', 'map_files'):
+    try:
+        os.listdir('/proc/%d/%s' % (sb, d))
+        out.append(d + ' LISTED')
+    except OSError:
+        pass
+if os.uname().machine == 'x86_64':
+    buf = ctypes.create_string_buffer(64)
+    local = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), 64)
+    if libc.syscall(310, sb, local, 1, local, 1, 0) >= 0:  # process_vm_readv
+        out.append('process_vm_readv READ')
+    if libc.syscall(101, 16, sb, 0, 0) == 0:  # PTRACE_ATTACH
+        out.append('PTRACE_ATTACH')
+print('REACHED', out)
+''')
+        self.assertEqual(text.split("REACHED", 1)[1].strip(), "[]", text)
