@@ -53,6 +53,9 @@ class ResetWithStandby(test_zygote.ResetBothWays):
     options = ("--standby",)
     starts = ("standby", "zygote")
 
+    def settle(self):
+        standby_of(self.c)
+
     def test_a_prepared_standby_is_taken(self):
         standby_of(self.c)
         self.assertEqual(start_of(self.reset()), "standby")

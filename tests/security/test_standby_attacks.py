@@ -14,14 +14,15 @@ from ipybox_test import McpClient, require_sandbox  # noqa: E402
 from test_standby import reset, standby_of  # noqa: E402
 
 # Finds the standby from inside: the one process of the sandbox, other than PID 1 and the
-# kernel, whose /proc entry is not the sandbox user's (it is not dumpable).
+# kernel, whose /proc files are not the sandbox user's (it is not dumpable; /proc/<pid> itself
+# always shows the process's uid).
 FIND = r'''
 import os
 def standby_pid():
     for p in os.listdir('/proc'):
         if p.isdigit() and int(p) not in (1, os.getpid()):
             try:
-                if os.stat('/proc/' + p).st_uid != os.getuid():
+                if os.stat('/proc/%s/environ' % p).st_uid != os.getuid():
                     return int(p)
             except OSError:
                 pass
@@ -114,14 +115,27 @@ class StandbyAttacks(unittest.TestCase):
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 out = []
-for f, mode in (('mem', os.O_RDONLY), ('environ', os.O_RDONLY), ('maps', os.O_RDONLY), ('auxv', os.O_RDONLY),
-                ('oom_score_adj', os.O_WRONLY), ('comm', os.O_WRONLY), ('timerslack_ns', os.O_WRONLY),
-                ('attr/current', os.O_WRONLY)):
+for f in ('mem', 'environ', 'maps', 'auxv', 'stack', 'syscall'):
     try:
-        os.close(os.open('/proc/%d/%s' % (sb, f), mode))
-        out.append(f + ' OPENED')
+        with open('/proc/%d/%s' % (sb, f), 'rb') as fh:
+            fh.read(1)
+        out.append(f + ' READ')
     except OSError:
         pass
+# Writable files of another process (nice-like state the standby could not undo).
+for f, value in (('oom_score_adj', b'1000'), ('comm', b'x'), ('timerslack_ns', b'1000000000'),
+                 ('attr/current', b'x'), ('autogroup', b'19'), ('sched', b'0')):
+    try:
+        fd = os.open('/proc/%d/%s' % (sb, f), os.O_WRONLY)
+    except OSError:
+        continue
+    try:
+        os.write(fd, value)
+        out.append(f + ' WRITTEN')
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 for d in ('fd', 'cwd', 'root', 'map_files'):
     try:
         os.listdir('/proc/%d/%s' % (sb, d))
