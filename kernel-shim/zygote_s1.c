@@ -231,6 +231,12 @@ pid_t shim_zygote_fork_standby(shim_zygote *z, uint32_t serial, int *chan) {
     if (z->ctl < 0 || z->state != SHIM_ZY_READY || z->fd < 0)
         return 0;
     pid_t pid = ask_fork(z, ZY_STANDBY, serial, chan);
+    if (pid < 0 && z->fd < 0 && !z->ending && (z->state == SHIM_ZY_NONE || z->state == SHIM_ZY_OFF)) {
+        /* Lost while a kernel runs, as in shim_zygote_service: its slot in the pids limit is
+         * taken again at once by a held Zpre, which boots once the next kernel answered. */
+        shim_zygote_after_slow(z);
+        z->after_loss = z->after_loss || z->state == SHIM_ZY_MAKING;
+    }
     return pid > 1 ? pid : 0;
 }
 

@@ -198,6 +198,11 @@ START_TEST(zygote_failed_or_bad_answer) {
     ck_assert_uint_eq(next_rec(f.s0, NULL, 1000), ZY_KILL);
     ck_assert_int_eq(f.z.fd, -1);
     ck_assert_int_eq(f.z.why, SHIM_ZYGOTE_BAD);
+    ck_assert(f.z.untold);
+    /* Its slot in the pids limit is held again at once (a Zpre held until the next kernel). */
+    ck_assert_uint_eq(next_rec(f.s0, NULL, 1000), ZY_MAKE);
+    ck_assert_int_eq(f.z.state, SHIM_ZY_MAKING);
+    ck_assert(f.z.after_loss);
     teardown(&f);
 }
 END_TEST
