@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -192,6 +193,13 @@ static void wait_ready(shim_zygote *z) {
     }
 }
 
+/* The standby's channel must be what S1 reads records from: a SOCK_SEQPACKET socket. */
+static bool seqpacket(int fd) {
+    int type = 0;
+    socklen_t len = sizeof(type);
+    return fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET;
+}
+
 /* Asks the READY zygote for a fork (ZY_FORK: a kernel; ZY_STANDBY: a standby, whose channel
  * comes with ZY_STARTED into *chan) and awaits its answer within SHIM_ZY_FORK_MS. Returns the
  * pid (> 1), 0 when it could not fork (ZY_FAILED), or -1 when it was killed (a late, bad or
@@ -209,7 +217,7 @@ static pid_t ask_fork(shim_zygote *z, uint32_t type, uint32_t gen, int *chan) {
     zy_rec m;
     int fd = -1;
     int r = left > 0 ? zy_recv(z->fd, &m, chan ? &fd : NULL, (int)left) : 0;
-    if (r == 1 && m.type == ZY_STARTED && m.gen == gen && (!chan || fd >= 0)) {
+    if (r == 1 && m.type == ZY_STARTED && m.gen == gen && (!chan || seqpacket(fd))) {
         if (chan)
             *chan = fd;
         return m.a;
@@ -218,7 +226,8 @@ static pid_t ask_fork(shim_zygote *z, uint32_t type, uint32_t gen, int *chan) {
         close(fd);
     if (r == 1 && m.type == ZY_FAILED && m.gen == gen)
         return 0; /* it could not fork (the pids limit): the slow way, which says why */
-    /* A standby's STARTED without its channel is as bad as any other record. */
+    /* A standby's STARTED without its channel (or with another kind of descriptor) is as bad as
+     * any other record. */
     kill_zygote(z, r == 0 ? SHIM_ZYGOTE_LATE : r == 1 || r == -EBADMSG ? SHIM_ZYGOTE_BAD : 0);
     await_end(z);
     return -1;

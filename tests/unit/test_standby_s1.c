@@ -56,6 +56,17 @@ static pid_t sleeper(void) {
     return p;
 }
 
+/* How many descriptors this process holds. */
+static int open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 /* S1 with the zygote READY and --standby. */
 static void setup(fake *f) {
     block_chld();
@@ -204,6 +215,27 @@ START_TEST(zygote_failed_or_bad_answer) {
     ck_assert_int_eq(f.z.state, SHIM_ZY_MAKING);
     ck_assert(f.z.after_loss);
     teardown(&f);
+    /* A descriptor that is no SOCK_SEQPACKET socket (a pipe, a stream socket): bad too, and
+     * not kept. */
+    for (int kind = 0; kind < 2; kind++) {
+        int open_before = open_fds();
+        setup(&f);
+        int p[2];
+        if (kind == 0)
+            ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        else
+            ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p), 0);
+        ck_assert_int_eq(zy_send(f.zyg, ZY_STARTED, 1, 77, p[0]), 0);
+        close(p[0]);
+        ck_assert_int_eq(zy_send(f.s0, ZY_ENDED, 0, 9, -1), 0);
+        shim_standby_answered(&f.sb, 1);
+        shim_standby_maybe_make(&f.sb, &f.z, true, 1);
+        ck_assert_int_eq(f.sb.pid, 0);
+        ck_assert_uint_eq(next_rec(f.s0, NULL, 1000), ZY_KILL);
+        close(p[1]);
+        teardown(&f);
+        ck_assert_int_eq(open_fds(), open_before); /* the descriptor that came was closed */
+    }
 }
 END_TEST
 
