@@ -223,7 +223,8 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
                               {zfds[0], POLLIN, 0},
                               {zfds[1], POLLIN, 0},
                               {shim_standby_pollfd(&sb), POLLIN, 0}};
-        if (poll(p, 5, -1) < 0) {
+        /* A standby due later wakes the loop then (the zygote's READY wakes it through its fd). */
+        if (poll(p, 5, shim_standby_wait_ms(&sb, prog > 0, gen)) < 0) {
             if (errno == EINTR)
                 continue;
             _exit(1);

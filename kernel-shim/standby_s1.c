@@ -14,6 +14,20 @@ void shim_standby_init(shim_standby *sb, bool enabled) { *sb = (shim_standby){.e
 void shim_standby_answered(shim_standby *sb, uint32_t gen) {
     sb->answered = true;
     sb->answered_gen = gen;
+    sb->due = ipb_now_ms() + SHIM_STANDBY_DELAY_MS;
+}
+
+/* Whether a standby is wanted for the running kernel of generation gen, whenever it is due. */
+static bool wanted(const shim_standby *sb, bool running, uint32_t gen) {
+    return sb->enabled && sb->pid <= 0 && running && sb->answered && sb->answered_gen == gen &&
+           !(sb->made && sb->made_for == gen);
+}
+
+int shim_standby_wait_ms(const shim_standby *sb, bool running, uint32_t gen) {
+    if (!wanted(sb, running, gen))
+        return -1;
+    long left = sb->due - ipb_now_ms();
+    return left <= 0 ? -1 : (int)left;
 }
 
 static void close_channel(shim_standby *sb) {
@@ -29,8 +43,8 @@ void shim_standby_forget(shim_standby *sb) {
 }
 
 void shim_standby_maybe_make(shim_standby *sb, shim_zygote *z, bool running, uint32_t gen) {
-    if (!sb->enabled || sb->pid > 0 || !running || !sb->answered || sb->answered_gen != gen ||
-        (sb->made && sb->made_for == gen) || z->ctl < 0 || z->state != SHIM_ZY_READY || z->fd < 0)
+    if (!wanted(sb, running, gen) || ipb_now_ms() < sb->due || z->ctl < 0 || z->state != SHIM_ZY_READY ||
+        z->fd < 0)
         return;
     /* Asked once for this kernel, whatever comes of it: a standby that kernel code kills is not
      * made again before the next kernel (that reset forks from the zygote). */

@@ -20,11 +20,19 @@ typedef struct shim_standby {
     uint32_t made_for; /* (at most one per kernel generation: no respawn loop) */
     bool answered;     /* the running kernel of generation answered_gen answered */
     uint32_t answered_gen;
+    long due;          /* a standby is not made before then (ms, ipb_now_ms) */
 } shim_standby;
 
+/* How long after the running kernel's answer the standby is made: its fork and preparation
+ * (~40 ms of CPU) then come after the first cells a client sends after a reset, not beside them. */
+#define SHIM_STANDBY_DELAY_MS 300
+
 void shim_standby_init(shim_standby *sb, bool enabled);
-/* The kernel of generation gen answered the supervisor (SHIM_CMD_ANSWERED). */
+/* The kernel of generation gen answered the supervisor (SHIM_CMD_ANSWERED): a standby is due
+ * SHIM_STANDBY_DELAY_MS later. */
 void shim_standby_answered(shim_standby *sb, uint32_t gen);
+/* How long the caller may wait before shim_standby_maybe_make has something to do (ms), or -1. */
+int shim_standby_wait_ms(const shim_standby *sb, bool running, uint32_t gen);
 /* Makes one when it is due: enabled, the zygote READY, a kernel of generation gen running and
  * answered, none there and none made for gen. Waits for the zygote's answer within
  * SHIM_ZY_FORK_MS (a late or bad one has the zygote killed). */

@@ -530,6 +530,9 @@ def _standby_prepare(app):
                                                      compiler_class=XCachingCompiler)
     finally:
         history.HistorySavingThread.start = start
+    # The display formatters, which a kernel makes at its first result (~3 ms of its first cell),
+    # from the config read above; _standby_activate applies it again if startup code changed it.
+    shell.display_formatter.formatters
     dirs = [app.ipython_dir, app.profile_dir.location]
     hist = getattr(shell.history_manager, 'hist_file', None)
     if isinstance(hist, str) or hasattr(hist, '__fspath__'):
@@ -566,6 +569,9 @@ def _standby_activate(app, st):
     made in _standby_prepare: the connection file (the key), sockets, threads, the kernel, then
     extensions and startup code, which run now as in a fresh start."""
     import sys
+    shell = st['shell']
+    formatting = shell.display_formatter
+    config = (repr(shell.config), repr(formatting.config))
     app.init_pdb()
     app.init_blackhole()
     app.init_connection_file()
@@ -577,7 +583,6 @@ def _standby_activate(app, st):
     app.init_io()
     app.init_signal()
     app.init_kernel()
-    shell = st['shell']
     if app.kernel.shell is not shell:
         raise RuntimeError('the kernel made a shell of its own')
     shell.parent = app.kernel
@@ -590,6 +595,11 @@ def _standby_activate(app, st):
         app.init_gui_pylab()
         app.init_extensions()
         app.init_code()
+    # Startup code or an extension changed the config (%config, or in place): the formatters
+    # made in _standby_prepare take it as formatters made at the first result would.
+    if (repr(shell.config), repr(formatting.config)) != config:
+        for f in formatting.formatters.values():
+            f._load_config(formatting.config)
     sys.stdout.flush()
     sys.stderr.flush()
 
@@ -635,7 +645,7 @@ def _zygote(chan, env):
     """Never runs user code: imports what every kernel needs (psutil first, then prepare()),
     parses the kernel's argv (parsed_app()) and warms caches (_warm_caches), then forks a
     kernel for each FORK record from the sandbox's PID 1 (kernel-shim/zygote_proto.h)."""
-    import ctypes, errno, gc, os, random, signal, site, socket, stat, struct, sys, threading, time
+    import ctypes, errno, gc, os, random, select, signal, site, socket, stat, struct, sys, threading, time
     global _ZYGOTE_MODULES
     _set_sys_path()
     why = _import_psutil_as_pid1()
@@ -780,62 +790,113 @@ def _zygote(chan, env):
             wrap_magics(app.shell)
         app.start()
 
-    def fork_a(kind, gen):
-        """A: born in the kernels' namespace; forks the kernel (or a standby), says its pid, and
-        goes. K is then a child of the namespace's PID 1, which reaps it."""
-        pair = base = None
-        if kind == STANDBY:
-            base = _standby_attrs(libc, nrs)
-            if base is None:
-                chan.send(rec.pack(FAILED, gen, errno.ENOTSUP, 0))
+    def reap(pid):
+        while True:
+            try:
+                os.waitpid(pid, 0)
                 return
-            pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            # Born with every signal blocked: kernel code may signal it from its first moment.
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                return
+
+    def closefds(extra=()):
+        low = 4
+        for fd in sorted(keep + list(extra)) + [1 << 16]:
+            os.closerange(low, fd)
+            low = fd + 1
+
+    def fork_kernel(gen):
+        """A: born in the kernels' namespace (P1 holds no other process: the START follows
+        KILL_ALL); forks the kernel, says its pid, and goes. K is then a child of the
+        namespace's PID 1, which reaps it."""
         try:
             pid = os.fork()
         except OSError as e:
             chan.send(rec.pack(FAILED, gen, e.errno or errno.EAGAIN, 0))
-            pid = -1
-        if pid != 0:
-            if pair:
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-                for p in pair:
-                    p.close()
-            while pid > 0:
-                try:
-                    os.waitpid(pid, 0)
-                    break
-                except InterruptedError:
-                    continue
-                except ChildProcessError:
-                    break
+            return
+        if pid:
+            reap(pid)
             return
         try:
-            low = 4
-            for fd in sorted(keep + [p.fileno() for p in pair or ()]) + [1 << 16]:
-                os.closerange(low, fd)
-                low = fd + 1
+            closefds()
             kpid = os.fork()
         except OSError as e:
             chan.send(rec.pack(FAILED, gen, e.errno or errno.EAGAIN, 0))
             os._exit(0)
         if kpid == 0:
-            if pair:
-                pair[0].close()
-                standby(pair[1], gen, base)
-            else:
-                kernel()
+            kernel()
             sys.exit(0)
         try:
-            if pair:
-                pair[1].close()
-                chan.sendmsg([rec.pack(STARTED, gen, kpid, 0)],
-                             [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('i', pair[0].fileno()))])
-            else:
-                chan.send(rec.pack(STARTED, gen, kpid, 0))
+            chan.send(rec.pack(STARTED, gen, kpid, 0))
         finally:
             os._exit(0)
+
+    def fork_standby(sgen):
+        """A standby, forked while the kernel runs: A is in P1 beside it, where kernel code can
+        stop or kill it, so A only forks the standby and tells the zygote its pid through a pipe;
+        the zygote waits for A within a bound (then kills it) and answers PID 1 itself, exactly
+        once: STARTED with the standby's channel, or FAILED."""
+        base = _standby_attrs(libc, nrs)
+        if base is None:
+            chan.send(rec.pack(FAILED, sgen, errno.ENOTSUP, 0))
+            return
+        pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        rpipe, wpipe = os.pipe()
+        # Born with every signal blocked: kernel code may signal it from its first moment.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            pid = os.fork()
+        except OSError as e:
+            pid, err = -1, e.errno or errno.EAGAIN
+        if pid == 0:
+            try:
+                chan.detach()
+                os.close(3)
+                os.close(rpipe)
+                pair[0].close()
+                closefds([pair[1].fileno(), wpipe])
+                kpid = os.fork()
+                if kpid == 0:
+                    os.close(wpipe)
+                    standby(pair[1], sgen, base)
+                    sys.exit(0)
+                os.write(wpipe, struct.pack('i', kpid))
+            finally:
+                os._exit(0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(wpipe)
+        pair[1].close()
+        kpid = 0
+        if pid > 0:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                pidfd = -1
+            if pidfd >= 0:
+                poller = select.poll()
+                poller.register(pidfd, select.POLLIN)
+                ended = bool(poller.poll(1000))
+                os.close(pidfd)
+            else:
+                deadline = time.monotonic() + 1
+                while not (ended := os.waitpid(pid, os.WNOHANG)[0] == pid) and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                pid = 0 if ended else pid
+            if not ended:
+                os.kill(pid, signal.SIGKILL)
+            if pid:
+                reap(pid)
+            data = os.read(rpipe, 5) if select.select([rpipe], [], [], 0)[0] else b''
+            kpid = struct.unpack('i', data)[0] if len(data) == 4 else 0
+            err = errno.ETIMEDOUT
+        os.close(rpipe)
+        if kpid > 1:
+            chan.sendmsg([rec.pack(STARTED, sgen, kpid, 0)],
+                         [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('i', pair[0].fileno()))])
+        else:
+            chan.send(rec.pack(FAILED, sgen, err, 0))
+        pair[0].close()
 
     while True:
         try:
@@ -847,10 +908,12 @@ def _zygote(chan, env):
         kind, gen, a, b = rec.unpack(data)
         if kind not in (FORK, STANDBY) or a or b:
             die('malformed record from PID 1')
-        if kind == STANDBY and nrs is None:
+        if kind == FORK:
+            fork_kernel(gen)
+        elif nrs is None:
             chan.send(rec.pack(FAILED, gen, errno.ENOTSUP, 0))
-            continue
-        fork_a(kind, gen)
+        else:
+            fork_standby(gen)
 
 
 def main():

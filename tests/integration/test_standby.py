@@ -3,6 +3,7 @@ the zygote beside the running one, prepared, and activated by `reset` instead of
 a reset keeps and drops is the same as with the zygote alone (ResetWithStandby runs those
 cases); a standby that kernel code touched, or whose config files changed, is not used."""
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -123,6 +124,27 @@ class Standby(unittest.TestCase):
             self.assertEqual(text.strip(), "7", text)
         finally:
             self.c.execute("import os\nos.unlink(%r)" % (startup + "/50-sb.py"))
+
+    def test_startup_config_reaches_the_formatters(self):
+        # The standby makes the display formatters before the reset (a kernel makes them at its
+        # first result); what startup code configures must still reach them, both ways.
+        startup = "/home/appuser/.ipython/profile_default/startup"
+        self.c.execute("import os\nos.makedirs(%r, exist_ok=True)\nopen(%r, 'w').write("
+                       "\"get_ipython().run_line_magic('config', 'PlainTextFormatter.max_seq_length = 3')\\n"
+                       "get_ipython().config.PlainTextFormatter.max_width = 7\\n\")"
+                       % (startup, startup + "/50-fmt.py"))
+        try:
+            for expect in ("zygote", "standby"):
+                host, sb = standby_of(self.c)
+                if expect == "zygote":
+                    # A kernel forked from the zygote makes its formatters at its first result:
+                    # what the standby must match. The standby is killed to get one.
+                    os.kill(host, signal.SIGKILL)
+                reset(self, self.c, expect)
+                text, r = self.c.execute("list(range(10))")
+                self.assertEqual(text.split(), ["[0,", "1,", "2,", "...]"], expect + ": " + text)
+        finally:
+            self.c.execute("import os\nos.unlink(%r)" % (startup + "/50-fmt.py"))
 
     def test_killed_kernel_replaced_by_the_standby(self):
         standby_of(self.c)

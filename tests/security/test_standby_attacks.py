@@ -6,12 +6,14 @@ the speed of the next reset."""
 import os
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from ipybox_test import McpClient, require_sandbox  # noqa: E402
+from ipybox_test import McpClient, require_sandbox, text_of  # noqa: E402
 from test_standby import reset, standby_of  # noqa: E402
+from test_zygote import zygote_pids  # noqa: E402
 
 # Finds the standby from inside: the one process of the sandbox, other than PID 1 and the
 # kernel, whose /proc files are not the sandbox user's (it is not dumpable; /proc/<pid> itself
@@ -108,6 +110,39 @@ class StandbyAttacks(unittest.TestCase):
 
     def test_killed_standby_costs_only_the_fork(self):
         self.attack("import signal\nos.kill(sb, signal.SIGKILL)", "zygote")
+
+    def test_stopped_fork_helper_costs_only_the_standby(self):
+        # The zygote's child that forks a standby (A) is in the sandbox beside the running
+        # kernel for a moment (its parent, the zygote, is outside: PPid 0). Stopped there, it
+        # must not stall the zygote or get it killed for missing PID 1's bound: the zygote kills
+        # A after 1 s and answers, and the next reset forks from the same zygote, saying nothing
+        # of a lost one.
+        zygotes = zygote_pids(self.c)
+        self.assertEqual(len(zygotes), 1)
+        reset(self, self.c, "standby") if standby_of(self.c)[0] else None
+        text, r = self.c.execute(
+            "import os, signal, time\n"
+            "end, hit = time.time() + 10, None\n"
+            "while hit is None and time.time() < end:\n"
+            "    for p in os.listdir('/proc'):\n"
+            "        if p.isdigit() and p != '1':\n"
+            "            try:\n"
+            "                st = open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()\n"
+            "            except OSError:\n"
+            "                continue\n"
+            "            if st[1] == '0':\n"
+            "                os.kill(int(p), signal.SIGSTOP)\n"
+            "                hit = int(p)\n"
+            "                break\n"
+            "print('STOPPED', hit)")
+        self.assertNotIn("None", text, "the fork helper was never seen: " + text)
+        time.sleep(2)
+        r = self.c.call("reset")
+        self.assertFalse(r["isError"], text_of(r))
+        self.assertNotIn("zygote ended", text_of(r))
+        self.assertEqual(zygote_pids(self.c), zygotes, "the zygote was replaced")
+        text, r = self.c.execute("print(1 + 1)")
+        self.assertEqual(text.strip(), "2", text)
 
     def test_standby_cannot_be_read_or_written(self):
         self.find()

@@ -82,6 +82,12 @@ static void setup(fake *f) {
 }
 
 /* What S1 sent on fd within ms: its type (gen and a in *m), or 0. */
+/* The kernel of generation gen answered, and its standby's delay is over. */
+static void answered_now(shim_standby *sb, uint32_t gen) {
+    shim_standby_answered(sb, gen);
+    sb->due = 0;
+}
+
 static uint32_t next_rec(int fd, zy_rec *m, int ms) {
     zy_rec x;
     if (!m)
@@ -99,7 +105,7 @@ static void make_standby(fake *f, uint32_t gen) {
     ck_assert_int_eq(zy_send(f->zyg, ZY_STARTED, serial, f->child, sc[0]), 0);
     close(sc[0]);
     f->stand = sc[1];
-    shim_standby_answered(&f->sb, gen);
+    answered_now(&f->sb, gen);
     shim_standby_maybe_make(&f->sb, &f->z, true, gen);
     zy_rec m;
     ck_assert_uint_eq(next_rec(f->zyg, &m, 1000), ZY_STANDBY);
@@ -141,11 +147,11 @@ START_TEST(made_once_per_gen_after_answered) {
     /* Not before the running kernel answered, nor for an answer of another generation. */
     shim_standby_maybe_make(&f.sb, &f.z, true, 3);
     ck_assert_uint_eq(next_rec(f.zyg, NULL, 100), 0);
-    shim_standby_answered(&f.sb, 2);
+    answered_now(&f.sb, 2);
     shim_standby_maybe_make(&f.sb, &f.z, true, 3);
     ck_assert_uint_eq(next_rec(f.zyg, NULL, 100), 0);
     /* Not with the zygote not READY. */
-    shim_standby_answered(&f.sb, 3);
+    answered_now(&f.sb, 3);
     f.z.state = SHIM_ZY_BOOTING;
     shim_standby_maybe_make(&f.sb, &f.z, true, 3);
     ck_assert_uint_eq(next_rec(f.zyg, NULL, 100), 0);
@@ -173,11 +179,44 @@ START_TEST(made_once_per_gen_after_answered) {
 }
 END_TEST
 
+/* Made SHIM_STANDBY_DELAY_MS after the answer, not at once: its fork and preparation do not
+ * compete with a client's first cells after a reset. The loop is told how long to wait. */
+START_TEST(made_after_the_delay) {
+    fake f;
+    setup(&f);
+    ck_assert_int_eq(shim_standby_wait_ms(&f.sb, true, 7), -1);
+    shim_standby_answered(&f.sb, 7);
+    int w = shim_standby_wait_ms(&f.sb, true, 7);
+    ck_assert_int_gt(w, SHIM_STANDBY_DELAY_MS / 2);
+    ck_assert_int_le(w, SHIM_STANDBY_DELAY_MS);
+    ck_assert_int_eq(shim_standby_wait_ms(&f.sb, false, 7), -1);
+    ck_assert_int_eq(shim_standby_wait_ms(&f.sb, true, 8), -1);
+    shim_standby_maybe_make(&f.sb, &f.z, true, 7);
+    ck_assert_uint_eq(next_rec(f.zyg, NULL, 100), 0);
+    ck_assert_int_eq(f.sb.pid, 0);
+    usleep((useconds_t)(shim_standby_wait_ms(&f.sb, true, 7) + 5) * 1000);
+    ck_assert_int_eq(shim_standby_wait_ms(&f.sb, true, 7), -1);
+    uint32_t serial = f.sb.serial + 1;
+    f.child = sleeper();
+    int sc[2];
+    pair(sc);
+    ck_assert_int_eq(zy_send(f.zyg, ZY_STARTED, serial, f.child, sc[0]), 0);
+    close(sc[0]);
+    f.stand = sc[1];
+    shim_standby_maybe_make(&f.sb, &f.z, true, 7);
+    ck_assert_uint_eq(next_rec(f.zyg, NULL, 1000), ZY_STANDBY);
+    ck_assert_int_eq(f.sb.pid, f.child);
+    kill(f.child, SIGKILL);
+    waitpid(f.child, NULL, 0);
+    teardown(&f);
+}
+END_TEST
+
 START_TEST(disabled_makes_none) {
     fake f;
     setup(&f);
     shim_standby_init(&f.sb, false);
-    shim_standby_answered(&f.sb, 1);
+    answered_now(&f.sb, 1);
     shim_standby_maybe_make(&f.sb, &f.z, true, 1);
     ck_assert_uint_eq(next_rec(f.zyg, NULL, 100), 0);
     ck_assert_int_eq(shim_standby_pollfd(&f.sb), -1);
@@ -191,7 +230,7 @@ START_TEST(zygote_failed_or_bad_answer) {
     setup(&f);
     /* ZY_FAILED: no standby, the zygote stays READY, and none is asked again for this gen. */
     ck_assert_int_eq(zy_send(f.zyg, ZY_FAILED, 1, EAGAIN, -1), 0);
-    shim_standby_answered(&f.sb, 5);
+    answered_now(&f.sb, 5);
     shim_standby_maybe_make(&f.sb, &f.z, true, 5);
     ck_assert_uint_eq(next_rec(f.zyg, NULL, 1000), ZY_STANDBY);
     ck_assert_int_eq(f.sb.pid, 0);
@@ -201,7 +240,7 @@ START_TEST(zygote_failed_or_bad_answer) {
     /* Next gen: ZY_STARTED without the channel is bad: the zygote is killed (ZY_KILL to S0). */
     ck_assert_int_eq(zy_send(f.zyg, ZY_STARTED, 2, 77, -1), 0);
     ck_assert_int_eq(zy_send(f.s0, ZY_ENDED, 0, 9, -1), 0); /* its end, for S1's await */
-    shim_standby_answered(&f.sb, 6);
+    answered_now(&f.sb, 6);
     shim_standby_maybe_make(&f.sb, &f.z, true, 6);
     ck_assert_uint_eq(next_rec(f.zyg, NULL, 1000), ZY_STANDBY);
     ck_assert_int_eq(f.sb.pid, 0);
@@ -228,7 +267,7 @@ START_TEST(zygote_failed_or_bad_answer) {
         ck_assert_int_eq(zy_send(f.zyg, ZY_STARTED, 1, 77, p[0]), 0);
         close(p[0]);
         ck_assert_int_eq(zy_send(f.s0, ZY_ENDED, 0, 9, -1), 0);
-        shim_standby_answered(&f.sb, 1);
+        answered_now(&f.sb, 1);
         shim_standby_maybe_make(&f.sb, &f.z, true, 1);
         ck_assert_int_eq(f.sb.pid, 0);
         ck_assert_uint_eq(next_rec(f.s0, NULL, 1000), ZY_KILL);
@@ -242,7 +281,7 @@ END_TEST
 START_TEST(zygote_late_answer) {
     fake f;
     setup(&f);
-    shim_standby_answered(&f.sb, 1);
+    answered_now(&f.sb, 1);
     long t0 = ipb_now_ms();
     shim_standby_maybe_make(&f.sb, &f.z, true, 1);
     long dt = ipb_now_ms() - t0;
@@ -627,6 +666,7 @@ static Suite *standby_s1_suite(void) {
     TCase *c = tcase_create("standby");
     tcase_set_timeout(c, 20);
     tcase_add_test(c, made_once_per_gen_after_answered);
+    tcase_add_test(c, made_after_the_delay);
     tcase_add_test(c, disabled_makes_none);
     tcase_add_test(c, zygote_failed_or_bad_answer);
     tcase_add_test(c, zygote_late_answer);
