@@ -43,8 +43,7 @@ void shim_standby_forget(shim_standby *sb) {
 }
 
 void shim_standby_maybe_make(shim_standby *sb, shim_zygote *z, bool running, uint32_t gen) {
-    if (!wanted(sb, running, gen) || ipb_now_ms() < sb->due || z->ctl < 0 || z->state != SHIM_ZY_READY ||
-        z->fd < 0)
+    if (!wanted(sb, running, gen) || ipb_now_ms() < sb->due || z->ctl < 0 || z->state != SHIM_ZY_READY || z->fd < 0)
         return;
     /* Asked once for this kernel, whatever comes of it: a standby that kernel code kills is not
      * made again before the next kernel (that reset forks from the zygote). */

@@ -20,7 +20,7 @@ typedef struct shim_standby {
     uint32_t made_for; /* (at most one per kernel generation: no respawn loop) */
     bool answered;     /* the running kernel of generation answered_gen answered */
     uint32_t answered_gen;
-    long due;          /* a standby is not made before then (ms, ipb_now_ms) */
+    long due; /* a standby is not made before then (ms, ipb_now_ms) */
 } shim_standby;
 
 /* How long after the running kernel's answer the standby is made: its fork and preparation
