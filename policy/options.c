@@ -683,10 +683,10 @@ const char *ipb_options_help(void) {
            "                            PYTHONPYCACHEPREFIX, PYTHONPLATLIBDIR, an LD_ variable, OPENSSL_CONF\n"
            "                            and kin, glibc's file variables or a TZ file path is set). Kernels only.\n"
            "  --standby, --no-standby   Whether a second kernel is kept prepared beside the running one, so\n"
-           "                            that `reset` is faster (about half the time). Costs: ~15 MiB more\n"
+           "                            that `reset` is faster (about half the time). Costs: ~11 MiB more\n"
            "                            memory per idle session (counted in --memory), one process of\n"
            "                            --max-processes (the kernel's own limit, never raised for it), and\n"
-           "                            ~40 ms of CPU after each kernel start. Needs the zygote (--standby\n"
+           "                            ~30 ms of CPU after each kernel start. Needs the zygote (--standby\n"
            "                            --no-zygote is an error). Default off. Kernels only.\n"
            "  -v, --verbose             More log lines on stderr (repeat, or -vv, for debug).\n"
            "  -h, --help                This help.\n";

@@ -663,7 +663,7 @@ START_TEST(standby_needs_the_zygote) {
     ipb_options_free(&o);
     const char *h = ipb_options_help();
     ck_assert(strstr(h, "--standby, --no-standby") != NULL);
-    ck_assert(strstr(h, "--max-processes") != NULL && strstr(h, "15 MiB") != NULL);
+    ck_assert(strstr(h, "--max-processes") != NULL && strstr(h, "11 MiB") != NULL);
 }
 END_TEST
 
