@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from ipybox_test import McpClient, require_sandbox, text_of  # noqa: E402
 from test_standby import reset, standby_of  # noqa: E402
-from test_zygote import zygote_pids  # noqa: E402
+from test_zygote import start_of, zygote_pids  # noqa: E402
 
 # Finds the standby from inside: the one process of the sandbox, other than PID 1 and the
 # kernel, whose /proc files are not the sandbox user's (it is not dumpable; /proc/<pid> itself
@@ -187,3 +187,60 @@ if os.uname().machine == 'x86_64':
 print('REACHED', out)
 ''')
         self.assertEqual(text.split("REACHED", 1)[1].strip(), "[]", text)
+
+
+PROFILE = "/home/appuser/.ipython/profile_default"
+
+
+class ConfigCodeRunsBeforeTheReset(unittest.TestCase):
+    """A Python config file is code the sandbox wrote, and the standby runs it while it prepares:
+    before the reset, beside the old kernel. A kernel forked at the reset runs it after. What
+    that code reads, makes or keeps must come out as it would in a forked kernel."""
+
+    def setUp(self):
+        require_sandbox(self)
+        self.ws = tempfile.mkdtemp(prefix="ipybox-sbc-")
+        self.c = McpClient("--workspace", self.ws, "--standby")
+        self.addCleanup(self.c.close)
+        self.addCleanup(self.c.execute, "import os\nos.unlink(%r)" % (PROFILE + "/ipython_kernel_config.py"))
+
+    def config(self, text):
+        out, r = self.c.execute("import os\nos.makedirs(%r, exist_ok=True)\nopen(%r, 'w').write(%r)"
+                                % (PROFILE, PROFILE + "/ipython_kernel_config.py", text))
+        self.assertFalse(r["isError"], out)
+        # The config appeared: this reset forks (the standby declines); the next standby runs it.
+        reset(self, self.c, "zygote")
+        self.assertIsNotNone(standby_of(self.c)[1], "no standby was made")
+
+    def test_a_file_the_config_reads_is_read_after_the_reset(self):
+        self.c.execute("open('/app/sb-lines.txt', 'w').write('from_file = 1')")
+        self.config("c.InteractiveShellApp.exec_lines = [open('/app/sb-lines.txt').read()]\n")
+        text, r = self.c.execute("print(from_file)\n_ = open('/app/sb-lines.txt', 'w').write('from_file = 2')")
+        self.assertEqual(text.strip(), "1", text)
+        r = self.c.call("reset")
+        self.assertFalse(r["isError"], text_of(r))
+        text, _ = self.c.execute("print(from_file)")
+        # A kernel forked at the reset reads 2; the standby read the file before it was changed.
+        self.assertEqual(text.strip(), "2", "the standby ran the config before the reset (start %s)" % start_of(r))
+
+    def test_a_child_made_by_the_config_does_not_hold_the_reset(self):
+        # The config forks a child that exits: in the standby it is a zombie whose parent is the
+        # spared standby, which the walk of KILL_ALL finds again on every pass.
+        self.config("import os\nif os.fork() == 0:\n    os._exit(0)\n")
+        t0 = time.monotonic()
+        r = self.c.call("reset")
+        took = time.monotonic() - t0
+        self.assertFalse(r["isError"], text_of(r))
+        self.assertLess(took, 2.0, "reset took %.1f s (start %s)" % (took, start_of(r)))
+
+    def test_a_thread_made_by_the_config_is_seen(self):
+        # threading.active_count() counts only threading's threads; one from _thread (or C)
+        # leaves the standby with two threads, and it is taken.
+        self.config("import _thread, time\n_thread.start_new_thread(time.sleep, (3600,))\n")
+        host, sb = standby_of(self.c)
+        with open("/proc/%d/status" % host) as f:
+            threads = int(f.read().split("Threads:")[1].split()[0])
+        r = self.c.call("reset")
+        self.assertFalse(r["isError"], text_of(r))
+        if start_of(r) == "standby":
+            self.assertEqual(threads, 1, "a standby with %d threads was taken" % threads)
