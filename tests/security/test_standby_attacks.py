@@ -244,3 +244,68 @@ class ConfigCodeRunsBeforeTheReset(unittest.TestCase):
         self.assertFalse(r["isError"], text_of(r))
         if start_of(r) == "standby":
             self.assertEqual(threads, 1, "a standby with %d threads was taken" % threads)
+
+
+# Background processes of every kind a reset must take while it spares the standby.
+SURVIVORS = r"""
+import os, time, signal, ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def spawn(fn):
+    if os.fork() == 0:
+        try:
+            fn()
+        finally:
+            os._exit(0)
+def subreaper():
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, with a setsid daemon below it
+    spawn(lambda: (os.setsid(), time.sleep(3600)))
+    time.sleep(3600)
+def stopped_lookalike():
+    libc.prctl(15, b'python3', 0, 0, 0)  # PR_SET_NAME: the standby's comm
+    os.kill(os.getpid(), signal.SIGSTOP)
+    time.sleep(3600)
+def storm():
+    while True:
+        try:
+            if os.fork() == 0:
+                time.sleep(0.01)
+                os._exit(0)
+        except OSError:
+            time.sleep(0.001)
+        try:
+            os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            pass
+def zombie_parent():
+    if os.fork() == 0:
+        os._exit(0)
+    time.sleep(3600)
+spawn(subreaper)
+spawn(stopped_lookalike)
+spawn(zombie_parent)
+for i in range(4):
+    spawn(storm)
+time.sleep(0.5)
+"""
+
+
+class KillAllSparesOnlyTheStandby(unittest.TestCase):
+    def test_background_processes_of_every_kind_go(self):
+        require_sandbox(self)
+        ws = tempfile.mkdtemp(prefix="ipybox-sbk-")
+        c = McpClient("--workspace", ws, "--standby")
+        self.addCleanup(c.close)
+        host, sb = standby_of(c)
+        self.assertIsNotNone(sb, "no standby was made")
+        text, r = c.execute(SURVIVORS)
+        self.assertFalse(r["isError"], text)
+        t0 = time.monotonic()
+        reset(self, c, "standby")
+        self.assertLess(time.monotonic() - t0, 2.0)
+        # Every process but PID 1 and the kernel (the standby taken) is gone; a new standby (not
+        # the sandbox user's /proc files) may be there already.
+        text, r = c.execute(FIND + "print('LEFT', sorted(int(p) for p in os.listdir('/proc')"
+                            " if p.isdigit() and int(p) not in (1, os.getpid(), sb)))")
+        self.assertEqual(text.split("LEFT", 1)[1].strip(), "[]", text)
+        text, r = c.execute("import os\nprint(os.getpid())")
+        self.assertEqual(text.strip(), str(sb))
