@@ -309,3 +309,34 @@ class KillAllSparesOnlyTheStandby(unittest.TestCase):
         self.assertEqual(text.split("LEFT", 1)[1].strip(), "[]", text)
         text, r = c.execute("import os\nprint(os.getpid())")
         self.assertEqual(text.strip(), str(sb))
+
+
+class HistoryDatabase(unittest.TestCase):
+    def test_a_database_corrupted_in_place_is_recovered_both_ways(self):
+        # The standby opened the history database while it prepared; kernel code then overwrites
+        # its header in place (same inode: the identity check passes). A forked kernel finds it
+        # corrupt at its start, moves it aside and writes history to a new one; so must the
+        # standby. (Zeroing the first 16 KiB instead makes a forked kernel exit at its start,
+        # "database disk image is malformed", standby or not: not a standby matter.)
+        require_sandbox(self)
+        ws = tempfile.mkdtemp(prefix="ipybox-sbh-")
+        c = McpClient("--workspace", ws, "--standby")
+        self.addCleanup(c.close)
+        for expect in ("zygote", "standby"):
+            host, sb = standby_of(c)
+            self.assertIsNotNone(sb, "no standby was made")
+            if expect == "zygote":
+                os.kill(host, 9)
+            text, r = c.execute("import os\nfd = os.open(str(get_ipython().history_manager.hist_file), os.O_WRONLY)\n"
+                                "_ = os.write(fd, b'garbage!' * 16)\nos.close(fd)")
+            self.assertFalse(r["isError"], text)
+            reset(self, c, expect)
+            first, r = c.execute("x = 1")
+            time.sleep(0.5)
+            text, r = c.execute(
+                "import sqlite3\nhm = get_ipython().history_manager\n"
+                "con = sqlite3.connect(str(hm.hist_file))\n"
+                "print('ROWS', con.execute('select count(*) from history where session = ?',"
+                " (hm.session_number,)).fetchone()[0])")
+            self.assertNotIn("History will not be written", first, expect)
+            self.assertNotEqual(text.split("ROWS", 1)[-1].strip(), "0", expect + ": " + first + text)
