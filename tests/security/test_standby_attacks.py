@@ -340,3 +340,30 @@ class HistoryDatabase(unittest.TestCase):
                 " (hm.session_number,)).fetchone()[0])")
             self.assertNotIn("History will not be written", first, expect)
             self.assertNotEqual(text.split("ROWS", 1)[-1].strip(), "0", expect + ": " + first + text)
+
+
+class IpythonDirMode(unittest.TestCase):
+    def test_an_unwritable_ipython_dir_is_seen_both_ways(self):
+        # IPython takes a temporary directory when ~/.ipython is not writable; the standby
+        # checked only that directory's identity (device, inode), not its mode, so a chmod
+        # after it prepared left it on ~/.ipython (its config, its history) where a forked
+        # kernel is not.
+        require_sandbox(self)
+        ws = tempfile.mkdtemp(prefix="ipybox-sbm-")
+        c = McpClient("--workspace", ws, "--standby")
+        self.addCleanup(c.close)
+        self.addCleanup(c.execute, "import os\nos.chmod('/home/appuser/.ipython', 0o755)")
+        seen = {}
+        for expect in ("zygote", "standby"):
+            host, sb = standby_of(c)
+            self.assertIsNotNone(sb, "no standby was made")
+            if expect == "zygote":
+                os.kill(host, 9)
+            text, r = c.execute("import os\nos.chmod('/home/appuser/.ipython', 0o555)")
+            self.assertFalse(r["isError"], text)
+            r = c.call("reset")
+            self.assertFalse(r["isError"], text_of(r))
+            text, _ = c.execute("print('DIR', get_ipython().ipython_dir.startswith('/home/'))\n"
+                                "import os\nos.chmod('/home/appuser/.ipython', 0o755)")
+            seen[expect] = (start_of(r), text.split("DIR", 1)[-1].strip())
+        self.assertEqual(seen["zygote"][1], seen["standby"][1], seen)
