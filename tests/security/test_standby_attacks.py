@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from ipybox_test import McpClient, require_sandbox, text_of  # noqa: E402
 from test_standby import reset, standby_of  # noqa: E402
-from test_zygote import start_of, zygote_pids  # noqa: E402
+from test_zygote import start_of, tree, zygote_pids  # noqa: E402
 
 # Finds the standby from inside: the one process of the sandbox, other than PID 1 and the
 # kernel, whose /proc files are not the sandbox user's (it is not dumpable; /proc/<pid> itself
@@ -372,3 +372,51 @@ class IpythonDirMode(unittest.TestCase):
                                 "import os\nos.chmod('/home/appuser/.ipython', 0o755)")
             seen[expect] = (start_of(r), text.split("DIR", 1)[-1].strip())
         self.assertEqual(seen["zygote"][1], seen["standby"][1], seen)
+
+
+# Stops or kills the zygote's fork helper A (PPid 0 in the sandbox) for 3 s, alternately.
+HIT_A = r"""
+import os, signal, time
+end = time.time() + 3
+while time.time() < end:
+    for p in os.listdir('/proc'):
+        if p.isdigit() and p != '1':
+            try:
+                st = open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()
+            except OSError:
+                continue
+            if st[1] == '0':
+                os.kill(int(p), signal.SIGSTOP if int(time.time() * 10) % 2 else signal.SIGKILL)
+"""
+
+
+class NoLeakInPid1OrTheZygote(unittest.TestCase):
+    def test_fds_stay_through_resets_with_a_killed_stopped_or_missing_standby(self):
+        require_sandbox(self)
+        ws = tempfile.mkdtemp(prefix="ipybox-sbf-")
+        c = McpClient("--workspace", ws, "--standby")
+        self.addCleanup(c.close)
+
+        def fds(pid):
+            return len(os.listdir("/proc/%d/fd" % pid))
+
+        host, sb = standby_of(c)
+        self.assertIsNotNone(sb, "no standby was made")
+        s0, s1, kernels, zygotes = tree(c)
+        base = (fds(s1), [fds(z) for z in zygotes])
+        for i in range(8):
+            way = i % 4
+            host, sb = standby_of(c, timeout=3)
+            if host and way == 0:
+                os.kill(host, 9)
+            if host and way == 1:
+                os.kill(host, 19)  # SIGSTOP from the host: continued at activation
+            r = c.call("reset")
+            self.assertFalse(r["isError"], text_of(r))
+            if way == 2:
+                c.execute(HIT_A)
+            host, sb = standby_of(c, timeout=3)
+            s0, s1, kernels, zygotes = tree(c)
+            self.assertEqual(len(kernels), 2 if host else 1)
+            # S1 holds one more fd while a standby waits (its channel).
+            self.assertEqual((fds(s1) + (0 if host else 1), [fds(z) for z in zygotes]), base, "round %d" % i)
