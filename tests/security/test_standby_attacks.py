@@ -420,3 +420,27 @@ class NoLeakInPid1OrTheZygote(unittest.TestCase):
             self.assertEqual(len(kernels), 2 if host else 1)
             # S1 holds one more fd while a standby waits (its channel).
             self.assertEqual((fds(s1) + (0 if host else 1), [fds(z) for z in zygotes]), base, "round %d" % i)
+
+
+
+class PidsLimitFull(unittest.TestCase):
+    def test_a_full_pids_limit_costs_only_the_standby(self):
+        # Kernel code takes every slot of --max-processes before the standby is due: its fork
+        # fails, the reset forks from the same zygote, and the next kernel gets a standby.
+        require_sandbox(self)
+        ws = tempfile.mkdtemp(prefix="ipybox-sbp-")
+        c = McpClient("--workspace", ws, "--standby", "--max-processes", "24")
+        self.addCleanup(c.close)
+        host, sb = standby_of(c)
+        self.assertIsNotNone(sb, "no standby was made")
+        zygotes = zygote_pids(c)
+        reset(self, c, "standby")
+        text, r = c.execute("import os, time\nn = 0\nwhile True:\n    try:\n        p = os.fork()\n"
+                            "    except OSError:\n        break\n    if p == 0:\n        time.sleep(3600)\n"
+                            "        os._exit(0)\n    n += 1\nprint('HELD', n)")
+        self.assertIn("HELD", text)
+        self.assertEqual(standby_of(c, timeout=3), (None, None))
+        reset(self, c, "zygote")
+        self.assertEqual(zygote_pids(c), zygotes, "the zygote was replaced")
+        self.assertIsNotNone(standby_of(c)[1], "no standby after the reset")
+        reset(self, c, "standby")
