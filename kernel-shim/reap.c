@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +66,26 @@ static pid_t entry_pid(const char *name) {
     return *end || v <= 0 || v > 0x7fffffff ? 0 : (pid_t)v;
 }
 
+/* Whether pid is a zombie whose parent is spare: only spare can reap it, so the walk must not
+ * wait for it (it would find it on every pass until the bound). */
+static bool zombie_of(pid_t pid, pid_t spare) {
+    char path[32], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    /* "pid (comm) S ppid ...": comm may hold anything, so from the last ')'. */
+    const char *end = strrchr(buf, ')');
+    char state;
+    int ppid;
+    return end && sscanf(end + 1, " %c %d", &state, &ppid) == 2 && state == 'Z' && ppid == spare;
+}
+
 int shim_kill_all_sparing(pid_t spare, int bound_ms, bool *spare_gone) {
     bool gone = false;
     if (spare_gone)
@@ -101,6 +123,8 @@ int shim_kill_all_sparing(pid_t spare, int bound_ms, bool *spare_gone) {
             if (pid <= 1 || (pid == spare && !gone))
                 continue;
             kill(pid, SIGKILL);
+            if (spare > 1 && !gone && zombie_of(pid, spare))
+                continue;
             found++;
         }
         closedir(d);

@@ -485,7 +485,7 @@ def _standby_prepare(app):
     """Everything of initialize() up to its sockets that reads no key and starts no thread: the
     profile, the config files, the shell (with its history thread held back). Returns what
     _standby_activate needs, or None when this start cannot be prepared (the reset forks)."""
-    import os, sys, threading
+    import os, sys
     from ipykernel import ipkernel, zmqshell
     from ipykernel.compiler import XCachingCompiler
     from IPython.core import history
@@ -494,20 +494,35 @@ def _standby_prepare(app):
     _enter_app()
     modules = set(sys.modules)
     # Every config file a load looked for, found or not: one that appears or changes before the
-    # activation must take effect, so the standby then declines.
+    # activation must take effect, so the standby then declines. A Python config file is code the
+    # sandbox wrote: it must run after the reset, as in a forked kernel (it could read files the
+    # old kernel changes later, fork, start threads), so the standby never runs one: when one
+    # exists there is no standby. JSON config files are data, read now and checked again.
     looked = {}
     saved = {}
-    for cls in (loader.PyFileConfigLoader, loader.JSONFileConfigLoader):
+    python_config = []
+
+    def candidates(loader_):
+        paths = loader_.path if isinstance(loader_.path, (list, tuple)) else [loader_.path or '.']
+        return [os.path.join(os.path.expandvars(os.path.expanduser(p)), loader_.filename) for p in paths]
+
+    def load_py(self):
+        # Never runs the file. (IPython's load_config_file turns any error of a loader into a
+        # warning and goes on, so what was found is kept here, and checked after.)
+        for f in candidates(self):
+            looked[f] = _stat_key(f)
+            if looked[f] is not None:
+                python_config.append(f)
+        raise loader.ConfigFileNotFound('Could not find file: %s' % self.filename)
+
+    def load_json(self, _orig=loader.JSONFileConfigLoader.load_config):
+        for f in candidates(self):
+            looked[f] = _stat_key(f)
+        return _orig(self)
+
+    for cls, fn in ((loader.PyFileConfigLoader, load_py), (loader.JSONFileConfigLoader, load_json)):
         saved[cls] = cls.load_config
-
-        def load_config(self, _orig=cls.load_config):
-            paths = self.path if isinstance(self.path, (list, tuple)) else [self.path or '.']
-            for p in paths:
-                f = os.path.join(os.path.expandvars(os.path.expanduser(p)), self.filename)
-                looked[f] = _stat_key(f)
-            return _orig(self)
-
-        cls.load_config = load_config
+        cls.load_config = fn
     app._init_asyncio_patch()
     app.parse_command_line = lambda argv=None: None
     try:
@@ -516,20 +531,28 @@ def _standby_prepare(app):
         del app.parse_command_line
         for cls, fn in saved.items():
             cls.load_config = fn
-    if app.subapp is not None or app.kernel_class is not ipkernel.IPythonKernel:
+    if python_config or app.subapp is not None or app.kernel_class is not ipkernel.IPythonKernel:
         return None
     for section in ('Kernel', 'IPythonKernel', 'IPKernelApp'):
         if 'shell_class' in app.config.get(section, {}) or 'kernel_class' in app.config.get(section, {}):
             return None
+    # The history database is opened, and the session recorded in it, at activation, as a forked
+    # kernel opens it: kernel code may overwrite or corrupt it meanwhile (a kernel that opens a
+    # corrupt one moves it aside and starts a new one); its saving thread starts then too.
     held = []
-    start = history.HistorySavingThread.start
+    start, init_db, new_session = (history.HistorySavingThread.start, history.HistoryAccessor.init_db,
+                                   history.HistoryManager.new_session)
     history.HistorySavingThread.start = lambda thread: held.append(thread)
+    history.HistoryAccessor.init_db = lambda accessor: setattr(accessor, 'db', history.DummyDB())
+    history.HistoryManager.new_session = lambda manager, conn=None: None
     try:
         shell = zmqshell.ZMQInteractiveShell.instance(parent=app, profile_dir=app.profile_dir, user_module=None,
                                                      user_ns=app.user_ns, kernel=None,
                                                      compiler_class=XCachingCompiler)
     finally:
         history.HistorySavingThread.start = start
+        history.HistoryAccessor.init_db = init_db
+        history.HistoryManager.new_session = new_session
     # The display formatters, which a kernel makes at its first result (~3 ms of its first cell),
     # from the config read above; _standby_activate applies it again if startup code changed it.
     shell.display_formatter.formatters
@@ -538,20 +561,22 @@ def _standby_prepare(app):
     if isinstance(hist, str) or hasattr(hist, '__fspath__'):
         dirs.append(os.fspath(hist))
     # A directory's or the history database's identity only: the old kernel writes its history.
-    ident = {d: (_stat_key(d) or (None,) * 2)[:2] for d in dirs}
-    if threading.active_count() != 1:
+    # Identity and mode (a forked kernel falls back to a temporary IPython directory when it
+    # cannot write this one): the old kernel writes its history, so not size or times.
+    ident = {d: (_stat_key(d) or (None,) * 3)[:3] for d in dirs}
+    if _threads() != 1:
         return None
     return {'shell': shell, 'held': held, 'looked': looked, 'ident': ident, 'modules': modules}
 
 
 def _standby_declines(st, base, now):
     """Why the prepared standby may not become the kernel (ZY_DECLINED's reason), or 0."""
-    import sys, threading
+    import sys
     if now != base:
         return 1  # its scheduling, limits, affinity or I/O priority were changed
     if any(_stat_key(f) != k for f, k in st['looked'].items()):
         return 2  # a config file appeared or changed
-    if any((_stat_key(d) or (None,) * 2)[:2] != k for d, k in st['ident'].items()):
+    if any((_stat_key(d) or (None,) * 3)[:3] != k for d, k in st['ident'].items()):
         return 2
     if set(sys.modules) - st['modules']:
         return 2  # the config imported modules, which may have changed since
@@ -559,16 +584,23 @@ def _standby_declines(st, base, now):
         return 3
     if _pid_view_differs():
         return 4
-    if threading.active_count() != 1:
+    if _threads() != 1:
         return 5
     return 0
 
 
+def _threads():
+    """This process's threads, as Linux counts them (threading.active_count() misses threads
+    that _thread started)."""
+    import os
+    return len(os.listdir('/proc/self/task'))
+
+
 def _standby_activate(app, st):
     """The rest of IPKernelApp.initialize() (6.17's steps, _INITIALIZE_NAMES), with the shell
-    made in _standby_prepare: the connection file (the key), sockets, threads, the kernel, then
-    extensions and startup code, which run now as in a fresh start."""
-    import sys
+    made in _standby_prepare: the connection file (the key), sockets, threads, the kernel, the
+    history database, then extensions and startup code, which run now as in a fresh start."""
+    import sqlite3, sys
     shell = st['shell']
     formatting = shell.display_formatter
     config = (repr(shell.config), repr(formatting.config))
@@ -587,8 +619,18 @@ def _standby_activate(app, st):
         raise RuntimeError('the kernel made a shell of its own')
     shell.parent = app.kernel
     shell.kernel = app.kernel
-    for thread in st['held']:
-        thread.start()
+    # What HistoryManager.__init__ does with its database, held back in _standby_prepare.
+    history = shell.history_manager
+    history.init_db()
+    try:
+        history.new_session()
+    except sqlite3.OperationalError:
+        history.log.error('Failed to create history session in %s. History will not be saved.',
+                          history.hist_file, exc_info=True)
+        history.hist_file = ':memory:'
+    if history.enabled and history.hist_file != ':memory:':
+        for thread in st['held']:
+            thread.start()
     app.init_path()
     app.init_shell()
     if app.shell:

@@ -2,6 +2,7 @@
 the zygote beside the running one, prepared, and activated by `reset` instead of a fork. What
 a reset keeps and drops is the same as with the zygote alone (ResetWithStandby runs those
 cases); a standby that kernel code touched, or whose config files changed, is not used."""
+import ast
 import os
 import signal
 import subprocess
@@ -94,24 +95,51 @@ class Standby(unittest.TestCase):
         self.assertIn("zygote", r.stderr)
 
     def test_config_written_after_the_standby_declines_it(self):
+        # A JSON config file (data, which the standby reads while it prepares) written after the
+        # standby prepared: it declines, the reset forks, and the next standby, which read the
+        # file, is taken.
         standby_of(self.c)
         profile = "/home/appuser/.ipython/profile_default"
         text, r = self.c.execute(
-            "import os\nos.makedirs(%r, exist_ok=True)\n"
-            "open(%r, 'w').write('c.IPKernelApp.exec_lines = [\"from_config = 42\"]\\n')"
-            % (profile, profile + "/ipython_kernel_config.py"))
+            "import os, json\nos.makedirs(%r, exist_ok=True)\n"
+            "json.dump({'IPKernelApp': {'exec_lines': ['from_config = 42']}}, open(%r, 'w'))"
+            % (profile, profile + "/ipython_kernel_config.json"))
         self.assertFalse(r["isError"], text)
         try:
             reset(self, self.c, "zygote")
             text, r = self.c.execute("print(from_config)")
             self.assertEqual(text.strip(), "42", text)
-            # The standby made after this reset read the file: it is taken, and runs it.
             standby_of(self.c)
             reset(self, self.c, "standby")
             text, r = self.c.execute("print(from_config)")
             self.assertEqual(text.strip(), "42", text)
         finally:
-            self.c.execute("import os\nos.unlink(%r)" % (profile + "/ipython_kernel_config.py"))
+            self.c.execute("import os\nos.unlink(%r)" % (profile + "/ipython_kernel_config.json"))
+
+    def test_python_config_means_no_standby_and_never_runs_early(self):
+        # A Python config file is code the sandbox wrote: it runs in the kernel after the reset,
+        # never in a standby beside the old kernel. While one exists, no standby is prepared
+        # (one is forked and exits at once) and resets fork from the zygote.
+        profile = "/home/appuser/.ipython/profile_default"
+        conf = profile + "/ipython_kernel_config.py"
+        text, r = self.c.execute(
+            "import os\nos.makedirs(%r, exist_ok=True)\n"
+            "open(%r, 'w').write('import os\\nopen(\"/tmp/ran-%%d\" %% os.getpid(), \"w\").close()\\n')"
+            % (profile, conf))
+        self.assertFalse(r["isError"], text)
+        try:
+            for _ in range(2):
+                reset(self, self.c, "zygote")
+                time.sleep(2)  # a standby would have been made and prepared by now
+            text, r = self.c.execute("import os\nprint(sorted(f for f in os.listdir('/tmp') if f.startswith('ran-')), "
+                                     "repr('ran-%d' % os.getpid()))")
+            ran, me = text.strip().rsplit(" ", 1)
+            ran, me = ast.literal_eval(ran), ast.literal_eval(me)
+            self.assertIn(me, ran, text)
+            # The two kernels of the two resets, and no standby.
+            self.assertEqual(len(ran), 2, "the config ran elsewhere than in the two kernels: " + text)
+        finally:
+            self.c.execute("import os\nos.unlink(%r)" % conf)
 
     def test_startup_files_run_at_activation(self):
         standby_of(self.c)

@@ -621,6 +621,32 @@ static int spares_one(void) {
 START_TEST(kill_all_spares_one) { expect_ok(spares_one, true); }
 END_TEST
 
+/* A zombie child of the spared one: only the spared one can reap it, so the walk must not wait
+ * for it (it found it on every pass until the bound, holding PID 1 for 5 s at each reset). */
+static int spares_ones_zombie_not_waited(void) {
+    block_chld();
+    pid_t spare = fork();
+    if (spare == 0) {
+        if (fork() == 0)
+            _exit(0);
+        forever(); /* never reaps its child */
+    }
+    usleep(100 * 1000);
+    long t0 = ipb_now_ms();
+    bool gone = true;
+    if (shim_kill_all_sparing(spare, 3000, &gone) != 1)
+        return 2;
+    if (ipb_now_ms() - t0 > 1000)
+        return 3;
+    if (gone || kill(spare, 0) != 0)
+        return 4;
+    kill(spare, SIGKILL);
+    return 0;
+}
+
+START_TEST(kill_all_does_not_wait_for_the_spared_ones_zombie) { expect_ok(spares_ones_zombie_not_waited, true); }
+END_TEST
+
 /* The guard: not PID 1 (a child in the namespace), or PID 1 seeing another namespace's /proc. */
 static int refuses_not_pid1(void) {
     block_chld();
@@ -682,6 +708,7 @@ static Suite *standby_s1_suite(void) {
     TCase *k = tcase_create("kill sparing one");
     tcase_set_timeout(k, 30);
     tcase_add_test(k, kill_all_spares_one);
+    tcase_add_test(k, kill_all_does_not_wait_for_the_spared_ones_zombie);
     tcase_add_test(k, kill_all_sparing_refuses_outside_its_namespace);
     suite_add_tcase(s, k);
     return s;
