@@ -6,6 +6,9 @@
               sandbox); plain `ipybox mcp --embedded` when the binary has no --no-zygote
   zygote      `ipybox mcp --embedded` (its default), only when the binary knows --no-zygote
               (`ipybox mcp --help`); else the column says "not built"
+  standby     `ipybox mcp --embedded --standby` (a standby kernel beside the running one, which
+              a reset activates), only when the binary knows --standby; before each measure its
+              standby is prepared (idle beside the kernel)
   warm pool   `ipyboxd --user --warm 1` on a socket of its own; each session is created over MCP
               on that socket (ipybox/createSession, private to the connection) once the warm
               worker is ready, and the daemon's refill is waited for before the next measure
@@ -36,7 +39,7 @@ import uuid
 import zmq
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "lib"))
-from ipybox_test import IPYBOX, McpClient, descendants  # noqa: E402
+from ipybox_test import IPYBOX, McpClient, descendants, proc_comm  # noqa: E402
 from daemon_fixture import SocketClient  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
@@ -187,9 +190,13 @@ def start_time(pid):
         return int(f.read().rsplit(")", 1)[1].split()[19])
 
 
-def knows_no_zygote():
+def knows(option):
     out = subprocess.run([IPYBOX, "mcp", "--help"], capture_output=True, text=True, timeout=30)
-    return "--no-zygote" in out.stdout + out.stderr
+    return option in out.stdout + out.stderr
+
+
+def knows_no_zygote():
+    return knows("--no-zygote")
 
 
 class PlainSide:
@@ -282,6 +289,47 @@ class EmbeddedSide(McpSide):
         c = getattr(self, "c", None)
         if c and c.proc.poll() is None:
             c.close()
+
+
+class StandbySide(EmbeddedSide):
+    """`ipybox mcp --embedded --standby`: idle once its standby (of the sandbox's PID 1's two Python
+    children, the one with one thread: the kernel has several) sleeps and its CPU time stays the
+    same for 50 ms."""
+
+    def __init__(self):
+        super().__init__("standby", ["--standby"])
+
+    def quiesce(self):
+        c = getattr(self, "c", None)
+        if c is None or c.proc.poll() is not None:
+            return
+        end = time.monotonic() + 30
+        last = None
+        while time.monotonic() < end:
+            cpu = self.standby_cpu()
+            if cpu is not None and cpu == last:
+                return
+            last = cpu
+            time.sleep(0.05)
+        raise RuntimeError("standby: no standby became idle within 30 s")
+
+    def standby_cpu(self):
+        procs = descendants(self.c.proc.pid)
+        kids = {}
+        for p in procs:
+            try:
+                with open("/proc/%d/stat" % p) as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+                kids.setdefault(int(st[1]), []).append((p, st))
+            except (OSError, ValueError):
+                pass
+        for parent, children in kids.items():
+            pys = [(p, st) for p, st in children if proc_comm(p).startswith("python")]
+            if len(pys) == 2 and proc_comm(parent) == "ipybox-shim":
+                idle = [st for p, st in pys if st[0] == "S" and st[17] == "1"]
+                if len(idle) == 1:
+                    return int(idle[0][11]) + int(idle[0][12])
+        return None
 
 
 class WarmSide(McpSide):
@@ -462,10 +510,13 @@ def main():
     if args.quick:
         args.starts, args.round_trips, args.resets, args.streams, args.stream_lines = 5, 100, 5, 3, 5000
     zygote = knows_no_zygote()
+    standby = knows("--standby")
     t_run = time.perf_counter()
     sides = [PlainSide(), EmbeddedSide("nozygote", ["--no-zygote"] if zygote else [])]
     if zygote:
         sides.append(EmbeddedSide("zygote", []))
+    if standby:
+        sides.append(StandbySide())
     try:
         sides.append(WarmSide())
         sides[-1].open()
@@ -482,7 +533,7 @@ def main():
         ("cold start to first `1+1` result (median of %d)" % args.starts, "cold", "ms",
          "at most +10% (ipybox); issue 21: 100 ms without a warm pool"),
         ("reset, to the next `1+1` result (median of %d)" % args.resets, "reset", "ms",
-         "issue 21: 30 ms with the zygote"),
+         "issue 21: 30 ms"),
         ("reset, fastest", "reset_min", "ms", ""),
         ("reset, slowest", "reset_max", "ms", ""),
         ("how each reset started its kernel (`_meta[\"ipybox/kernel\"][\"start\"]`)", "paths", "", ""),
@@ -494,7 +545,9 @@ def main():
     ]
     cols = [("plain", "plain ipykernel"),
             ("nozygote", "ipybox mcp --no-zygote" if zygote else "ipybox mcp (no zygote: not built)"),
-            ("zygote", "ipybox mcp (zygote)"), ("warm", "warm pool (ipyboxd --user --warm 1)")]
+            ("zygote", "ipybox mcp (zygote)")] + \
+        ([("standby", "ipybox mcp --standby")] if standby else []) + \
+        [("warm", "warm pool (ipyboxd --user --warm 1)")]
     lines = ["# Benchmarks", "",
              "`make bench` on %s, %s, %d cores, Python %s; %s; load average %s at the end; the run took %.0f s." % (
                  platform.node(), platform.release(), os.cpu_count(), platform.python_version(),

@@ -19,6 +19,7 @@
 #include "harden.h"
 #include "mountplan.h"
 #include "reap.h"
+#include "standby_s1.h"
 #include "tree.h"
 #include "zygote_s1.h"
 
@@ -137,8 +138,27 @@ static pid_t start_program(int fd, shim_config *cfg, uint32_t gen) {
 #define SHIM_KILL_ALL_MS 5000
 
 /* SIGKILL every process of the sandbox but PID 1, and reap them within a bound: PID 1 never
- * waits without one for what sandbox code made. */
-static void kill_all(void) { shim_kill_all_bounded(SHIM_KILL_ALL_MS); }
+ * waits without one for what sandbox code made. The standby goes too (kill(-1)). */
+static void kill_all(shim_standby *sb) {
+    shim_kill_all_bounded(SHIM_KILL_ALL_MS);
+    shim_standby_forget(sb);
+}
+
+/* The supervisor's KILL_ALL: a live standby is spared (passes over P1's /proc, reap.h); without
+ * one, or when that walk refuses, kill(-1) as everywhere else. */
+static void kill_all_but_standby(shim_standby *sb) {
+    pid_t spare = shim_standby_spared(sb);
+    if (spare > 1) {
+        bool gone = false;
+        int r = shim_kill_all_sparing(spare, SHIM_KILL_ALL_MS, &gone);
+        if (r >= 0) {
+            if (gone)
+                shim_standby_forget(sb);
+            return;
+        }
+    }
+    kill_all(sb);
+}
 
 static void clean_rundir(void) {
     int dfd = open(IPB_SANDBOX_RUNDIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -181,6 +201,9 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
      * one is held until the kernel started the slow way meanwhile answered (SHIM_CMD_ANSWERED). */
     shim_zygote z;
     shim_zygote_init(&z, cfg->mode == SHIM_MODE_KERNEL ? ctl : -1);
+    /* --standby: a kernel prepared beside the running one, made once it answered. */
+    shim_standby sb;
+    shim_standby_init(&sb, cfg->mode == SHIM_MODE_KERNEL && cfg->standby && z.ctl >= 0);
     if (cfg->mode == SHIM_MODE_RUN) {
         prog = start_program(fd, cfg, gen);
         if (prog < 0) {
@@ -190,10 +213,18 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
         shim_send(fd, SHIM_EV_STARTED, prog, 0, gen, NULL, NULL);
     }
     for (;;) {
+        /* A standby is due once the running kernel answered and the zygote is READY (either
+         * may come last); at most one per kernel generation. */
+        shim_standby_maybe_make(&sb, &z, prog > 0, gen);
         int zfds[2];
         shim_zygote_pollfds(&z, zfds);
-        struct pollfd p[4] = {{fd, POLLIN, 0}, {sfd, POLLIN, 0}, {zfds[0], POLLIN, 0}, {zfds[1], POLLIN, 0}};
-        if (poll(p, 4, -1) < 0) {
+        struct pollfd p[5] = {{fd, POLLIN, 0},
+                              {sfd, POLLIN, 0},
+                              {zfds[0], POLLIN, 0},
+                              {zfds[1], POLLIN, 0},
+                              {shim_standby_pollfd(&sb), POLLIN, 0}};
+        /* A standby due later wakes the loop then (the zygote's READY wakes it through its fd). */
+        if (poll(p, 5, shim_standby_wait_ms(&sb, prog > 0, gen)) < 0) {
             if (errno == EINTR)
                 continue;
             _exit(1);
@@ -205,24 +236,27 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
             int status;
             pid_t w;
             while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+                shim_standby_reaped(&sb, w);
                 if (w != prog)
                     continue;
                 prog = 0;
                 shim_send(fd, SHIM_EV_EXITED, status, 0, gen, NULL, NULL);
                 if (cfg->mode == SHIM_MODE_RUN) {
-                    kill_all();
+                    kill_all(&sb);
                     _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
                 }
             }
         }
         if (p[2].revents || p[3].revents)
             shim_zygote_service(&z);
+        if (p[4].revents)
+            shim_standby_service(&sb);
         if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
             struct shim_msg m;
             int r = shim_recv(fd, &m);
             if (r <= 0) {
                 /* The supervisor is gone or spoke nonsense: end the sandbox. */
-                kill_all();
+                kill_all(&sb);
                 _exit(r == 0 ? 0 : 1);
             }
             switch (m.type) {
@@ -232,6 +266,13 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
                     break;
                 }
                 gen = m.gen;
+                /* A prepared standby becomes this kernel; any other is killed and reaped here,
+                 * before the zygote's fork or the slow way. */
+                prog = shim_standby_activate(&sb, gen);
+                if (prog > 1) {
+                    shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_STANDBY, gen, NULL, NULL);
+                    break;
+                }
                 prog = shim_zygote_start(&z, fd, gen);
                 if (prog > 1) {
                     shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_ZYGOTE, gen, NULL, NULL);
@@ -253,11 +294,13 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
             case SHIM_CMD_ANSWERED:
                 /* The kernel runs and answered: a zygote deferred until now boots beside it
                  * instead of competing with its start. */
-                if (prog > 0 && m.gen == gen)
+                if (prog > 0 && m.gen == gen) {
                     shim_zygote_answered(&z);
+                    shim_standby_answered(&sb, gen);
+                }
                 break;
             case SHIM_CMD_KILL_ALL:
-                kill_all();
+                kill_all_but_standby(&sb);
                 if (prog > 0)
                     shim_send(fd, SHIM_EV_EXITED, SIGKILL, 0, gen, NULL, NULL);
                 prog = 0;
@@ -266,7 +309,7 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
                 shim_send(fd, SHIM_EV_KILLED, 0, 0, gen, NULL, NULL);
                 break;
             default:
-                kill_all();
+                kill_all(&sb);
                 _exit(1);
             }
         }

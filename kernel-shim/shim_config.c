@@ -27,6 +27,7 @@ enum {
     TAG_SYSTEM,
     TAG_RLIMITS, /* {u64 nproc_max, u64 as_max} */
     TAG_ZYGOTE,  /* u32 1, kernel mode only; absent: no zygote */
+    TAG_STANDBY, /* u32 1, with TAG_ZYGOTE only; absent: no standby kernel */
 };
 #define NULL_LEN 0xffffffffu
 
@@ -84,6 +85,8 @@ int shim_config_encode(const shim_config *c, ipb_buf *out) {
             return r;
     }
     if (c->zygote && (r = put_u32(out, TAG_ZYGOTE, 1)) < 0)
+        return r;
+    if (c->standby && (r = put_u32(out, TAG_STANDBY, 1)) < 0)
         return r;
     return out->len > SHIM_CONFIG_MAX ? -E2BIG : 0;
 }
@@ -224,6 +227,16 @@ int shim_config_decode(const void *data, size_t len, shim_config *ret, ipb_error
             c.zygote = 1;
             break;
         }
+        case TAG_STANDBY: {
+            uint32_t v;
+            if (l != 4 || c.standby)
+                goto bad;
+            memcpy(&v, p, 4);
+            if (v != 1)
+                goto bad;
+            c.standby = 1;
+            break;
+        }
         default:
             goto bad;
         }
@@ -235,7 +248,7 @@ int shim_config_decode(const void *data, size_t len, shim_config *ret, ipb_error
         len -= l;
     }
     if ((c.mode != SHIM_MODE_KERNEL && c.mode != SHIM_MODE_RUN) || !c.root || c.root[0] != '/' || c.argv.n == 0 ||
-        !c.bpf || (c.zygote && c.mode != SHIM_MODE_KERNEL))
+        !c.bpf || (c.zygote && c.mode != SHIM_MODE_KERNEL) || (c.standby && !c.zygote))
         goto bad;
     *ret = c;
     return 0;

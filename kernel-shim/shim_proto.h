@@ -19,7 +19,7 @@
 enum shim_mode { SHIM_MODE_KERNEL = 1, SHIM_MODE_RUN = 2 };
 
 /* SHIM_EV_STARTED's err: how the kernel started. */
-enum { SHIM_START_EXEC = 0, SHIM_START_ZYGOTE = 1 };
+enum { SHIM_START_EXEC = 0, SHIM_START_ZYGOTE = 1, SHIM_START_STANDBY = 2 };
 /* SHIM_EV_ZYGOTE's err: bits. GIVEN_UP: none is made again. LATE: S1 killed it for missing a
  * bound (READY, or the answer to FORK); BAD: for a record it had no business sending. */
 enum { SHIM_ZYGOTE_GIVEN_UP = 1, SHIM_ZYGOTE_LATE = 2, SHIM_ZYGOTE_BAD = 4 };
@@ -73,6 +73,8 @@ typedef struct shim_config {
     uint32_t zygote;    /* kernel mode: kernels are forked from a zygote (architecture.md,
                               * "Zygote kernels"); the supervisor leaves it 0 when the options
                               * set PYTHONPATH or PYTHONUSERBASE */
+    uint32_t standby;   /* with zygote: a standby kernel is kept prepared beside the running
+                              * one (--standby; architecture.md, "Zygote kernels") */
     unsigned mount_fds; /* not encoded: how many mounts the monitor passed (its argv) */
 } shim_config;
 

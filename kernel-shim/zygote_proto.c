@@ -22,6 +22,10 @@ int zy_parse(const void *buf, size_t len, zy_rec *ret) {
         return -EBADMSG;
     switch (r.type) {
     case ZY_FORK:
+    case ZY_STANDBY:
+    case ZY_PREPARED:
+    case ZY_ACTIVATE:
+    case ZY_ACTIVE:
         if (r.a != 0)
             return -EBADMSG;
         break;
@@ -30,6 +34,7 @@ int zy_parse(const void *buf, size_t len, zy_rec *ret) {
             return -EBADMSG;
         break;
     case ZY_FAILED:
+    case ZY_DECLINED:
         if (r.a <= 0)
             return -EBADMSG;
         break;
@@ -138,7 +143,7 @@ int zy_recv(int sock, zy_rec *ret, int *fd, int timeout_ms) {
         return -EPIPE;
     }
     int r = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? -EBADMSG : zy_parse(buf, (size_t)n, ret);
-    if (r < 0 || (got >= 0 && ret->type != ZY_NEW) || (ret->type == ZY_NEW && got < 0)) {
+    if (r < 0 || (got >= 0 && ret->type != ZY_NEW && ret->type != ZY_STARTED) || (ret->type == ZY_NEW && got < 0)) {
         if (got >= 0)
             close(got);
         return r < 0 ? r : -EBADMSG;

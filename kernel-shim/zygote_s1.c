@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -192,25 +193,60 @@ static void wait_ready(shim_zygote *z) {
     }
 }
 
-static pid_t fork_kernel(shim_zygote *z, uint32_t gen) {
-    if (zy_send(z->fd, ZY_FORK, gen, 0, -1) < 0) {
+/* The standby's channel must be what S1 reads records from: a SOCK_SEQPACKET socket. */
+static bool seqpacket(int fd) {
+    int type = 0;
+    socklen_t len = sizeof(type);
+    return fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET;
+}
+
+/* Asks the READY zygote for a fork (ZY_FORK: a kernel; ZY_STANDBY: a standby, whose channel
+ * comes with ZY_STARTED into *chan) and awaits its answer within SHIM_ZY_FORK_MS. Returns the
+ * pid (> 1), 0 when it could not fork (ZY_FAILED), or -1 when it was killed (a late, bad or
+ * missing answer). */
+static pid_t ask_fork(shim_zygote *z, uint32_t type, uint32_t gen, int *chan) {
+    if (chan)
+        *chan = -1;
+    if (zy_send(z->fd, type, gen, 0, -1) < 0) {
         kill_zygote(z, 0);
         await_end(z);
         return -1;
     }
     long deadline = ipb_now_ms() + SHIM_ZY_FORK_MS;
-    for (;;) {
-        long left = deadline - ipb_now_ms();
-        zy_rec m;
-        int r = left > 0 ? zy_recv(z->fd, &m, NULL, (int)left) : 0;
-        if (r == 1 && m.type == ZY_STARTED && m.gen == gen)
-            return m.a;
-        if (r == 1 && m.type == ZY_FAILED && m.gen == gen)
-            return 0; /* it could not fork (the pids limit): the slow way, which says why */
-        kill_zygote(z, r == 0 ? SHIM_ZYGOTE_LATE : r == 1 || r == -EBADMSG ? SHIM_ZYGOTE_BAD : 0);
-        await_end(z);
-        return -1;
+    long left = deadline - ipb_now_ms();
+    zy_rec m;
+    int fd = -1;
+    int r = left > 0 ? zy_recv(z->fd, &m, chan ? &fd : NULL, (int)left) : 0;
+    if (r == 1 && m.type == ZY_STARTED && m.gen == gen && (!chan || seqpacket(fd))) {
+        if (chan)
+            *chan = fd;
+        return m.a;
     }
+    if (fd >= 0)
+        close(fd);
+    if (r == 1 && m.type == ZY_FAILED && m.gen == gen)
+        return 0; /* it could not fork (the pids limit): the slow way, which says why */
+    /* A standby's STARTED without its channel (or with another kind of descriptor) is as bad as
+     * any other record. */
+    kill_zygote(z, r == 0 ? SHIM_ZYGOTE_LATE : r == 1 || r == -EBADMSG ? SHIM_ZYGOTE_BAD : 0);
+    await_end(z);
+    return -1;
+}
+
+static pid_t fork_kernel(shim_zygote *z, uint32_t gen) { return ask_fork(z, ZY_FORK, gen, NULL); }
+
+pid_t shim_zygote_fork_standby(shim_zygote *z, uint32_t serial, int *chan) {
+    *chan = -1;
+    if (z->ctl < 0 || z->state != SHIM_ZY_READY || z->fd < 0)
+        return 0;
+    pid_t pid = ask_fork(z, ZY_STANDBY, serial, chan);
+    if (pid < 0 && z->fd < 0 && !z->ending && (z->state == SHIM_ZY_NONE || z->state == SHIM_ZY_OFF)) {
+        /* Lost while a kernel runs, as in shim_zygote_service: its slot in the pids limit is
+         * taken again at once by a held Zpre, which boots once the next kernel answered. */
+        shim_zygote_after_slow(z);
+        z->after_loss = z->after_loss || z->state == SHIM_ZY_MAKING;
+    }
+    return pid > 1 ? pid : 0;
 }
 
 /* The zygote made (or being made) may boot now. */

@@ -57,3 +57,8 @@ pid_t shim_zygote_start(shim_zygote *z, int sup_fd, uint32_t gen);
 void shim_zygote_after_slow(shim_zygote *z);
 /* The running kernel answered the supervisor: a held zygote boots now. */
 void shim_zygote_answered(shim_zygote *z);
+/* Asks the READY zygote for a standby kernel (ZY_STANDBY {serial}; standby_s1.h) and awaits its
+ * answer within SHIM_ZY_FORK_MS, as for a kernel's fork: a late or bad answer (a ZY_STARTED
+ * without the standby's channel too) has the zygote killed. Returns the standby's pid (> 1)
+ * with its channel in *chan, or 0 (no zygote READY, it could not fork, or it was killed). */
+pid_t shim_zygote_fork_standby(shim_zygote *z, uint32_t serial, int *chan);

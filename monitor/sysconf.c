@@ -106,6 +106,12 @@ static int apply(ipbm_sysconf *c, const char *k, const char *v) {
         c->zygote = !strcmp(v, "true");
         return 0;
     }
+    if (!strcmp(k, "standby")) {
+        if (strcmp(v, "true") && strcmp(v, "false"))
+            return -1;
+        c->standby = !strcmp(v, "true");
+        return 0;
+    }
 #undef U32
 #undef SIZE
     return -2;
@@ -166,6 +172,11 @@ int ipbm_sysconf_parse(ipbm_sysconf *c, const char *text, size_t len, const char
         return ipb_error_set(err, EINVAL, "%s: pids_max is above pids_max_bound", name);
     if (c->cpu_weight > c->cpu_weight_bound)
         return ipb_error_set(err, EINVAL, "%s: cpu_weight is above cpu_weight_bound", name);
+    if (c->standby && !c->zygote)
+        return ipb_error_set(err, EINVAL,
+                             "%s: standby = true needs zygote = true (the standby kernel is forked from "
+                             "the zygote)",
+                             name);
     if (c->warm_sessions > c->max_sessions_per_user)
         return ipb_error_set(err, EINVAL, "%s: warm_sessions is above max_sessions_per_user", name);
     return 0;

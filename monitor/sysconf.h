@@ -28,6 +28,8 @@ typedef struct ipbm_sysconf {
     bool zygote;              /* sessions' kernels forked from a zygote (`zygote = false`:
                                      * every session gets --no-zygote before the service's own
                                      * session options) */
+    bool standby;             /* `standby = true` (needs zygote): every session gets --standby
+                                     * before the service's own session options */
 } ipbm_sysconf;
 
 void ipbm_sysconf_defaults(ipbm_sysconf *c);

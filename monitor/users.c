@@ -294,6 +294,8 @@ static pid_t start_frontend(struct ipbm *M, struct ipbm_user *u) {
         argv[k++] = shm;
         if (!M->conf.zygote)
             argv[k++] = (char *)"--no-zygote";
+        if (M->conf.standby)
+            argv[k++] = (char *)"--standby";
         for (size_t i = 0; i < na; i++)
             argv[k++] = M->session_args[i];
         char *envp[] = {home, user, logname, (char *)"PATH=/usr/local/bin:/usr/bin:/bin", NULL};

@@ -53,6 +53,8 @@ typedef struct ipb_options {
     bool approve_shell;        /* --approve-shell: !cmd, %%bash... asked first as ipybox/shell(_magic) */
     bool require_shell_escape; /* --require-shell-escape: subprocess, os.system... refused in Python */
     bool zygote;               /* --zygote (default) / --no-zygote: kernels forked from a zygote */
+    bool standby;              /* --standby / --no-standby (default): a standby kernel beside the
+                                * running one (needs the zygote) */
     int verbose;
     bool help;
 } ipb_options;

@@ -385,7 +385,7 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
     long deadline = ipb_now_ms() + k->start_timeout_ms;
     k->gen++;
     k->died = false;
-    k->forked = false;
+    k->start_kind = SHIM_START_EXEC;
     k->stderr_len = 0;
     if (write_connection_file(k, err) < 0)
         return -1;
@@ -406,7 +406,7 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
         if (r == 1) {
             if (m.type == SHIM_EV_STARTED && m.gen == k->gen) {
                 started = true;
-                k->forked = m.err == SHIM_START_ZYGOTE;
+                k->start_kind = m.err == SHIM_START_ZYGOTE || m.err == SHIM_START_STANDBY ? m.err : SHIM_START_EXEC;
             } else if (handle_shim_msg(k, &m, err) < 0)
                 return -1;
             if (k->died) {

@@ -36,7 +36,8 @@ typedef struct ipb_kernel {
     int start_timeout_ms;
     ipb_proxy *proxy;      /* serves the sandbox's egress; NULL: nothing leaves */
     char label[64];        /* the sandbox's name in the proxy's log */
-    bool forked;           /* the running kernel was forked from the sandbox's zygote */
+    int start_kind;        /* how the running kernel started: SHIM_START_EXEC, _ZYGOTE (forked
+                            * from the sandbox's zygote) or _STANDBY (a standby activated) */
     char zygote_note[320]; /* what became of the zygote, not yet told ("" when nothing) */
 } ipb_kernel;
 

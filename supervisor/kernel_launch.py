@@ -306,11 +306,9 @@ def parsed_app():
     return app
 
 
-def run(wrap_magics, app=None):
-    """The rest of a kernel's start, in the kernel itself: cwd /app, the user site on
-    sys.path, IPKernelApp's initialize() (the connection file, sockets, threads, the shell from
-    the profile in $HOME) and start(). A forked kernel has its app from parsed_app(), parsed
-    in the zygote: initialize() then does all but the parse."""
+def _enter_app():
+    """cwd /app, and the user site on sys.path (created, so that `!pip install --user` results
+    import at once)."""
     import os, sys, site
     os.chdir('/app')
     user_site = site.getusersitepackages()
@@ -319,6 +317,14 @@ def run(wrap_magics, app=None):
         at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))),
                   len(sys.path))
         sys.path.insert(at, user_site)
+
+
+def run(wrap_magics, app=None):
+    """The rest of a kernel's start, in the kernel itself: cwd /app, the user site on
+    sys.path, IPKernelApp's initialize() (the connection file, sockets, threads, the shell from
+    the profile in $HOME) and start(). A forked kernel has its app from parsed_app(), parsed
+    in the zygote: initialize() then does all but the parse."""
+    _enter_app()
     from ipykernel import kernelapp
     # What kernelapp.launch_new_instance() does, with the shell's magics wrapped in between.
     if app is None:
@@ -411,6 +417,256 @@ def _warm_caches():
         fnmatch.filter((), pattern)
 
 
+# The standby kernel (--standby; architecture.md, "The standby kernel"): a kernel forked from the
+# zygote beside the running one, which builds IPython's shell (the largest part of a start) and
+# waits; a reset activates it instead of forking. Kernel code has its uid and can name it, so
+# until then it holds every signal blocked, is not dumpable, has no socket and no key, and
+# before it takes over it checks that nothing kernel code could change in it, or under it, did.
+
+# ipykernel 6.17's IPKernelApp.initialize(), whose steps the standby runs in two parts
+# (_standby_prepare, _standby_activate): another version gets no standby.
+_INITIALIZE_NAMES = (
+    '_init_asyncio_patch', 'super', 'initialize', 'subapp', 'init_pdb', 'init_blackhole',
+    'init_connection_file', 'init_poller', 'init_sockets', 'init_heartbeat', 'write_connection_file',
+    'log_connection_info', 'init_io', 'init_signal', 'Exception', 'log_level', 'logging', 'CRITICAL',
+    'log', 'error', 'init_kernel', 'init_path', 'init_shell', 'shell', 'init_gui_pylab',
+    'init_extensions', 'init_code', 'sys', 'stdout', 'flush', 'stderr')
+# sched_getattr and ioprio_get, by machine.
+_STANDBY_SYSCALLS = {'x86_64': (315, 252), 'aarch64': (275, 31)}
+
+
+def _standby_supported():
+    """The syscall numbers the standby's checks need, or None when this machine or ipykernel is
+    not one the standby was made for. Imports nothing: the zygote runs it whether the standby is
+    on or not, and its modules are every kernel's."""
+    import os
+    from ipykernel import kernelapp
+    init = kernelapp.IPKernelApp.initialize
+    while hasattr(init, '__wrapped__'):
+        init = init.__wrapped__
+    if init.__code__.co_names != _INITIALIZE_NAMES:
+        return None
+    return _STANDBY_SYSCALLS.get(os.uname().machine)
+
+
+def _standby_attrs(libc, nrs):
+    """What a process of the same uid can change in another and that process cannot undo: its
+    scheduling attributes (policy, nice, utilization clamps), I/O priority, resource limits and
+    CPU affinity. None when one cannot be read."""
+    import ctypes, os
+    buf = ctypes.create_string_buffer(56)
+    if libc.syscall(nrs[0], 0, buf, 56, 0) != 0:
+        return None
+    io = libc.syscall(nrs[1], 1, 0)  # IOPRIO_WHO_PROCESS, self
+    if io < 0:
+        return None
+    limits = []
+    for i in range(16):  # RLIM_NLIMITS
+        lim = ctypes.create_string_buffer(16)
+        if libc.getrlimit(i, lim) != 0:
+            return None
+        limits.append(lim.raw)
+    return (buf.raw, io, tuple(limits), frozenset(os.sched_getaffinity(0)), os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def _stat_key(path):
+    """What says whether path changed: its identity, size and times, or that it is missing."""
+    import os
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return ('error', e.errno)
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _standby_prepare(app):
+    """Everything of initialize() up to its sockets that reads no key and starts no thread: the
+    profile, the config files, the shell (with its history thread held back). Returns what
+    _standby_activate needs, or None when this start cannot be prepared (the reset forks)."""
+    import os, sys
+    from ipykernel import ipkernel, zmqshell
+    from ipykernel.compiler import XCachingCompiler
+    from IPython.core import history
+    from IPython.core.application import BaseIPythonApplication
+    from traitlets.config import loader
+    _enter_app()
+    modules = set(sys.modules)
+    # Every config file a load looked for, found or not: one that appears or changes before the
+    # activation must take effect, so the standby then declines. A Python config file is code the
+    # sandbox wrote: it must run after the reset, as in a forked kernel (it could read files the
+    # old kernel changes later, fork, start threads), so the standby never runs one: when one
+    # exists there is no standby. JSON config files are data, read now and checked again.
+    looked = {}
+    saved = {}
+    python_config = []
+
+    def candidates(loader_):
+        paths = loader_.path if isinstance(loader_.path, (list, tuple)) else [loader_.path or '.']
+        return [os.path.join(os.path.expandvars(os.path.expanduser(p)), loader_.filename) for p in paths]
+
+    def load_py(self):
+        # Never runs the file. (IPython's load_config_file turns any error of a loader into a
+        # warning and goes on, so what was found is kept here, and checked after.)
+        for f in candidates(self):
+            looked[f] = _stat_key(f)
+            if looked[f] is not None:
+                python_config.append(f)
+        raise loader.ConfigFileNotFound('Could not find file: %s' % self.filename)
+
+    def load_json(self, _orig=loader.JSONFileConfigLoader.load_config):
+        for f in candidates(self):
+            looked[f] = _stat_key(f)
+        return _orig(self)
+
+    for cls, fn in ((loader.PyFileConfigLoader, load_py), (loader.JSONFileConfigLoader, load_json)):
+        saved[cls] = cls.load_config
+        cls.load_config = fn
+    app._init_asyncio_patch()
+    app.parse_command_line = lambda argv=None: None
+    try:
+        BaseIPythonApplication.initialize(app)
+    finally:
+        del app.parse_command_line
+        for cls, fn in saved.items():
+            cls.load_config = fn
+    if python_config or app.subapp is not None or app.kernel_class is not ipkernel.IPythonKernel:
+        return None
+    for section in ('Kernel', 'IPythonKernel', 'IPKernelApp'):
+        if 'shell_class' in app.config.get(section, {}) or 'kernel_class' in app.config.get(section, {}):
+            return None
+    # The history database is opened, and the session recorded in it, at activation, as a forked
+    # kernel opens it: kernel code may overwrite or corrupt it meanwhile (a kernel that opens a
+    # corrupt one moves it aside and starts a new one); its saving thread starts then too.
+    held = []
+    start, init_db, new_session = (history.HistorySavingThread.start, history.HistoryAccessor.init_db,
+                                   history.HistoryManager.new_session)
+    history.HistorySavingThread.start = lambda thread: held.append(thread)
+    history.HistoryAccessor.init_db = lambda accessor: setattr(accessor, 'db', history.DummyDB())
+    history.HistoryManager.new_session = lambda manager, conn=None: None
+    try:
+        shell = zmqshell.ZMQInteractiveShell.instance(parent=app, profile_dir=app.profile_dir, user_module=None,
+                                                     user_ns=app.user_ns, kernel=None,
+                                                     compiler_class=XCachingCompiler)
+    finally:
+        history.HistorySavingThread.start = start
+        history.HistoryAccessor.init_db = init_db
+        history.HistoryManager.new_session = new_session
+    # The display formatters, which a kernel makes at its first result (~3 ms of its first cell),
+    # from the config read above; _standby_activate applies it again if startup code changed it.
+    shell.display_formatter.formatters
+    dirs = [app.ipython_dir, app.profile_dir.location]
+    hist = getattr(shell.history_manager, 'hist_file', None)
+    if isinstance(hist, str) or hasattr(hist, '__fspath__'):
+        dirs.append(os.fspath(hist))
+    # A directory's or the history database's identity only: the old kernel writes its history.
+    # Identity and mode (a forked kernel falls back to a temporary IPython directory when it
+    # cannot write this one): the old kernel writes its history, so not size or times.
+    ident = {d: (_stat_key(d) or (None,) * 3)[:3] for d in dirs}
+    if _threads() != 1:
+        return None
+    return {'shell': shell, 'held': held, 'looked': looked, 'ident': ident, 'modules': modules}
+
+
+def _standby_declines(st, base, now):
+    """Why the prepared standby may not become the kernel (ZY_DECLINED's reason), or 0."""
+    import sys
+    if now != base:
+        return 1  # its scheduling, limits, affinity or I/O priority were changed
+    if any(_stat_key(f) != k for f, k in st['looked'].items()):
+        return 2  # a config file appeared or changed
+    if any((_stat_key(d) or (None,) * 3)[:3] != k for d, k in st['ident'].items()):
+        return 2
+    if set(sys.modules) - st['modules']:
+        return 2  # the config imported modules, which may have changed since
+    if _user_site_runs_code():
+        return 3
+    if _pid_view_differs():
+        return 4
+    if _threads() != 1:
+        return 5
+    return 0
+
+
+def _threads():
+    """This process's threads, as Linux counts them (threading.active_count() misses threads
+    that _thread started)."""
+    import os
+    return len(os.listdir('/proc/self/task'))
+
+
+def _standby_activate(app, st):
+    """The rest of IPKernelApp.initialize() (6.17's steps, _INITIALIZE_NAMES), with the shell
+    made in _standby_prepare: the connection file (the key), sockets, threads, the kernel, the
+    history database, then extensions and startup code, which run now as in a fresh start."""
+    import sqlite3, sys
+    shell = st['shell']
+    formatting = shell.display_formatter
+    config = (repr(shell.config), repr(formatting.config))
+    app.init_pdb()
+    app.init_blackhole()
+    app.init_connection_file()
+    app.init_poller()
+    app.init_sockets()
+    app.init_heartbeat()
+    app.write_connection_file()
+    app.log_connection_info()
+    app.init_io()
+    app.init_signal()
+    app.init_kernel()
+    if app.kernel.shell is not shell:
+        raise RuntimeError('the kernel made a shell of its own')
+    shell.parent = app.kernel
+    shell.kernel = app.kernel
+    # What HistoryManager.__init__ does with its database, held back in _standby_prepare.
+    history = shell.history_manager
+    history.init_db()
+    try:
+        history.new_session()
+    except sqlite3.OperationalError:
+        history.log.error('Failed to create history session in %s. History will not be saved.',
+                          history.hist_file, exc_info=True)
+        history.hist_file = ':memory:'
+    if history.enabled and history.hist_file != ':memory:':
+        for thread in st['held']:
+            thread.start()
+    app.init_path()
+    app.init_shell()
+    if app.shell:
+        app.init_gui_pylab()
+        app.init_extensions()
+        app.init_code()
+    # Startup code or an extension changed the config (%config, or in place): the formatters
+    # made in _standby_prepare take it as formatters made at the first result would.
+    if (repr(shell.config), repr(formatting.config)) != config:
+        for f in formatting.formatters.values():
+            f._load_config(formatting.config)
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+def _user_site_runs_code():
+    """True when the user site holds what a fresh start would run or import instead of what the
+    zygote loaded: .pth files, usercustomize/sitecustomize, a module of a name the zygote has."""
+    import os, site, sys
+    loaded = frozenset(m.partition('.')[0] for m in _ZYGOTE_MODULES or sys.modules)
+    try:
+        names = os.listdir(site.getusersitepackages())
+    except OSError:
+        return False
+    for n in names:
+        base = n.partition('.')[0]
+        if (n.endswith('.pth') or base in ('usercustomize', 'sitecustomize') or
+                (base in loaded and not n.endswith(('.dist-info', '.egg-info')))):
+            return True
+    return False
+
+
+# The modules the zygote had at READY (set there; every forked kernel inherits it).
+_ZYGOTE_MODULES = None
+
+
 def _zygote_channel():
     """fd 3 as the zygote's channel when the shim made this interpreter a zygote (a
     SOCK_SEQPACKET socket there), else None: a kernel started the slow way has only fds 0-2."""
@@ -431,7 +687,8 @@ def _zygote(chan, env):
     """Never runs user code: imports what every kernel needs (psutil first, then prepare()),
     parses the kernel's argv (parsed_app()) and warms caches (_warm_caches), then forks a
     kernel for each FORK record from the sandbox's PID 1 (kernel-shim/zygote_proto.h)."""
-    import ctypes, errno, gc, os, random, signal, site, stat, struct, sys, threading, time
+    import ctypes, errno, gc, os, random, select, signal, site, socket, stat, struct, sys, threading, time
+    global _ZYGOTE_MODULES
     _set_sys_path()
     why = _import_psutil_as_pid1()
     wrap_magics = prepare()
@@ -440,6 +697,8 @@ def _zygote(chan, env):
     libc = ctypes.CDLL(None, use_errno=True)
     rec = struct.Struct('=IIii')
     FORK, READY, STARTED, FAILED = 1, 2, 3, 4
+    STANDBY, PREPARED, ACTIVATE, ACTIVE, DECLINED = 6, 7, 8, 9, 10
+    nrs = _standby_supported()
 
     def die(why):
         sys.stderr.write('ipybox: the zygote: %s\n' % why)
@@ -472,7 +731,7 @@ def _zygote(chan, env):
 
     refuser = Refuser()
     # The top-level names of the modules every kernel has at its fork (no import after READY).
-    loaded = frozenset(m.partition('.')[0] for m in sys.modules)
+    _ZYGOTE_MODULES = frozenset(sys.modules)
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
     gc.disable()
     gc.freeze()
@@ -482,16 +741,18 @@ def _zygote(chan, env):
     sys.stderr.flush()
     chan.send(rec.pack(READY, 0, 0, 0))
 
-    def kernel():
-        """K, the kernel: fresh what a new interpreter would have fresh, then run()."""
+    def fresh(keep_fd=-1, standby=False):
+        """In a forked child: fresh what a new interpreter has fresh. A standby keeps its signals
+        blocked (they came blocked from the fork) and stays non-dumpable until it is activated."""
         sys.meta_path.remove(refuser)
         chan.detach()
         low = 3
-        for fd in keep + [1 << 16]:
+        for fd in sorted(keep + [keep_fd] if keep_fd >= 0 else keep) + [1 << 16]:
             os.closerange(low, fd)
             low = fd + 1
         os.setsid()
-        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        if not standby:
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
         signal.set_wakeup_fd(-1)
         for s in signal.valid_signals():
             if s in (signal.SIGKILL, signal.SIGSTOP):
@@ -503,7 +764,8 @@ def _zygote(chan, env):
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1, as an exec would make it
+        if not standby:
+            libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1, as an exec would make it
         gc.enable()
         # CPython's at-fork hook keeps the parent's thread id here (the zygote's pid in P0).
         threading.main_thread()._set_native_id()
@@ -511,7 +773,6 @@ def _zygote(chan, env):
         os.environ.update({k: v for k, v in env.items() if k != 'PYTHONUSERBASE'})
         site.USER_BASE = None
         site.USER_SITE = None
-        user_site = site.getusersitepackages()
         random.seed()
         # A, our parent, exits at once (meanwhile the steps above); the parent-death signal
         # is set before anything can exec.
@@ -519,20 +780,165 @@ def _zygote(chan, env):
             time.sleep(0.0002)
         if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != 1:  # PR_SET_PDEATHSIG
             os._exit(1)
+
+    def kernel():
+        """K, the kernel: fresh what a new interpreter would have fresh, then run()."""
+        fresh()
         # Code the sandbox put in the user site runs at a fresh start: then start fresh, in
         # place (same pid, same argv, today's start).
-        try:
-            names = os.listdir(user_site)
-        except OSError:
-            names = []
-        for n in names:
-            base = n.partition('.')[0]
-            if (n.endswith('.pth') or base in ('usercustomize', 'sitecustomize') or
-                    (base in loaded and not n.endswith(('.dist-info', '.egg-info')))):
-                _exec_slow()
-        if _pid_view_differs():
+        if _user_site_runs_code() or _pid_view_differs():
             _exec_slow()
         run(wrap_magics, app)
+
+    def standby(sock, sgen, base):
+        """A standby kernel: prepared (_standby_prepare), it waits for ZY_ACTIVATE from PID 1,
+        checks (_standby_declines), and becomes the kernel of that generation. It exits when it
+        cannot be prepared or declines; PID 1 then forks the kernel from the zygote."""
+        fresh(sock.fileno(), standby=True)
+        if _user_site_runs_code() or _pid_view_differs() or _standby_attrs(libc, nrs) != base:
+            os._exit(0)
+        st = _standby_prepare(app)
+        if st is None:
+            os._exit(0)
+        sock.send(rec.pack(PREPARED, sgen, 0, 0))
+        data = sock.recv(rec.size + 1)
+        if len(data) != rec.size:
+            os._exit(0)
+        kind, gen, a, b = rec.unpack(data)
+        if kind != ACTIVATE or a or b:
+            os._exit(0)
+        why = _standby_declines(st, base, _standby_attrs(libc, nrs))
+        if why:
+            sock.send(rec.pack(DECLINED, gen, why, 0))
+            os._exit(0)
+        # Signals sent while it waited are dropped (setting SIG_IGN discards a pending signal),
+        # then it has the dispositions a fresh kernel has at this point, unblocked.
+        handlers = {}
+        for s in signal.valid_signals():
+            if s in (signal.SIGKILL, signal.SIGSTOP):
+                continue
+            try:
+                handlers[s] = signal.signal(s, signal.SIG_IGN)
+            except (OSError, ValueError, RuntimeError):
+                pass
+        for s, h in handlers.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: it is the kernel now
+        sock.send(rec.pack(ACTIVE, gen, 0, 0))
+        sock.close()
+        _standby_activate(app, st)
+        if wrap_magics:
+            wrap_magics(app.shell)
+        app.start()
+
+    def reap(pid):
+        while True:
+            try:
+                os.waitpid(pid, 0)
+                return
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                return
+
+    def closefds(extra=()):
+        low = 4
+        for fd in sorted(keep + list(extra)) + [1 << 16]:
+            os.closerange(low, fd)
+            low = fd + 1
+
+    def fork_kernel(gen):
+        """A: born in the kernels' namespace (P1 holds no other process: the START follows
+        KILL_ALL); forks the kernel, says its pid, and goes. K is then a child of the
+        namespace's PID 1, which reaps it."""
+        try:
+            pid = os.fork()
+        except OSError as e:
+            chan.send(rec.pack(FAILED, gen, e.errno or errno.EAGAIN, 0))
+            return
+        if pid:
+            reap(pid)
+            return
+        try:
+            closefds()
+            kpid = os.fork()
+        except OSError as e:
+            chan.send(rec.pack(FAILED, gen, e.errno or errno.EAGAIN, 0))
+            os._exit(0)
+        if kpid == 0:
+            kernel()
+            sys.exit(0)
+        try:
+            chan.send(rec.pack(STARTED, gen, kpid, 0))
+        finally:
+            os._exit(0)
+
+    def fork_standby(sgen):
+        """A standby, forked while the kernel runs: A is in P1 beside it, where kernel code can
+        stop or kill it, so A only forks the standby and tells the zygote its pid through a pipe;
+        the zygote waits for A within a bound (then kills it) and answers PID 1 itself, exactly
+        once: STARTED with the standby's channel, or FAILED."""
+        base = _standby_attrs(libc, nrs)
+        if base is None:
+            chan.send(rec.pack(FAILED, sgen, errno.ENOTSUP, 0))
+            return
+        pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        rpipe, wpipe = os.pipe()
+        # Born with every signal blocked: kernel code may signal it from its first moment.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            pid = os.fork()
+        except OSError as e:
+            pid, err = -1, e.errno or errno.EAGAIN
+        if pid == 0:
+            try:
+                chan.detach()
+                os.close(3)
+                os.close(rpipe)
+                pair[0].close()
+                closefds([pair[1].fileno(), wpipe])
+                kpid = os.fork()
+                if kpid == 0:
+                    os.close(wpipe)
+                    standby(pair[1], sgen, base)
+                    sys.exit(0)
+                os.write(wpipe, struct.pack('i', kpid))
+            finally:
+                os._exit(0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(wpipe)
+        pair[1].close()
+        kpid = 0
+        if pid > 0:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                pidfd = -1
+            if pidfd >= 0:
+                poller = select.poll()
+                poller.register(pidfd, select.POLLIN)
+                ended = bool(poller.poll(1000))
+                os.close(pidfd)
+            else:
+                deadline = time.monotonic() + 1
+                while not (ended := os.waitpid(pid, os.WNOHANG)[0] == pid) and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                pid = 0 if ended else pid
+            if not ended:
+                os.kill(pid, signal.SIGKILL)
+            if pid:
+                reap(pid)
+            data = os.read(rpipe, 5) if select.select([rpipe], [], [], 0)[0] else b''
+            kpid = struct.unpack('i', data)[0] if len(data) == 4 else 0
+            err = errno.ETIMEDOUT
+        os.close(rpipe)
+        if kpid > 1:
+            chan.sendmsg([rec.pack(STARTED, sgen, kpid, 0)],
+                         [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('i', pair[0].fileno()))])
+        else:
+            chan.send(rec.pack(FAILED, sgen, err, 0))
+        pair[0].close()
 
     while True:
         try:
@@ -542,40 +948,14 @@ def _zygote(chan, env):
         if len(data) != rec.size:
             die('malformed record from PID 1' if data else 'PID 1 is gone')
         kind, gen, a, b = rec.unpack(data)
-        if kind != FORK or a or b:
+        if kind not in (FORK, STANDBY) or a or b:
             die('malformed record from PID 1')
-        try:
-            pid = os.fork()
-        except OSError as e:
-            chan.send(rec.pack(FAILED, gen, e.errno or errno.EAGAIN, 0))
-            continue
-        if pid == 0:
-            # A: born in the kernels' namespace; forks the kernel, says its pid, and goes. K
-            # is then a child of the namespace's PID 1, which reaps it.
-            try:
-                low = 4
-                for fd in keep + [1 << 16]:
-                    os.closerange(low, fd)
-                    low = fd + 1
-                kpid = os.fork()
-            except OSError as e:
-                chan.send(rec.pack(FAILED, gen, e.errno or errno.EAGAIN, 0))
-                os._exit(0)
-            if kpid == 0:
-                kernel()
-                sys.exit(0)
-            try:
-                chan.send(rec.pack(STARTED, gen, kpid, 0))
-            finally:
-                os._exit(0)
-        while True:
-            try:
-                os.waitpid(pid, 0)
-                break
-            except InterruptedError:
-                continue
-            except ChildProcessError:
-                break
+        if kind == FORK:
+            fork_kernel(gen)
+        elif nrs is None:
+            chan.send(rec.pack(FAILED, gen, errno.ENOTSUP, 0))
+        else:
+            fork_standby(gen)
 
 
 def main():

@@ -84,6 +84,8 @@ int ipb_session_open(ipb_session *s, const ipb_options *o, ipb_proxy *proxy, ipb
      * or make the loader, glibc or OpenSSL load code or files from anywhere (zygote_env.c). */
     if (o->zygote)
         s->cfg.zygote = ipb_zygote_env_ok(s->cfg.env.v, s->cfg.env.n, s->no_zygote, sizeof(s->no_zygote));
+    /* A standby kernel is forked from the zygote: none without one. */
+    s->cfg.standby = o->standby && s->cfg.zygote;
     if (ipb_kernel_open(&s->kernel, &s->cfg, s->dirs.run, s->proxy, s->dirs.id, err) < 0) {
         char why[320];
         if (ipb_kernel_lacks_ipykernel(&s->kernel, why, sizeof(why))) {

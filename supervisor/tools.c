@@ -419,7 +419,11 @@ static json_t *tool_reset(ipb_session *s) {
     if (!meta)
         json_object_set_new(r, "_meta", meta = json_object());
     json_object_set_new(meta, "ipybox/kernel",
-                        json_pack("{s:s, s:I}", "start", s->kernel.forked ? "zygote" : "exec", "ms", (json_int_t)ms));
+                        json_pack("{s:s, s:I}", "start",
+                                  s->kernel.start_kind == SHIM_START_STANDBY  ? "standby"
+                                  : s->kernel.start_kind == SHIM_START_ZYGOTE ? "zygote"
+                                                                              : "exec",
+                                  "ms", (json_int_t)ms));
     return r;
 }
 

@@ -4,8 +4,8 @@
  * zy_parse() on arbitrary bytes (an exact-size heap copy), and the same bytes sent as one
  * record over a SOCK_SEQPACKET socketpair to zy_recv(). Invariants:
  * - accepted only at exactly ZY_REC_SIZE bytes, with a known type, b == 0, and gen and a as
- *   the type allows (FORK a == 0; STARTED a > 1; FAILED a > 0; ENDED gen == 0; the others
- *   gen == a == 0);
+ *   the type allows (FORK, STANDBY, PREPARED, ACTIVATE, ACTIVE a == 0; STARTED a > 1;
+ *   FAILED, DECLINED a > 0; NOTMADE gen == 0, a > 0; ENDED gen == 0; the others gen == a == 0);
  * - an accepted record rebuilt with zy_build() is the same bytes;
  * - zy_recv() agrees with zy_parse() (1 and the same record, or a negative error), never
  *   hands out a descriptor when none was sent, and never returns a ZY_NEW without one.
@@ -49,12 +49,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(r.b == 0);
         switch (r.type) {
         case ZY_FORK:
+        case ZY_STANDBY:
+        case ZY_PREPARED:
+        case ZY_ACTIVATE:
+        case ZY_ACTIVE:
             CHECK(r.a == 0);
             break;
         case ZY_STARTED:
             CHECK(r.a > 1);
             break;
         case ZY_FAILED:
+        case ZY_DECLINED:
             CHECK(r.a > 0);
             break;
         case ZY_NOTMADE:

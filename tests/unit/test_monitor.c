@@ -125,6 +125,9 @@ START_TEST(test_sysconf_defaults_and_values) {
     ck_assert(!c.zygote);
     ck_assert_msg(parse(&c, "zygote = true\n", msg, sizeof(msg)) == 0, "%s", msg);
     ck_assert(c.zygote);
+    ck_assert(!c.standby);
+    ck_assert_msg(parse(&c, "zygote = true\nstandby = true\n", msg, sizeof(msg)) == 0, "%s", msg);
+    ck_assert(c.zygote && c.standby);
     ck_assert_msg(parse(&c, "users = group a\nusers = all\n", msg, sizeof(msg)) == 0, "%s", msg);
     ck_assert_str_eq(c.group, "");
 }
@@ -144,6 +147,9 @@ START_TEST(test_sysconf_errors_name_the_line) {
         {"users = group a/b\n", "bad value for users"},
         {"users = some\n", "bad value for users"},
         {"zygote = yes\n", "bad value for zygote"},
+        {"zygote = true\nstandby = 1\n", "bad value for standby"},
+        {"standby = true\n", "standby = true needs zygote = true"},
+        {"standby = true\nzygote = false\n", "standby = true needs zygote = true"},
         {"memory_max = 9G\n", "memory_max is above memory_max_bound"},
         {"pids_max = 5000\n", "pids_max is above pids_max_bound"},
         {"uid_pool_start = 4294901760\nuid_pool_size = 2\n", "passes 2^32-1"},

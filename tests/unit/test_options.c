@@ -634,14 +634,62 @@ START_TEST(shell_approval_options) {
 }
 END_TEST
 
+START_TEST(standby_needs_the_zygote) {
+    ipb_options o;
+    ipb_options_init(&o);
+    ck_assert(o.zygote && !o.standby); /* off by default */
+    ipb_options_free(&o);
+    ck_assert_int_eq(parse_words(&o, WORDS("--standby"), NULL, NULL), 0);
+    ck_assert(o.standby && o.zygote);
+    ck_assert_int_eq(ipb_options_finish(&o, "/home/u", NULL), 0);
+    ipb_options_free(&o);
+    ck_assert_int_eq(parse_words(&o, WORDS("--standby", "--no-standby"), NULL, NULL), 0);
+    ck_assert(!o.standby);
+    ipb_options_free(&o);
+    expect_parse_error(WORDS("--standby=1"), "takes no value");
+    /* With the zygote off, in either order (the service puts --no-zygote first): refused. */
+    const char *const *both[] = {WORDS("--standby", "--no-zygote"), WORDS("--no-zygote", "--standby")};
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(parse_words(&o, both[i], NULL, NULL), 0);
+        ipb_error *err = NULL;
+        ck_assert_int_lt(ipb_options_finish(&o, "/home/u", &err), 0);
+        ck_assert_msg(strstr(ipb_error_msg(err), "--standby needs the zygote") != NULL, "%s", ipb_error_msg(err));
+        ipb_error_free(err);
+        ipb_options_free(&o);
+    }
+    /* ... and --zygote after it puts it back. */
+    ck_assert_int_eq(parse_words(&o, WORDS("--no-zygote", "--standby", "--zygote"), NULL, NULL), 0);
+    ck_assert_int_eq(ipb_options_finish(&o, "/home/u", NULL), 0);
+    ipb_options_free(&o);
+    const char *h = ipb_options_help();
+    ck_assert(strstr(h, "--standby, --no-standby") != NULL);
+    ck_assert(strstr(h, "--max-processes") != NULL && strstr(h, "11 MiB") != NULL);
+}
+END_TEST
+
 START_TEST(help_mentions_every_option) {
     const char *h = ipb_options_help();
-    static const char *const names[] = {
-        "--allowed-dir",         "--allowed-domain", "--resolve",  "--container-env-var",
-        "--container-env-file",  "--container-bind", "--rootfs",   "--container-tag",
-        "--workspace",           "--python",         "--tmp-size", "--shm-size",
-        "--max-output-chars",    "--verbose",        "--help",     "--approve-shell",
-        "--require-shell-escape"};
+    static const char *const names[] = {"--allowed-dir",
+                                        "--allowed-domain",
+                                        "--resolve",
+                                        "--container-env-var",
+                                        "--container-env-file",
+                                        "--container-bind",
+                                        "--rootfs",
+                                        "--container-tag",
+                                        "--workspace",
+                                        "--python",
+                                        "--tmp-size",
+                                        "--shm-size",
+                                        "--max-output-chars",
+                                        "--verbose",
+                                        "--help",
+                                        "--approve-shell",
+                                        "--require-shell-escape",
+                                        "--standby",
+                                        "--no-standby",
+                                        "--zygote",
+                                        "--no-zygote"};
     for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
         ck_assert_msg(strstr(h, names[i]) != NULL, "help lacks %s", names[i]);
 }
@@ -651,6 +699,7 @@ static Suite *options_suite(void) {
     Suite *s = suite_create("options");
     TCase *p = tcase_create("parse");
     tcase_add_test(p, init_defaults);
+    tcase_add_test(p, standby_needs_the_zygote);
     tcase_add_test(p, parse_every_option);
     tcase_add_test(p, parse_equals_form);
     tcase_add_test(p, parse_missing_value);

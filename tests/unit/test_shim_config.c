@@ -27,7 +27,8 @@ enum {
     TAG_BPF,
     TAG_SYSTEM,
     TAG_RLIMITS,
-    TAG_ZYGOTE
+    TAG_ZYGOTE,
+    TAG_STANDBY
 };
 
 static const uint8_t bpf16[16] = {0x20, 0, 0, 0, 4, 0, 0, 0, 0x06, 0, 0, 0, 0, 0, 0xff, 0x7f};
@@ -250,6 +251,45 @@ START_TEST(zygote_flag) {
     /* run mode has no zygote */
     in.mode = SHIM_MODE_RUN;
     in.zygote = 1;
+    encode(&in, &b);
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), -1);
+    ipb_buf_free(&b);
+    shim_config_free(&in);
+}
+END_TEST
+
+START_TEST(standby_flag) {
+    shim_config in, out;
+    sample_config(&in);
+    in.zygote = 1;
+    in.standby = 1;
+    ipb_buf b;
+    encode(&in, &b);
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), 0);
+    ck_assert_uint_eq(out.zygote, 1);
+    ck_assert_uint_eq(out.standby, 1);
+    shim_config_free(&out);
+    /* twice: malformed */
+    uint32_t v = 1;
+    size_t len = b.len;
+    put_record(&b, TAG_STANDBY, &v, sizeof(v));
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), -1);
+    b.len = len;
+    ipb_buf_free(&b);
+    /* absent: none; another value, or a standby without the zygote: malformed */
+    in.standby = 0;
+    encode(&in, &b);
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), 0);
+    ck_assert_uint_eq(out.standby, 0);
+    shim_config_free(&out);
+    len = b.len;
+    v = 2;
+    put_record(&b, TAG_STANDBY, &v, sizeof(v));
+    ck_assert_int_eq(decode(b.data, b.len, &out, NULL), -1);
+    b.len = len;
+    ipb_buf_free(&b);
+    in.zygote = 0;
+    in.standby = 1;
     encode(&in, &b);
     ck_assert_int_eq(decode(b.data, b.len, &out, NULL), -1);
     ipb_buf_free(&b);
@@ -606,6 +646,7 @@ static Suite *shim_config_suite(void) {
     tcase_add_test(c, round_trip_optional_fields_absent);
     tcase_add_test(c, rlimits_round_trip);
     tcase_add_test(c, zygote_flag);
+    tcase_add_test(c, standby_flag);
     tcase_add_test(c, refuses_every_truncation);
     tcase_add_test(c, minimal_by_hand_is_accepted);
     tcase_add_test(c, refuses_missing_required_fields);

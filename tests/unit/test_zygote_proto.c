@@ -17,11 +17,12 @@ static void raw(uint8_t out[ZY_REC_SIZE], uint32_t type, uint32_t gen, int32_t a
 }
 
 START_TEST(build_parse_round_trip) {
-    const zy_rec ok[] = {{ZY_FORK, 5, 0, 0},          {ZY_READY, 0, 0, 0},       {ZY_STARTED, 5, 2, 0},
-                         {ZY_STARTED, 9, 4194304, 0}, {ZY_FAILED, 5, EAGAIN, 0}, {ZY_MAKE, 0, 0, 0},
-                         {ZY_KILL, 0, 0, 0},          {ZY_NEW, 0, 0, 0},         {ZY_ENDED, 0, 9, 0},
-                         {ZY_ENDED, 0, 0, 0},         {ZY_GO, 0, 0, 0},          {ZY_BOOT, 0, 0, 0},
-                         {ZY_NOTMADE, 0, EAGAIN, 0}};
+    const zy_rec ok[] = {
+        {ZY_FORK, 5, 0, 0},         {ZY_READY, 0, 0, 0},   {ZY_STARTED, 5, 2, 0},  {ZY_STARTED, 9, 4194304, 0},
+        {ZY_FAILED, 5, EAGAIN, 0},  {ZY_MAKE, 0, 0, 0},    {ZY_KILL, 0, 0, 0},     {ZY_NEW, 0, 0, 0},
+        {ZY_ENDED, 0, 9, 0},        {ZY_ENDED, 0, 0, 0},   {ZY_GO, 0, 0, 0},       {ZY_BOOT, 0, 0, 0},
+        {ZY_NOTMADE, 0, EAGAIN, 0}, {ZY_STANDBY, 1, 0, 0}, {ZY_STANDBY, 0, 0, 0},  {ZY_PREPARED, 3, 0, 0},
+        {ZY_ACTIVATE, 7, 0, 0},     {ZY_ACTIVE, 7, 0, 0},  {ZY_DECLINED, 7, 1, 0}, {ZY_DECLINED, 7, 5, 0}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         uint8_t b[ZY_REC_SIZE];
         zy_build(b, ok[i].type, ok[i].gen, ok[i].a);
@@ -41,18 +42,40 @@ START_TEST(refuses_malformed) {
         if (n != ZY_REC_SIZE)
             ck_assert_int_eq(zy_parse(b, n, &r), -EBADMSG);
     /* types and fields */
-    const zy_rec bad[] = {{0, 0, 0, 0},           {6, 0, 0, 0},
-                          {15, 0, 0, 0},          {22, 0, 0, 0},
-                          {0xffffffffu, 0, 0, 0}, {ZY_READY, 1, 0, 0},
-                          {ZY_READY, 0, 1, 0},    {ZY_READY, 0, 0, 1},
-                          {ZY_FORK, 1, 1, 0},     {ZY_STARTED, 1, 1, 0},
-                          {ZY_STARTED, 1, 0, 0},  {ZY_STARTED, 1, -5, 0},
-                          {ZY_FAILED, 1, 0, 0},   {ZY_FAILED, 1, -1, 0},
-                          {ZY_ENDED, 3, 0, 0},    {ZY_GO, 0, 7, 0},
-                          {ZY_NEW, 2, 0, 0},      {ZY_KILL, 0, 0, 1},
-                          {ZY_BOOT, 1, 0, 0},     {ZY_BOOT, 0, 1, 0},
-                          {ZY_NOTMADE, 0, 0, 0},  {ZY_NOTMADE, 0, -11, 0},
-                          {ZY_NOTMADE, 1, 11, 0}};
+    const zy_rec bad[] = {{0, 0, 0, 0},
+                          {11, 0, 0, 0},
+                          {15, 0, 0, 0},
+                          {22, 0, 0, 0},
+                          {0xffffffffu, 0, 0, 0},
+                          {ZY_READY, 1, 0, 0},
+                          {ZY_READY, 0, 1, 0},
+                          {ZY_READY, 0, 0, 1},
+                          {ZY_FORK, 1, 1, 0},
+                          {ZY_STARTED, 1, 1, 0},
+                          {ZY_STARTED, 1, 0, 0},
+                          {ZY_STARTED, 1, -5, 0},
+                          {ZY_FAILED, 1, 0, 0},
+                          {ZY_FAILED, 1, -1, 0},
+                          {ZY_ENDED, 3, 0, 0},
+                          {ZY_GO, 0, 7, 0},
+                          {ZY_NEW, 2, 0, 0},
+                          {ZY_KILL, 0, 0, 1},
+                          {ZY_BOOT, 1, 0, 0},
+                          {ZY_BOOT, 0, 1, 0},
+                          {ZY_NOTMADE, 0, 0, 0},
+                          {ZY_NOTMADE, 0, -11, 0},
+                          {ZY_NOTMADE, 1, 11, 0},
+                          {ZY_STANDBY, 1, 1, 0},
+                          {ZY_STANDBY, 1, 0, 1},
+                          {ZY_PREPARED, 1, 1, 0},
+                          {ZY_PREPARED, 1, 0, 2},
+                          {ZY_ACTIVATE, 2, -1, 0},
+                          {ZY_ACTIVATE, 2, 0, 1},
+                          {ZY_ACTIVE, 2, 3, 0},
+                          {ZY_ACTIVE, 2, 0, -1},
+                          {ZY_DECLINED, 2, 0, 0},
+                          {ZY_DECLINED, 2, -1, 0},
+                          {ZY_DECLINED, 2, 1, 1}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         raw(b, bad[i].type, bad[i].gen, bad[i].a, bad[i].b);
         ck_assert_msg(zy_parse(b, ZY_REC_SIZE, &r) == -EBADMSG, "record %zu accepted", i);
@@ -82,7 +105,7 @@ START_TEST(send_receive) {
 }
 END_TEST
 
-START_TEST(descriptor_only_with_new) {
+START_TEST(descriptor_only_with_new_or_started) {
     int sp[2];
     pair(sp);
     int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -105,6 +128,28 @@ START_TEST(descriptor_only_with_new) {
     int after = dup(0);
     ck_assert_int_eq(after, before); /* the received descriptor was closed */
     close(after);
+    /* ZY_STARTED may carry one (a standby's channel): kept */
+    ck_assert_int_eq(zy_send(sp[0], ZY_STARTED, 1, 5, probe), 0);
+    ck_assert_int_eq(zy_recv(sp[1], &r, &fd, 1000), 1);
+    ck_assert_uint_eq(r.type, ZY_STARTED);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    /* ... and without one it is still a record (a kernel's) */
+    ck_assert_int_eq(zy_send(sp[0], ZY_STARTED, 1, 5, -1), 0);
+    ck_assert_int_eq(zy_recv(sp[1], &r, &fd, 1000), 1);
+    ck_assert_int_eq(fd, -1);
+    /* NULL fd: the one that comes with ZY_STARTED is closed, the record accepted */
+    ck_assert_int_eq(zy_send(sp[0], ZY_STARTED, 1, 5, probe), 0);
+    before = dup(0);
+    close(before);
+    ck_assert_int_eq(zy_recv(sp[1], &r, NULL, 1000), 1);
+    after = dup(0);
+    ck_assert_int_eq(after, before);
+    close(after);
+    /* a standby record with one: refused */
+    ck_assert_int_eq(zy_send(sp[0], ZY_PREPARED, 1, 0, probe), 0);
+    ck_assert_int_eq(zy_recv(sp[1], &r, &fd, 1000), -EBADMSG);
+    ck_assert_int_eq(fd, -1);
     /* ZY_NEW without one: refused */
     ck_assert_int_eq(zy_send(sp[0], ZY_NEW, 0, 0, -1), 0);
     ck_assert_int_eq(zy_recv(sp[1], &r, &fd, 1000), -EBADMSG);
@@ -145,7 +190,7 @@ static Suite *zygote_proto_suite(void) {
     tcase_add_test(c, build_parse_round_trip);
     tcase_add_test(c, refuses_malformed);
     tcase_add_test(c, send_receive);
-    tcase_add_test(c, descriptor_only_with_new);
+    tcase_add_test(c, descriptor_only_with_new_or_started);
     tcase_add_test(c, wrong_sizes_on_the_wire);
     suite_add_tcase(s, c);
     return s;

@@ -2,9 +2,10 @@
 # The VM tier's job (make check-system: tests/vm/boot.sh tests/vm/system.sh), as root in a
 # stock Debian 12 under real systemd with cgroup v2: installs what the project needs
 # (scripts/deps.sh test), builds, `make install`s, starts ipyboxd.service from the installed
-# unit as shipped, with a test configuration, and runs four suites:
+# unit as shipped, with a test configuration, and runs five suites:
 #   1. tests/vm/system_service.py: the service as users alice and bob meet it
 #   4. the same again with `zygote = true` (the shipped default is false), the service restarted
+#   5. its limits and reset tests with `zygote = true` and `standby = true`
 #   2. tests/integration/test_system_*.py against the installed binaries
 #   3. tests/vm/limits_user.sh: user-mode limits under a user manager
 # Exits 0 only when everything passed; the last lines sum up each suite.
@@ -15,7 +16,7 @@
 # UMask) and opens /run/ipybox/* after the start, to see whether the suite can pass; other
 # values are the drop-in's settings themselves ("UMask=0022 ProtectClock=no"). Run it with
 #   tests/vm/boot.sh 'IPYBOX_VM_UNIT_OVERRIDE=1 tests/vm/system.sh'
-# IPYBOX_VM_SUITES (default "1 4 2 3"): which suites run (in that order).
+# IPYBOX_VM_SUITES (default "1 4 5 2 3"): which suites run (in that order).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${IPYBOX_VM_OUT:-/tmp/ipybox-vm-out}
@@ -76,11 +77,11 @@ rm -rf "$dest" && mkdir -p "$dest/tests"
 cp -a tests/lib tests/vm tests/integration "$dest/tests/"
 chmod -R a+rX "$dest"
 
-suites=${IPYBOX_VM_SUITES:-1 4 2 3}
+suites=${IPYBOX_VM_SUITES:-1 4 5 2 3}
 want() { case " $suites " in *" $1 "*) return 0 ;; esac; echo "(not asked for)"; return 1; }
 result() { case $1 in -) echo "not run" ;; 0) echo PASS ;; *) echo "FAIL (exit $1)" ;; esac; }
 py=(/usr/bin/python3 -u -W ignore::ResourceWarning)
-rc_service=- rc_zygote=- rc_integration=- rc_user=-
+rc_service=- rc_zygote=- rc_standby=- rc_integration=- rc_user=-
 
 # For suite 2: $dest/bin/ipybox is the installed one; $dest/bin/ipyboxd, a wrapper that moves
 # itself into a cgroup of its own under a unit with Delegate=yes and executes the installed
@@ -133,6 +134,25 @@ if want 4; then
     sed -i 's/^zygote = .*/zygote = false/' /etc/ipybox/ipyboxd.conf
 fi
 
+step "suite 5: with zygote = true and standby = true, the limits and the reset of suite 1"
+if want 5; then
+    # A standby kernel beside each running one (--standby for every session): it takes one of
+    # the kernel's processes (pids.max stays the limit + 2), and a reset activates it.
+    rc_standby=1
+    if sed -i 's/^zygote = .*/zygote = true/; s/^standby = .*/standby = true/' /etc/ipybox/ipyboxd.conf &&
+        grep -qx 'standby = true' /etc/ipybox/ipyboxd.conf && systemctl restart ipyboxd.service; then
+        timeout -k 10 900 "${py[@]}" "$dest/tests/vm/system_service.py" -v \
+            SystemService.test_03_memory_limit_kills_the_kernel_and_a_fresh_one_follows \
+            SystemService.test_04_process_limit_is_reported_and_the_session_recovers \
+            SystemService.test_13_reset_follows_the_zygote_setting 2>&1
+        rc_standby=$?
+    else
+        echo "FAIL: could not set standby = true in /etc/ipybox/ipyboxd.conf and restart the service"
+    fi
+    journalctl -u ipyboxd -o short-precise --no-pager >"$out/ipyboxd-standby.journal" 2>&1
+    sed -i 's/^zygote = .*/zygote = false/; s/^standby = .*/standby = false/' /etc/ipybox/ipyboxd.conf
+fi
+
 step "suite 2: tests/integration/test_system_*.py against the installed binaries"
 if want 2; then
     # It runs ipyboxd itself, as root, with a configuration of its own: the service stops first.
@@ -158,6 +178,7 @@ fi
 step "summary"
 echo "suite 1, tests/vm/system_service.py: $(result $rc_service)"
 echo "suite 4, tests/vm/system_service.py with zygote = true: $(result $rc_zygote)"
+echo "suite 5, tests/vm/system_service.py (limits, reset) with standby = true: $(result $rc_standby)"
 echo "suite 2, tests/integration/test_system_*.py: $(result $rc_integration)"
 echo "suite 3, tests/vm/limits_user.sh: $(result $rc_user)"
-for rc in $rc_service $rc_zygote $rc_integration $rc_user; do [ "$rc" = 0 ] || [ "$rc" = - ] || exit 1; done
+for rc in $rc_service $rc_zygote $rc_standby $rc_integration $rc_user; do [ "$rc" = 0 ] || [ "$rc" = - ] || exit 1; done

@@ -1,0 +1,184 @@
+"""The standby kernel (--standby; architecture.md, "The standby kernel"): a kernel forked from
+the zygote beside the running one, prepared, and activated by `reset` instead of a fork. What
+a reset keeps and drops is the same as with the zygote alone (ResetWithStandby runs those
+cases); a standby that kernel code touched, or whose config files changed, is not used."""
+import ast
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from ipybox_test import IPYBOX, McpClient, require_sandbox, text_of  # noqa: E402
+import test_zygote  # noqa: E402
+from test_zygote import ns_pid, start_of, tree  # noqa: E402
+
+
+def kernel_ns_pid(c):
+    text, r = c.execute("import os\nprint(os.getpid())")
+    assert not r["isError"], text
+    return int(text.split()[-1])
+
+
+def standby_of(c, timeout=30):
+    """The session's standby, as (host pid, pid in the sandbox), once it has been there a while
+    (its preparation takes ~40 ms of CPU; 1 s is the margin); (None, None) if none came."""
+    me = kernel_ns_pid(c)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        _, _, kernels, _ = tree(c)
+        others = [p for p in kernels if ns_pid(p) != me]
+        if len(others) == 1:
+            time.sleep(1)
+            _, _, kernels, _ = tree(c)
+            if others[0] in kernels:
+                return others[0], ns_pid(others[0])
+        time.sleep(0.05)
+    return None, None
+
+
+def reset(test, c, expect):
+    r = c.call("reset")
+    test.assertFalse(r["isError"], text_of(r))
+    test.assertEqual(start_of(r), expect, text_of(r))
+    return r
+
+
+class ResetWithStandby(test_zygote.ResetBothWays):
+    """ResetBothWays' cases with a standby: the same results. A reset takes the standby when it
+    is prepared and the zygote's fork otherwise (the first reset may come before the standby is
+    made, and a config file written before it makes the standby decline)."""
+    zygote = True
+    options = ("--standby",)
+    starts = ("standby", "zygote")
+
+    def settle(self):
+        standby_of(self.c)
+
+    def test_a_prepared_standby_is_taken(self):
+        standby_of(self.c)
+        self.assertEqual(start_of(self.reset()), "standby")
+
+
+class Standby(unittest.TestCase):
+    def setUp(self):
+        require_sandbox(self)
+        self.ws = tempfile.mkdtemp(prefix="ipybox-sb-")
+        self.c = McpClient("--workspace", self.ws, "--standby")
+        self.addCleanup(self.c.close)
+
+    def test_reset_activates_the_standby_and_makes_the_next(self):
+        self.c.execute("x = 1")
+        host, sb = standby_of(self.c)
+        self.assertIsNotNone(sb, "no standby was made")
+        reset(self, self.c, "standby")
+        self.assertEqual(kernel_ns_pid(self.c), sb, "the kernel after the reset is not the standby")
+        text, r = self.c.execute("print('x' in dir(), 1 + 1)")
+        self.assertEqual(text.split(), ["False", "2"], text)
+        host2, sb2 = standby_of(self.c)
+        self.assertIsNotNone(sb2, "no standby after the reset")
+        self.assertNotEqual(sb2, sb)
+        reset(self, self.c, "standby")
+        self.assertEqual(kernel_ns_pid(self.c), sb2)
+
+    def test_no_standby_without_the_option_or_the_zygote(self):
+        with McpClient("--workspace", self.ws) as c:
+            self.assertEqual(standby_of(c, timeout=3), (None, None))
+            reset(self, c, "zygote")
+        r = subprocess.run([IPYBOX, "mcp", "--standby", "--no-zygote"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--standby", r.stderr)
+        self.assertIn("zygote", r.stderr)
+
+    def test_config_written_after_the_standby_declines_it(self):
+        # A JSON config file (data, which the standby reads while it prepares) written after the
+        # standby prepared: it declines, the reset forks, and the next standby, which read the
+        # file, is taken.
+        standby_of(self.c)
+        profile = "/home/appuser/.ipython/profile_default"
+        text, r = self.c.execute(
+            "import os, json\nos.makedirs(%r, exist_ok=True)\n"
+            "json.dump({'IPKernelApp': {'exec_lines': ['from_config = 42']}}, open(%r, 'w'))"
+            % (profile, profile + "/ipython_kernel_config.json"))
+        self.assertFalse(r["isError"], text)
+        try:
+            reset(self, self.c, "zygote")
+            text, r = self.c.execute("print(from_config)")
+            self.assertEqual(text.strip(), "42", text)
+            standby_of(self.c)
+            reset(self, self.c, "standby")
+            text, r = self.c.execute("print(from_config)")
+            self.assertEqual(text.strip(), "42", text)
+        finally:
+            self.c.execute("import os\nos.unlink(%r)" % (profile + "/ipython_kernel_config.json"))
+
+    def test_python_config_means_no_standby_and_never_runs_early(self):
+        # A Python config file is code the sandbox wrote: it runs in the kernel after the reset,
+        # never in a standby beside the old kernel. While one exists, no standby is prepared
+        # (one is forked and exits at once) and resets fork from the zygote.
+        profile = "/home/appuser/.ipython/profile_default"
+        conf = profile + "/ipython_kernel_config.py"
+        text, r = self.c.execute(
+            "import os\nos.makedirs(%r, exist_ok=True)\n"
+            "open(%r, 'w').write('import os\\nopen(\"/tmp/ran-%%d\" %% os.getpid(), \"w\").close()\\n')"
+            % (profile, conf))
+        self.assertFalse(r["isError"], text)
+        try:
+            for _ in range(2):
+                reset(self, self.c, "zygote")
+                time.sleep(2)  # a standby would have been made and prepared by now
+            text, r = self.c.execute("import os\nprint(sorted(f for f in os.listdir('/tmp') if f.startswith('ran-')), "
+                                     "repr('ran-%d' % os.getpid()))")
+            ran, me = text.strip().rsplit(" ", 1)
+            ran, me = ast.literal_eval(ran), ast.literal_eval(me)
+            self.assertIn(me, ran, text)
+            # The two kernels of the two resets, and no standby.
+            self.assertEqual(len(ran), 2, "the config ran elsewhere than in the two kernels: " + text)
+        finally:
+            self.c.execute("import os\nos.unlink(%r)" % conf)
+
+    def test_startup_files_run_at_activation(self):
+        standby_of(self.c)
+        startup = "/home/appuser/.ipython/profile_default/startup"
+        self.c.execute("import os\nos.makedirs(%r, exist_ok=True)\nopen(%r, 'w').write('from_startup = 7\\n')"
+                       % (startup, startup + "/50-sb.py"))
+        try:
+            reset(self, self.c, "standby")
+            text, r = self.c.execute("print(from_startup)")
+            self.assertEqual(text.strip(), "7", text)
+        finally:
+            self.c.execute("import os\nos.unlink(%r)" % (startup + "/50-sb.py"))
+
+    def test_startup_config_reaches_the_formatters(self):
+        # The standby makes the display formatters before the reset (a kernel makes them at its
+        # first result); what startup code configures must still reach them, both ways.
+        startup = "/home/appuser/.ipython/profile_default/startup"
+        self.c.execute("import os\nos.makedirs(%r, exist_ok=True)\nopen(%r, 'w').write("
+                       "\"get_ipython().run_line_magic('config', 'PlainTextFormatter.max_seq_length = 3')\\n"
+                       "get_ipython().config.PlainTextFormatter.max_width = 7\\n\")"
+                       % (startup, startup + "/50-fmt.py"))
+        try:
+            for expect in ("zygote", "standby"):
+                host, sb = standby_of(self.c)
+                if expect == "zygote":
+                    # A kernel forked from the zygote makes its formatters at its first result:
+                    # what the standby must match. The standby is killed to get one.
+                    os.kill(host, signal.SIGKILL)
+                reset(self, self.c, expect)
+                text, r = self.c.execute("list(range(10))")
+                self.assertEqual(text.split(), ["[0,", "1,", "2,", "...]"], expect + ": " + text)
+        finally:
+            self.c.execute("import os\nos.unlink(%r)" % (startup + "/50-fmt.py"))
+
+    def test_killed_kernel_replaced_by_the_standby(self):
+        standby_of(self.c)
+        self.c.execute("w = 1")
+        told, r = self.c.execute("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+        time.sleep(0.5)
+        text, r = self.c.execute("print('w' in dir())")
+        self.assertEqual(text.strip(), "False", text)
+        self.assertIn("died", told + text)
