@@ -560,7 +560,6 @@ def _standby_prepare(app):
     hist = getattr(shell.history_manager, 'hist_file', None)
     if isinstance(hist, str) or hasattr(hist, '__fspath__'):
         dirs.append(os.fspath(hist))
-    # A directory's or the history database's identity only: the old kernel writes its history.
     # Identity and mode (a forked kernel falls back to a temporary IPython directory when it
     # cannot write this one): the old kernel writes its history, so not size or times.
     ident = {d: (_stat_key(d) or (None,) * 3)[:3] for d in dirs}
