@@ -9,7 +9,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from ipybox_test import wait_for  # noqa: E402
 import system_fixture as sf  # noqa: E402
-from system_fixture import USERS, pool_pids, proc_uids, sandbox_cgroups  # noqa: E402
+from system_fixture import USERS, pool_pids, proc_uids  # noqa: E402
 
 
 class SystemServiceRestart(sf.SystemServiceCase):
@@ -22,7 +22,7 @@ class SystemServiceRestart(sf.SystemServiceCase):
         self.assertTrue(wait_for(lambda: not pool_pids(), 20), "left: %s" % pool_pids())
         users = {pwd.getpwnam(u).pw_uid for u in USERS}
         self.assertTrue(wait_for(lambda: not [p for p, u in proc_uids() if u in users], 20))
-        left = {d: os.stat(d).st_ino for d in sandbox_cgroups() if os.path.isdir(d)}
+        left = {d: os.stat(d).st_ino for d in self.svc.sandbox_cgroups()}
         self.assertTrue(left)
         self.svc.start()
         # Every cgroup the killed service left is gone (the new service's warm sandboxes may

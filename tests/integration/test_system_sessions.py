@@ -2,7 +2,6 @@
 processes, CPU and /tmp contained and reported while another user's session stays responsive;
 a warm sandbox serves the next session; each user's processes in a bounded cgroup of their own;
 options within the administrator's bounds; many concurrent sessions."""
-import glob
 import os
 import pwd
 import sys
@@ -111,9 +110,8 @@ class SystemServiceSessions(sf.SystemServiceCase):
                       self.svc.log_text())
         c = self.client(USERS[0], "--memory", "400M", "--max-processes", "100")
         self.assertEqual(c.execute("print('ok')")[0], "ok\n")
-        limits = [open(p).read().strip() for p in glob.glob("/sys/fs/cgroup/memory/**/ipyboxd/sb-*/"
-                                                             "memory.limit_in_bytes", recursive=True)]
-        limits += [open(p).read().strip() for p in glob.glob("/sys/fs/cgroup/**/sb-*/memory.max", recursive=True)]
+        limits = [open(os.path.join(d, f)).read().strip() for d in self.svc.sandbox_cgroups()
+                  for f in ("memory.limit_in_bytes", "memory.max") if os.path.exists(os.path.join(d, f))]
         self.assertIn(str(400 << 20), limits)
 
     def test_many_concurrent_sessions(self):

@@ -2,7 +2,7 @@
 here (in a group of their own), the service started with a test configuration as its own
 child (UMask 077, as under the shipped unit), and what the tests read of /proc about the
 processes it runs. A class's service is stopped with SIGTERM at its end, which must leave no
-sandbox process and no /run/ipybox behind."""
+sandbox process, no sandbox cgroup and no /run/ipybox behind."""
 import glob
 import os
 import pwd
@@ -75,9 +75,24 @@ def describe(pids):
     return "; ".join(out)
 
 
-def sandbox_cgroups():
-    return glob.glob("/sys/fs/cgroup/*/ipyboxd/sb-*") + glob.glob("/sys/fs/cgroup/*/*/ipyboxd/sb-*") + \
-        glob.glob("/sys/fs/cgroup/**/sb-[0-9]*", recursive=True)
+def sandbox_cgroup_globs(pid):
+    """Where the service with this pid (its monitor) makes its sandboxes' cgroups, from its own
+    cgroups (monitor/cgroup.c): <own>/ipyboxd/sb-N per v1 controller; on v2, sb-N beside the
+    leaf it moved into (<own>/monitor). Only there: sb-N elsewhere on the host are others'
+    (a host runs several services, and a killed one's cgroups stay where it ran)."""
+    with open("/proc/%d/cgroup" % pid) as f:
+        lines = f.read().splitlines()
+    v2 = "/sys/fs/cgroup" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "/sys/fs/cgroup/unified"
+    out = []
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        path = path.rstrip("/")
+        mnts = [v2] if not ctrls else ["/sys/fs/cgroup/" + c for c in ctrls.split(",") if c in ("memory", "pids", "cpu")]
+        for mnt in mnts:
+            out.append(mnt + path + "/ipyboxd/sb-[0-9]*")
+            if path.endswith("/monitor"):
+                out.append(mnt + os.path.dirname(path) + "/sb-[0-9]*")
+    return out
 
 
 def text(result):
@@ -104,6 +119,11 @@ class Service:
                       self.frontends() >= len(USERS) or self.proc.poll() is not None)
         if not ok or self.proc.poll() is not None:
             raise AssertionError("the service did not start: " + self.log_text())
+        self.cgroup_globs = sandbox_cgroup_globs(self.proc.pid)
+
+    def sandbox_cgroups(self):
+        """This service's sandbox cgroups (those it made; kept from its last start)."""
+        return sorted({d for g in self.cgroup_globs for d in glob.glob(g) if os.path.isdir(d)})
 
     def frontends(self):
         return self.log_text()[self.log_from:].count("ipyboxd-frontend: serving uid")
@@ -170,8 +190,8 @@ class UsersCase(unittest.TestCase):
 @needs_users
 class SystemServiceCase(unittest.TestCase):
     """The users and a service (self.svc, configured with CONF) for the class. At its end the
-    service is stopped with SIGTERM: it must exit 0 and leave no sandbox process and no
-    /run/ipybox."""
+    service is stopped with SIGTERM: it must exit 0 and leave no sandbox process, no sandbox
+    cgroup and no /run/ipybox."""
     @classmethod
     def setUpClass(cls):
         add_users()
@@ -180,6 +200,7 @@ class SystemServiceCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         rc = cls.svc.stop()
+        cgroups = cls.svc.sandbox_cgroups()
         log = cls.svc.log_text()
         cls.svc.log.close()
         cls.svc.tmp.cleanup()
@@ -188,6 +209,7 @@ class SystemServiceCase(unittest.TestCase):
         remove_users()
         assert rc == 0, "the service exited %s: %s" % (rc, log)
         assert not left, "sandbox processes left after SIGTERM: %s" % why
+        assert not cgroups, "sandbox cgroups left after SIGTERM: %s" % cgroups
         assert not os.path.exists("/run/ipybox"), "/run/ipybox left behind"
 
     def setUp(self):
