@@ -505,8 +505,12 @@ static int apply_option(ipb_options *o, const char *name, enum opt_id id, const 
         o->require_shell_escape = true;
         return 0;
     case OPT_ZYGOTE:
+        o->zygote = true;
+        return 0;
     case OPT_NO_ZYGOTE:
-        o->zygote = id == OPT_ZYGOTE;
+        /* A later --no-zygote turns the standby off too: a session's own --no-zygote under a
+         * service that gives every session --standby. --standby after it is still an error. */
+        o->zygote = o->standby = false;
         return 0;
     case OPT_STANDBY:
     case OPT_NO_STANDBY:
@@ -587,7 +591,7 @@ int ipb_options_finish(ipb_options *o, const char *home, ipb_error **err) {
     if (o->standby && !o->zygote)
         return ipb_error_set(err, 0,
                              "--standby needs the zygote: the standby kernel is forked from it (drop "
-                             "--no-zygote, or --standby)");
+                             "--no-zygote, or give it after --standby, which it then turns off)");
     /* Each one given must exist now: else every upload and download would fail later, each
      * saying less. (Resolved again, safely, at each use.) */
     for (size_t i = 0; i < o->allowed_dirs.n; i++) {
@@ -686,8 +690,9 @@ const char *ipb_options_help(void) {
            "                            that `reset` is faster (about half the time). Costs: ~11 MiB more\n"
            "                            memory per idle session (counted in --memory), one process of\n"
            "                            --max-processes (the kernel's own limit, never raised for it), and\n"
-           "                            ~30 ms of CPU after each kernel start. Needs the zygote (--standby\n"
-           "                            --no-zygote is an error). Default off. Kernels only.\n"
+           "                            ~30 ms of CPU after each kernel start. Needs the zygote: a later\n"
+           "                            --no-zygote turns it off, --standby after --no-zygote is an error.\n"
+           "                            Default off. Kernels only.\n"
            "  -v, --verbose             More log lines on stderr (repeat, or -vv, for debug).\n"
            "  -h, --help                This help.\n";
 }

@@ -14,6 +14,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from ipybox_test import IPYBOX, McpClient, require_sandbox, text_of  # noqa: E402
 import test_zygote  # noqa: E402
+from daemon_fixture import Daemon  # noqa: E402
 from test_zygote import ns_pid, start_of, tree  # noqa: E402
 
 
@@ -88,11 +89,43 @@ class Standby(unittest.TestCase):
         with McpClient("--workspace", self.ws) as c:
             self.assertEqual(standby_of(c, timeout=3), (None, None))
             reset(self, c, "zygote")
-        r = subprocess.run([IPYBOX, "mcp", "--standby", "--no-zygote"], stdin=subprocess.DEVNULL,
+        # --standby after --no-zygote is refused; a later --no-zygote turns the standby off.
+        r = subprocess.run([IPYBOX, "mcp", "--no-zygote", "--standby"], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=60)
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("--standby", r.stderr)
-        self.assertIn("zygote", r.stderr)
+        self.assertIn("--standby needs the zygote", r.stderr)
+        with McpClient("--workspace", self.ws, "--standby", "--no-zygote") as c:
+            self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
+            time.sleep(1)
+            reset(self, c, "exec")
+
+
+class DaemonSessions(unittest.TestCase):
+    """ipyboxd --user --standby (as the service with standby = true): its sessions get the
+    standby; a session's own --no-zygote or --no-standby, after the daemon's, turns it off."""
+
+    def test_options_of_daemon_sessions(self):
+        require_sandbox(self)
+        d = Daemon("--standby")
+        self.addCleanup(d.close)
+        cases = (((), "standby"), (("--no-zygote",), "exec"), (("--no-standby",), "zygote"))
+        for i, (session_args, want) in enumerate(cases):
+            c = d.client()
+            c.request("ipybox/createSession", {"name": "s%d" % i, "args": list(session_args)})
+            self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
+            # The standby is prepared ~300 ms after the kernel answered: reset until one is
+            # taken (at most 20 s); the other two never take one.
+            starts = []
+            for _ in range(10 if want == "standby" else 2):
+                time.sleep(1 if want == "standby" else 2)
+                r = c.call("reset")
+                self.assertFalse(r["isError"], text_of(r))
+                starts.append(start_of(r))
+                if want == "standby" and starts[-1] == "standby":
+                    break
+            self.assertEqual(starts[-1], want, (session_args, starts))
+            self.assertTrue(all(s == want for s in starts) or want == "standby", (session_args, starts))
+            c.close()
 
     def test_config_written_after_the_standby_declines_it(self):
         # A JSON config file (data, which the standby reads while it prepares) written after the
