@@ -88,6 +88,24 @@ int ipb_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len)
     return 0;
 }
 
+ssize_t ipb_read_small(const char *path, char *buf, size_t size) {
+    if (size < 2)
+        return -EINVAL;
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    ssize_t n;
+    do
+        n = read(fd, buf, size - 1);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    if (n == 0)
+        return -ENODATA;
+    buf[n] = '\0';
+    return n;
+}
+
 int ipb_write_file(const char *path, const void *buf, size_t len, int mode) {
     cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "netns.h"
 #include "pid1.h"
 #include "rootfs.h"
@@ -42,14 +43,8 @@ static const char *userns_hint(int e) {
  * not the identity of the whole id space. */
 static bool in_own_userns(void) {
     char buf[256];
-    int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (ipb_read_small("/proc/self/uid_map", buf, sizeof(buf)) < 0)
         return false;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
     unsigned long in, out, count;
     if (sscanf(buf, "%lu %lu %lu", &in, &out, &count) != 3 || (in == 0 && out == 0 && count == 4294967295ul))
         return false;

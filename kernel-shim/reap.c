@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fdio.h"
 
 /* Reaps what has ended; true when no child is left. */
 static bool reap_ready(void) {
@@ -71,14 +71,8 @@ static pid_t entry_pid(const char *name) {
 static bool zombie_of(pid_t pid, pid_t spare) {
     char path[32], buf[512];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (ipb_read_small(path, buf, sizeof(buf)) < 0)
         return false;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
     /* "pid (comm) S ppid ...": comm may hold anything, so from the last ')'. */
     const char *end = strrchr(buf, ')');
     char state;

@@ -482,6 +482,33 @@ START_TEST(read_file_refuses_fifo_without_blocking) {
 }
 END_TEST
 
+/* One read, cut to the buffer and NUL-terminated; empty, missing and a FIFO are errors, the
+ * FIFO at once (O_NONBLOCK), not waited on for a writer. */
+START_TEST(read_small_cuts_and_terminates) {
+    char p[PATH_MAX], buf[8];
+    path_in(p, "small");
+    touch(p, "0 1000 1\nmore");
+    ck_assert_int_eq(ipb_read_small(p, buf, sizeof(buf)), 7);
+    ck_assert_str_eq(buf, "0 1000 ");
+    char big[64];
+    ck_assert_int_eq(ipb_read_small(p, big, sizeof(big)), 13);
+    ck_assert_str_eq(big, "0 1000 1\nmore");
+    ck_assert_int_eq(ipb_read_small(p, buf, 1), -EINVAL);
+    path_in(p, "empty");
+    touch(p, "");
+    ck_assert_int_eq(ipb_read_small(p, buf, sizeof(buf)), -ENODATA);
+    path_in(p, "missing");
+    ck_assert_int_eq(ipb_read_small(p, buf, sizeof(buf)), -ENOENT);
+    path_in(p, "fifo2");
+    ck_assert_int_eq(mkfifo(p, 0644), 0);
+    alarm(5);
+    ck_assert_int_lt(ipb_read_small(p, buf, sizeof(buf)), 0);
+    alarm(0);
+    ck_assert_int_gt(ipb_read_small("/proc/self/stat", big, sizeof(big)), 0);
+    ck_assert_ptr_nonnull(strchr(big, ')'));
+}
+END_TEST
+
 /* FIXED BUG (common/tree.c:27, ipb_mkdir_p): ipb_mkdir_p() ignores EEXIST for the last component
  * without checking that what exists is a directory, so it reports success for a path that is a
  * regular file ("mkdir -p" fails with "File exists"). */
@@ -553,6 +580,7 @@ static Suite *common_suite(void) {
     tcase_add_test(t, rm_rf_very_deep_tree);
     tcase_add_test(t, rm_rf_races_with_symlink_swaps);
     tcase_add_test(t, read_file_refuses_fifo_without_blocking);
+    tcase_add_test(t, read_small_cuts_and_terminates);
     tcase_add_test(t, json_values_bound);
     tcase_set_timeout(t, 60);
     suite_add_tcase(s, t);
