@@ -1,4 +1,5 @@
-/* The kernel's launcher (supervisor/kernel_launch.py), embedded by kernel_launch.S (.incbin):
+/* The kernel's launcher (supervisor/kernel_standby.py, kernel_zygote.py and kernel_launch.py, one
+ * script), embedded by kernel_launch.S (.incbin):
  * NUL-terminated; the length does not count the NUL. It expects MCPDIR and SHELL_GATE to be
  * defined before it (session.c puts `MCPDIR = '/opt/ipybox'` and `SHELL_GATE = 0|1|2` first). */
 #pragma once
