@@ -1,7 +1,8 @@
 """ipyboxd as root, its sessions and their limits (tests/lib/system_fixture.py): memory,
 processes, CPU and /tmp contained and reported while another user's session stays responsive;
 a warm sandbox serves the next session; each user's processes in a bounded cgroup of their own;
-options within the administrator's bounds; many concurrent sessions."""
+options within the administrator's bounds; many concurrent sessions; with standby = true, the
+standby and a user's own --no-zygote."""
 import os
 import pwd
 import sys
@@ -131,6 +132,33 @@ class SystemServiceSessions(sf.SystemServiceCase):
         for t in threads:
             t.join(300)
         self.assertEqual(results, {i: "session %d\n" % i for i in range(n)})
+
+
+class SystemServiceStandby(sf.SystemServiceCase):
+    """standby = true (with zygote = true): the service's sessions get the standby; a user's own
+    --no-zygote, given after the service's --standby, turns it off (it was refused), and
+    --no-standby turns off only the standby."""
+    conf = sf.CONF + "zygote = true\nstandby = true\n"
+
+    def test_sessions_and_their_own_options(self):
+        for user, options, want in ((USERS[0], (), "standby"), (USERS[1], ("--no-zygote",), "exec"),
+                                    (USERS[1], ("--no-standby",), "zygote")):
+            c = self.client(user, *options)
+            self.assertEqual(c.execute("print(1 + 1)")[0], "2\n", options)
+            # A standby is prepared ~300 ms after the kernel answered: reset until one is
+            # taken (at most 20 s); the others never take one.
+            starts = []
+            for _ in range(10 if want == "standby" else 2):
+                time.sleep(2)
+                r = c.call("reset")
+                self.assertFalse(r["isError"], text(r))
+                starts.append(r["_meta"]["ipybox/kernel"]["start"])
+                if starts[-1] == "standby":
+                    break
+            self.assertEqual(starts[-1], want, (options, starts))
+            self.assertTrue(want == "standby" or set(starts) == {want}, (options, starts))
+            self.assertEqual(c.execute("print('x' in dir(), 1 + 1)")[0], "False 2\n")
+            c.close()
 
 
 if __name__ == "__main__":

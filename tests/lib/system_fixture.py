@@ -189,13 +189,15 @@ class UsersCase(unittest.TestCase):
 
 @needs_users
 class SystemServiceCase(unittest.TestCase):
-    """The users and a service (self.svc, configured with CONF) for the class. At its end the
-    service is stopped with SIGTERM: it must exit 0 and leave no sandbox process, no sandbox
-    cgroup and no /run/ipybox."""
+    """The users and a service (self.svc, configured with the class's conf: CONF unless a
+    subclass says otherwise) for the class. At its end the service is stopped with SIGTERM: it
+    must exit 0 and leave no sandbox process, no sandbox cgroup and no /run/ipybox."""
+    conf = CONF
+
     @classmethod
     def setUpClass(cls):
         add_users()
-        cls.svc = Service(CONF)
+        cls.svc = Service(cls.conf)
 
     @classmethod
     def tearDownClass(cls):
