@@ -120,6 +120,21 @@ class Basics(SdkCase):
             self.assertEqual((await sb.execute("'v' in dir(), open('/app/kept.txt').read()")).text,
                              "(False, 'k')\n")
 
+    async def test_zygote_and_standby_options_reach_the_sandbox(self):
+        # reset's result says how its kernel started (_meta["ipybox/kernel"]["start"]).
+        for kw, want in (({"zygote": False}, "exec"), ({"standby": True}, "standby")):
+            async with self.sandbox(**kw) as sb:
+                await sb.execute("1")
+                starts = []
+                for _ in range(10 if want == "standby" else 1):
+                    await asyncio.sleep(1)  # a standby is prepared ~300 ms after the kernel answered
+                    r = await sb._call_tool("reset", {})
+                    starts.append(r["_meta"]["ipybox/kernel"]["start"])
+                    if starts[-1] == want:
+                        break
+                self.assertEqual(starts[-1], want, (kw, starts))
+                self.assertEqual((await sb.execute("1 + 1")).text, "2\n")
+
     async def test_images_come_as_bytes_with_their_path(self):
         async with self.sandbox() as sb:
             r = await sb.execute("%matplotlib inline\nimport matplotlib.pyplot as plt\n"

@@ -52,6 +52,17 @@ class Options(unittest.TestCase):
             ib.Sandbox(require_shell_escape=True)
         self.assertIn("require_shell_escape=True requires approve_shell_cmds=True", str(cm.exception))
 
+    def test_zygote_and_standby_switch_both_ways(self):
+        self.assertEqual(to_args({"zygote": True, "standby": True}), ["--zygote", "--standby"])
+        self.assertEqual(to_args({"zygote": False, "standby": False}), ["--no-zygote", "--no-standby"])
+        self.assertEqual(to_args({"zygote": None, "standby": None}), [])
+        with self.assertRaises(TypeError) as cm:
+            to_args({"standby": "yes"})
+        self.assertIn("standby: expected True, False or None", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            ib.Sandbox(standby=True, zygote=False)
+        self.assertIn("standby=True requires the zygote", str(cm.exception))
+
     def test_host_paths_are_made_absolute(self):
         here = os.getcwd()
         args = to_args({"workspace": "./ws", "allowed_dir": ["a", "/b"], "container_bind": {"data": "d"},

@@ -6,7 +6,8 @@ import os
 from typing import Any, Dict, List, Mapping
 
 # name -> (flag, kind). kind: "list" (repeatable; a string or a list of strings), "value"
-# (one value), "flag" (True to pass it), "pairs" (repeatable K=V / HOST:REL; also a dict).
+# (one value), "flag" (True to pass it), "pairs" (repeatable K=V / HOST:REL; also a dict),
+# "switch" (True or False: the flag or its --no- form; None: the default).
 OPTIONS = {
     "allowed_dir": ("--allowed-dir", "list"),
     "allowed_domain": ("--allowed-domain", "list"),
@@ -30,6 +31,8 @@ OPTIONS = {
     "sandbox_mcp_servers": ("--sandbox-mcp-servers", "flag"),
     "approve_shell_cmds": ("--approve-shell", "flag"),
     "require_shell_escape": ("--require-shell-escape", "flag"),
+    "zygote": ("--zygote", "switch"),
+    "standby": ("--standby", "switch"),
     "verbose": ("--verbose", "flag"),
 }
 
@@ -77,15 +80,23 @@ def to_args(options: Mapping[str, Any]) -> List[str]:
     TypeError for an unknown option or a value of the wrong kind, naming it."""
     if options.get("require_shell_escape") and not options.get("approve_shell_cmds"):
         raise ValueError("require_shell_escape=True requires approve_shell_cmds=True")  # ipybox's check
+    if options.get("standby") and options.get("zygote") is False:
+        raise ValueError("standby=True requires the zygote (zygote=False turns it off)")  # ipybox's check
     args: List[str] = []
     for name, value in options.items():
         if name not in OPTIONS:
             close = [n for n in OPTIONS if n.startswith(name[:6])]
             hint = " (did you mean %s?)" % ", ".join(close) if close else ""
             raise TypeError("unknown sandbox option %r%s; the options are: %s" % (name, hint, ", ".join(OPTIONS)))
+        flag, kind = OPTIONS[name]
+        if kind == "switch":
+            if value is not None and not isinstance(value, bool):
+                raise TypeError("%s: expected True, False or None, not %r" % (name, value))
+            if value is not None:
+                args.append(flag if value else "--no-" + flag[2:])
+            continue
         if value is None or value is False:
             continue
-        flag, kind = OPTIONS[name]
         if kind == "flag":
             args.append(flag)
             continue

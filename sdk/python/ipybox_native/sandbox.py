@@ -58,10 +58,12 @@ class Sandbox:
     container_bind (a dict {host: rel} or "HOST:REL" strings), rootfs, workspace, python,
     tmp_size, shm_size, memory, max_processes, cpu_weight, max_output_chars, mcp_config,
     approve_tools, mcp_timeout, sandbox_mcp_servers, approve_shell_cmds, require_shell_escape,
-    verbose. Repeatable ones take a string or a list. approve_shell_cmds=True (ipybox's name;
-    --approve-shell) puts every shell command of the kernel (!cmd, %%bash, ...) to approval as an
-    ApprovalRequest with server_name "ipybox", tool_name "shell" or "shell_magic" and tool_args
-    {"cmd": ...}; require_shell_escape=True also refuses subprocess, os.system & co. in Python.
+    zygote, standby, verbose. Repeatable ones take a string or a list; zygote and standby take
+    True or False (--zygote/--no-zygote, --standby/--no-standby; None: ipybox's default).
+    approve_shell_cmds=True (ipybox's name; --approve-shell) puts every shell command of the
+    kernel (!cmd, %%bash, ...) to approval as an ApprovalRequest with server_name "ipybox",
+    tool_name "shell" or "shell_magic" and tool_args {"cmd": ...}; require_shell_escape=True
+    also refuses subprocess, os.system & co. in Python.
 
     transport: "auto" (a running ipyboxd if one answers at its usual sockets, else an
     embedded supervisor, as `ipybox mcp` chooses), "embedded" or "daemon". socket: the
