@@ -99,34 +99,6 @@ class Standby(unittest.TestCase):
             time.sleep(1)
             reset(self, c, "exec")
 
-
-class DaemonSessions(unittest.TestCase):
-    """ipyboxd --user --standby (as the service with standby = true): its sessions get the
-    standby; a session's own --no-zygote or --no-standby, after the daemon's, turns it off."""
-
-    def test_options_of_daemon_sessions(self):
-        require_sandbox(self)
-        d = Daemon("--standby")
-        self.addCleanup(d.close)
-        cases = (((), "standby"), (("--no-zygote",), "exec"), (("--no-standby",), "zygote"))
-        for i, (session_args, want) in enumerate(cases):
-            c = d.client()
-            c.request("ipybox/createSession", {"name": "s%d" % i, "args": list(session_args)})
-            self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
-            # The standby is prepared ~300 ms after the kernel answered: reset until one is
-            # taken (at most 20 s); the other two never take one.
-            starts = []
-            for _ in range(10 if want == "standby" else 2):
-                time.sleep(1 if want == "standby" else 2)
-                r = c.call("reset")
-                self.assertFalse(r["isError"], text_of(r))
-                starts.append(start_of(r))
-                if want == "standby" and starts[-1] == "standby":
-                    break
-            self.assertEqual(starts[-1], want, (session_args, starts))
-            self.assertTrue(all(s == want for s in starts) or want == "standby", (session_args, starts))
-            c.close()
-
     def test_config_written_after_the_standby_declines_it(self):
         # A JSON config file (data, which the standby reads while it prepares) written after the
         # standby prepared: it declines, the reset forks, and the next standby, which read the
@@ -215,3 +187,35 @@ class DaemonSessions(unittest.TestCase):
         text, r = self.c.execute("print('w' in dir())")
         self.assertEqual(text.strip(), "False", text)
         self.assertIn("died", told + text)
+
+
+class DaemonSessions(unittest.TestCase):
+    """ipyboxd --user --standby (as the service with standby = true): its sessions get the
+    standby; a session's own --no-zygote or --no-standby, after the daemon's, turns it off."""
+
+    def test_options_of_daemon_sessions(self):
+        require_sandbox(self)
+        d = Daemon("--standby")
+        self.addCleanup(d.close)
+        cases = (((), "standby"), (("--no-zygote",), "exec"), (("--no-standby",), "zygote"))
+        for i, (session_args, want) in enumerate(cases):
+            c = d.client()
+            c.request("ipybox/createSession", {"name": "s%d" % i, "args": list(session_args)})
+            self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
+            # The standby is prepared ~300 ms after the kernel answered: reset until one is
+            # taken (at most 20 s); the other two never take one.
+            starts = []
+            for _ in range(10 if want == "standby" else 2):
+                time.sleep(1 if want == "standby" else 2)
+                r = c.call("reset")
+                self.assertFalse(r["isError"], text_of(r))
+                starts.append(start_of(r))
+                if want == "standby" and starts[-1] == "standby":
+                    break
+            self.assertEqual(starts[-1], want, (session_args, starts))
+            self.assertTrue(all(s == want for s in starts) or want == "standby", (session_args, starts))
+            c.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
