@@ -139,7 +139,10 @@ def _standby_prepare(app):
         history.HistoryManager.new_session = new_session
     # The display formatters, which a kernel makes at its first result (~3 ms of its first cell),
     # from the config read above; _standby_activate applies it again if startup code changed it.
-    shell.display_formatter.formatters
+    # Formatting a constant int makes them all, with the defaults each makes at its first use
+    # (~1 ms more of the first cell): IPython's code on IPython's value, no output, nothing
+    # kept but the formatters (an int is not of a deferred type, and none registers for it).
+    shell.display_formatter.format(2)
     dirs = [app.ipython_dir, app.profile_dir.location]
     hist = getattr(shell.history_manager, 'hist_file', None)
     if isinstance(hist, str) or hasattr(hist, '__fspath__'):
@@ -223,7 +226,8 @@ def _standby_activate(app, st):
     # Startup code or an extension changed the config (%config, or in place): the formatters
     # made in _standby_prepare take it as formatters made at the first result would.
     if (repr(shell.config), repr(formatting.config)) != config:
-        for f in formatting.formatters.values():
+        for f in (*formatting.formatters.values(), formatting.ipython_display_formatter,
+                  formatting.mimebundle_formatter):
             f._load_config(formatting.config)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -163,7 +163,9 @@ class Standby(unittest.TestCase):
         # first result); what startup code configures must still reach them, both ways.
         startup = "/home/appuser/.ipython/profile_default/startup"
         self.c.execute("import os\nos.makedirs(%r, exist_ok=True)\nopen(%r, 'w').write("
-                       "\"get_ipython().run_line_magic('config', 'PlainTextFormatter.max_seq_length = 3')\\n"
+                       "\"get_ipython().config.IPythonDisplayFormatter.enabled = False\\n"
+                       "get_ipython().config.MimeBundleFormatter.enabled = False\\n"
+                       "get_ipython().run_line_magic('config', 'PlainTextFormatter.max_seq_length = 3')\\n"
                        "get_ipython().config.PlainTextFormatter.max_width = 7\\n\")"
                        % (startup, startup + "/50-fmt.py"))
         try:
@@ -176,6 +178,15 @@ class Standby(unittest.TestCase):
                 reset(self, self.c, expect)
                 text, r = self.c.execute("list(range(10))")
                 self.assertEqual(text.split(), ["[0,", "1,", "2,", "...]"], expect + ": " + text)
+                # The two formatters a kernel makes at its first result besides these (the
+                # standby makes them early too), turned off: the plain repr is shown.
+                text, r = self.c.execute(
+                    "class D:\n"
+                    "    def _ipython_display_(self): print('custom display')\n"
+                    "    def _repr_mimebundle_(self, include=None, exclude=None): return {'text/plain': 'bundle'}\n"
+                    "    def __repr__(self): return 'plain repr'\n"
+                    "D()")
+                self.assertEqual(text.strip(), "plain repr", expect + ": " + text)
         finally:
             self.c.execute("import os\nos.unlink(%r)" % (startup + "/50-fmt.py"))
 
