@@ -17,7 +17,8 @@
 # Cached outside the checkout, in $IPYBOX_FRESH_CACHE (default /var/cache/ipybox-fresh):
 #   bookworm-minbase-<recipe hash>.tar  the debootstrapped root, made once (about 30 s); each run
 #                                       unpacks a throwaway copy (run.*, removed afterwards unless
-#                                       IPYBOX_FRESH_KEEP=1)
+#                                       IPYBOX_FRESH_KEEP=1; one that a killed run left is removed
+#                                       by the next run)
 #   apt-archives/                       the .deb files apt fetched, kept across runs
 # From the network: Debian's archive (debootstrap, apt) and the npm registry (the tests' packages).
 #
@@ -39,7 +40,7 @@ die() { say "$*"; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, mount and PID namespaces)"
 case "$ORDER" in start,test|test,start|start|test) ;; *) die "IPYBOX_FRESH_ORDER: start,test, test,start, start or test" ;; esac
 "$ROOT/scripts/deps.sh" fresh
-for tool in debootstrap unshare pivot_root git tar sha256sum; do
+for tool in debootstrap unshare pivot_root flock git tar sha256sum; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is missing"
 done
 mkdir -p "$CACHE/apt-archives/partial"
@@ -62,8 +63,25 @@ if [ ! -s "$BASE" ]; then
     rm -rf "$tmp"
 fi
 
+# ---- copies left by runs that were killed (their trap never ran: SIGKILL, a power cut). A run
+# holds a lock on its .owner file for as long as any process of it lives (the namespace's
+# processes inherit it); a copy whose lock is free and under which nothing is mounted is
+# removed. A kept copy (IPYBOX_FRESH_KEEP=1) has no .owner and stays.
+for old in "$CACHE"/run.*; do
+    [ -f "$old/.owner" ] || continue
+    grep -qF " $old/" /proc/self/mountinfo && continue
+    if flock -n "$old/.owner" true; then
+        say "removing $old, left by a run that was killed"
+        rm -rf "$old"
+    fi
+done
+
 # ---- a throwaway copy, with the checkout in it
 RUN=$(mktemp -d "$CACHE/run.XXXXXX")
+# Locked before it has its name: another run never sees an .owner that is not locked yet.
+exec 9>"$RUN/.owner.new"
+flock -n 9 || die "cannot lock $RUN/.owner.new"
+mv "$RUN/.owner.new" "$RUN/.owner"
 R="$RUN/root"
 upid=""
 # shellcheck disable=SC2317  # (called by the trap)
@@ -76,6 +94,7 @@ cleanup() {
         wait "$upid" 2>/dev/null || true
     fi
     if [ "${IPYBOX_FRESH_KEEP:-0}" = 1 ]; then
+        rm -f "$RUN/.owner"
         say "kept $RUN"
     elif grep -qF " $RUN/" /proc/self/mountinfo; then
         say "something is still mounted under $RUN: not removing it"
@@ -168,9 +187,10 @@ EOF
 chmod 0755 "$R/check-fresh.sh"
 
 say "running in $R: $ORDER"
+# shellcheck disable=SC2174  # (/run exists: only ipybox-slots is made)
+mkdir -p -m 0700 /run/ipybox-slots
 # The namespace's first process (the host's sh) mounts, pivots into the root and becomes its shell.
 # shellcheck disable=SC2016
-mkdir -p -m 0700 /run/ipybox-slots
 unshare --mount --pid --fork --propagation private /bin/sh -c '
     set -e
     R=$1 CACHE=$2 SRC=$3 ORDER=$4
