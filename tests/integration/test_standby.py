@@ -12,7 +12,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import IPYBOX, McpClient, require_sandbox, text_of  # noqa: E402
+from ipybox_test import IPYBOX, McpClient, require_sandbox, resets_until, text_of  # noqa: E402
 import test_zygote  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
 from test_zygote import ns_pid, start_of, tree  # noqa: E402
@@ -213,16 +213,8 @@ class DaemonSessions(unittest.TestCase):
             c = d.client()
             c.request("ipybox/createSession", {"name": "s%d" % i, "args": list(session_args)})
             self.assertEqual(c.execute("print(1 + 1)")[0].strip(), "2")
-            # The standby is prepared ~300 ms after the kernel answered: reset until one is
-            # taken (at most 20 s); the other two never take one.
-            starts = []
-            for _ in range(10 if want == "standby" else 2):
-                time.sleep(1 if want == "standby" else 2)
-                r = c.call("reset")
-                self.assertFalse(r["isError"], text_of(r))
-                starts.append(start_of(r))
-                if want == "standby" and starts[-1] == "standby":
-                    break
+            # Reset until the standby is taken; the other two never take one.
+            starts = resets_until(c, want)
             self.assertEqual(starts[-1], want, (session_args, starts))
             self.assertTrue(all(s == want for s in starts) or want == "standby", (session_args, starts))
             c.close()

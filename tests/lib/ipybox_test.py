@@ -397,3 +397,21 @@ ELICIT = {"elicitation": {}}
 def text_of(result):
     """The text blocks of an MCP tool result, joined by newlines."""
     return "\n".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
+
+
+def resets_until(client, want, pause=None):
+    """Resets client (anything with call()) until a reset starts its kernel as `want` says
+    (_meta["ipybox/kernel"]["start"]), and returns the starts in order. A standby is prepared
+    ~300 ms after the kernel answered, so for "standby" it resets up to 10 times, 1 s apart, and
+    stops at the first that takes one; for another start, twice, 2 s apart (each must be `want`:
+    the caller asserts it). Raises AssertionError when a reset fails."""
+    starts = []
+    for _ in range(10 if want == "standby" else 2):
+        time.sleep(pause if pause is not None else 1 if want == "standby" else 2)
+        r = client.call("reset")
+        if r.get("isError"):
+            raise AssertionError("reset failed: " + text_of(r))
+        starts.append(r["_meta"]["ipybox/kernel"]["start"])
+        if want == "standby" and starts[-1] == "standby":
+            break
+    return starts
