@@ -59,6 +59,10 @@ class Options(unittest.TestCase):
         with self.assertRaises(TypeError) as cm:
             to_args({"standby": "yes"})
         self.assertIn("standby: expected True, False or None", str(cm.exception))
+        # A value of the wrong kind is named first, before the options' combination is checked.
+        with self.assertRaises(TypeError) as cm:
+            to_args({"standby": "yes", "zygote": False})
+        self.assertIn("standby: expected True, False or None", str(cm.exception))
         with self.assertRaises(ValueError) as cm:
             ib.Sandbox(standby=True, zygote=False)
         self.assertIn("standby=True requires the zygote", str(cm.exception))

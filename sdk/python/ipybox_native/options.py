@@ -78,10 +78,6 @@ def _workspace_name(value: Any) -> bool:
 def to_args(options: Mapping[str, Any]) -> List[str]:
     """Command-line arguments for the given options; None values are left out. Raises
     TypeError for an unknown option or a value of the wrong kind, naming it."""
-    if options.get("require_shell_escape") and not options.get("approve_shell_cmds"):
-        raise ValueError("require_shell_escape=True requires approve_shell_cmds=True")  # ipybox's check
-    if options.get("standby") and options.get("zygote") is False:
-        raise ValueError("standby=True requires the zygote (zygote=False turns it off)")  # ipybox's check
     args: List[str] = []
     for name, value in options.items():
         if name not in OPTIONS:
@@ -113,6 +109,11 @@ def to_args(options: Mapping[str, Any]) -> List[str]:
             values = [os.path.abspath(os.path.expanduser(v)) for v in values]
         for v in values:
             args += [flag, v]
+    # Once every value has its kind (a wrong kind is a TypeError first), ipybox's own checks.
+    if options.get("require_shell_escape") and not options.get("approve_shell_cmds"):
+        raise ValueError("require_shell_escape=True requires approve_shell_cmds=True")
+    if options.get("standby") and options.get("zygote") is False:
+        raise ValueError("standby=True requires the zygote (zygote=False turns it off)")
     return args
 
 
