@@ -268,11 +268,18 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
                 gen = m.gen;
                 /* A prepared standby becomes this kernel; any other is killed and reaped here,
                  * before the zygote's fork or the slow way. */
+                bool had_standby = sb.pid > 1;
                 prog = shim_standby_activate(&sb, gen);
                 if (prog > 1) {
                     shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_STANDBY, gen, NULL, NULL);
                     break;
                 }
+                /* One that was not taken (it declined, failed, was late or not prepared) may
+                 * have left processes, if code ever ran in it: START follows KILL_ALL, which
+                 * spared only it, so whatever is in the namespace now is its own. All of it
+                 * goes, within the bound, before a kernel is made. */
+                if (had_standby)
+                    kill_all(&sb);
                 prog = shim_zygote_start(&z, fd, gen);
                 if (prog > 1) {
                     shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_ZYGOTE, gen, NULL, NULL);
