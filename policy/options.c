@@ -692,7 +692,8 @@ const char *ipb_options_help(void) {
            "                            --max-processes (the kernel's own limit, never raised for it), and\n"
            "                            ~30 ms of CPU after each kernel start. Needs the zygote: a later\n"
            "                            --no-zygote turns it off, --standby after --no-zygote is an error.\n"
-           "                            Default off. Kernels only.\n"
+           "                            None while an IPython config file (.py or .json)\n"
+           "                            exists. Default off. Kernels only.\n"
            "  -v, --verbose             More log lines on stderr (repeat, or -vv, for debug).\n"
            "  -h, --help                This help.\n";
 }

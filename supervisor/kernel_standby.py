@@ -4,8 +4,9 @@
 # the zygote beside the running one (kernel_zygote.py's fork_standby and standby), which builds
 # IPython's shell (the largest part of a start) and waits; a reset activates it instead of
 # forking. Kernel code has its uid and can name it, so until then it holds every signal blocked,
-# is not dumpable, has no socket and no key, and before it takes over it checks that nothing
-# kernel code could change in it, or under it, did. Here: its steps.
+# is not dumpable, has no socket and no key, reads no config file and imports nothing (nothing
+# the sandbox wrote runs in it: it outlives the old kernel), and before it takes over it checks
+# that nothing kernel code could change in it, or under it, did. Here: its steps.
 
 # ipykernel 6.17's IPKernelApp.initialize(), whose steps the standby runs in two parts
 # (_standby_prepare, _standby_activate): another version gets no standby.
@@ -67,8 +68,36 @@ def _stat_key(path):
 
 def _standby_prepare(app):
     """Everything of initialize() up to its sockets that reads no key and starts no thread: the
-    profile, the config files, the shell (with its history thread held back). Returns what
-    _standby_activate needs, or None when this start cannot be prepared (the reset forks)."""
+    profile and the shell (with its history thread held back), with no config file and no
+    import. Returns what _standby_activate needs, or None when this start cannot be prepared
+    (the reset forks)."""
+    import os, sys
+    # The standby runs beside the old kernel, and survives its KILL_ALL: nothing the sandbox
+    # wrote may run in it, or it would outlive the reset. So it reads no config file and
+    # imports nothing (every module a kernel needs is the zygote's). A config file is code
+    # even in JSON: traitlets imports and calls what it names (InteractiveShell.loop_runner,
+    # the "()" factories of IPKernelApp.logging_config, kernel_class).
+    refused = []
+
+    class Refuser:
+        """Any import while the standby prepares: refused (its module never runs), and then
+        there is no standby."""
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            refused.append(name)
+            raise ImportError('no import in a standby: %s' % name)
+
+    refuser = Refuser()
+    sys.meta_path.insert(0, refuser)
+    try:
+        st = _standby_prepare_shell(app)
+    finally:
+        sys.meta_path.remove(refuser)
+    return None if refused else st
+
+
+def _standby_prepare_shell(app):
+    """_standby_prepare's steps, while imports are refused (these are the zygote's modules)."""
     import os, sys
     from ipykernel import ipkernel, zmqshell
     from ipykernel.compiler import XCachingCompiler
@@ -77,36 +106,29 @@ def _standby_prepare(app):
     from traitlets.config import loader
     _enter_app()
     modules = set(sys.modules)
-    # Every config file a load looked for, found or not: one that appears or changes before the
-    # activation must take effect, so the standby then declines. A Python config file is code the
-    # sandbox wrote: it must run after the reset, as in a forked kernel (it could read files the
-    # old kernel changes later, fork, start threads), so the standby never runs one: when one
-    # exists there is no standby. JSON config files are data, read now and checked again.
+    # Every config file a load looked for, found or not. None is read (above): when one exists
+    # there is no standby, and one that appears before the activation makes the standby decline
+    # (_standby_declines), so that it takes effect in a kernel started after the reset.
     looked = {}
     saved = {}
-    python_config = []
+    found = []
 
     def candidates(loader_):
         paths = loader_.path if isinstance(loader_.path, (list, tuple)) else [loader_.path or '.']
         return [os.path.join(os.path.expandvars(os.path.expanduser(p)), loader_.filename) for p in paths]
 
-    def load_py(self):
-        # Never runs the file. (IPython's load_config_file turns any error of a loader into a
+    def refuse(self):
+        # Never reads the file. (IPython's load_config_file turns any error of a loader into a
         # warning and goes on, so what was found is kept here, and checked after.)
         for f in candidates(self):
             looked[f] = _stat_key(f)
             if looked[f] is not None:
-                python_config.append(f)
+                found.append(f)
         raise loader.ConfigFileNotFound('Could not find file: %s' % self.filename)
 
-    def load_json(self, _orig=loader.JSONFileConfigLoader.load_config):
-        for f in candidates(self):
-            looked[f] = _stat_key(f)
-        return _orig(self)
-
-    for cls, fn in ((loader.PyFileConfigLoader, load_py), (loader.JSONFileConfigLoader, load_json)):
+    for cls in (loader.PyFileConfigLoader, loader.JSONFileConfigLoader):
         saved[cls] = cls.load_config
-        cls.load_config = fn
+        cls.load_config = refuse
     app._init_asyncio_patch()
     app.parse_command_line = lambda argv=None: None
     try:
@@ -115,11 +137,8 @@ def _standby_prepare(app):
         del app.parse_command_line
         for cls, fn in saved.items():
             cls.load_config = fn
-    if python_config or app.subapp is not None or app.kernel_class is not ipkernel.IPythonKernel:
+    if found or app.subapp is not None or app.kernel_class is not ipkernel.IPythonKernel:
         return None
-    for section in ('Kernel', 'IPythonKernel', 'IPKernelApp'):
-        if 'shell_class' in app.config.get(section, {}) or 'kernel_class' in app.config.get(section, {}):
-            return None
     # The history database is opened, and the session recorded in it, at activation, as a forked
     # kernel opens it: kernel code may overwrite or corrupt it meanwhile (a kernel that opens a
     # corrupt one moves it aside and starts a new one); its saving thread starts then too.
@@ -138,7 +157,7 @@ def _standby_prepare(app):
         history.HistoryAccessor.init_db = init_db
         history.HistoryManager.new_session = new_session
     # The display formatters, which a kernel makes at its first result (~3 ms of its first cell),
-    # from the config read above; _standby_activate applies it again if startup code changed it.
+    # with no config; _standby_activate applies the config if startup code set one.
     # Formatting a constant int makes them all, with the defaults each makes at its first use
     # (~1 ms more of the first cell): IPython's code on IPython's value, no output, nothing
     # kept but the formatters (an int is not of a deferred type, and none registers for it).
@@ -165,7 +184,7 @@ def _standby_declines(st, base, now):
     if any((_stat_key(d) or (None,) * 3)[:3] != k for d, k in st['ident'].items()):
         return 2
     if set(sys.modules) - st['modules']:
-        return 2  # the config imported modules, which may have changed since
+        return 2  # a module was imported since it was prepared
     if _user_site_runs_code():
         return 3
     if _pid_view_differs():

@@ -99,27 +99,32 @@ class Standby(unittest.TestCase):
             time.sleep(1)
             reset(self, c, "exec")
 
-    def test_config_written_after_the_standby_declines_it(self):
-        # A JSON config file (data, which the standby reads while it prepares) written after the
-        # standby prepared: it declines, the reset forks, and the next standby, which read the
-        # file, is taken.
+    def test_json_config_means_no_standby(self):
+        # A JSON config file is code too (traitlets imports and calls what it names:
+        # test_standby_attacks), so the standby reads none. One written after the standby
+        # prepared makes it decline and the reset forks; while it exists no standby is prepared
+        # and every reset forks, with the config applied; once it is gone, standbys come back.
         standby_of(self.c)
         profile = "/home/appuser/.ipython/profile_default"
+        conf = profile + "/ipython_kernel_config.json"
         text, r = self.c.execute(
             "import os, json\nos.makedirs(%r, exist_ok=True)\n"
             "json.dump({'IPKernelApp': {'exec_lines': ['from_config = 42']}}, open(%r, 'w'))"
-            % (profile, profile + "/ipython_kernel_config.json"))
+            % (profile, conf))
         self.assertFalse(r["isError"], text)
         try:
-            reset(self, self.c, "zygote")
-            text, r = self.c.execute("print(from_config)")
-            self.assertEqual(text.strip(), "42", text)
-            standby_of(self.c)
-            reset(self, self.c, "standby")
-            text, r = self.c.execute("print(from_config)")
-            self.assertEqual(text.strip(), "42", text)
+            for _ in range(2):
+                reset(self, self.c, "zygote")
+                text, r = self.c.execute("print(from_config)")
+                self.assertEqual(text.strip(), "42", text)
+                time.sleep(2)  # a standby would have been made and prepared by now
         finally:
-            self.c.execute("import os\nos.unlink(%r)" % (profile + "/ipython_kernel_config.json"))
+            self.c.execute("import os\nos.unlink(%r)" % conf)
+        reset(self, self.c, "zygote")
+        standby_of(self.c)
+        reset(self, self.c, "standby")
+        text, r = self.c.execute("print('from_config' in dir())")
+        self.assertEqual(text.strip(), "False", text)
 
     def test_python_config_means_no_standby_and_never_runs_early(self):
         # A Python config file is code the sandbox wrote: it runs in the kernel after the reset,

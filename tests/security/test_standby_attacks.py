@@ -193,9 +193,10 @@ PROFILE = "/home/appuser/.ipython/profile_default"
 
 
 class ConfigCodeRunsBeforeTheReset(unittest.TestCase):
-    """A Python config file is code the sandbox wrote, and the standby runs it while it prepares:
-    before the reset, beside the old kernel. A kernel forked at the reset runs it after. What
-    that code reads, makes or keeps must come out as it would in a forked kernel."""
+    """A Python config file is code the sandbox wrote: a standby that ran it would run it before
+    the reset, beside the old kernel, where a kernel forked at the reset runs it after. What
+    that code reads, makes or keeps must come out as it would in a forked kernel (the standby
+    reads no config file: with one there is no standby)."""
 
     def setUp(self):
         require_sandbox(self)
@@ -208,8 +209,8 @@ class ConfigCodeRunsBeforeTheReset(unittest.TestCase):
         out, r = self.c.execute("import os\nos.makedirs(%r, exist_ok=True)\nopen(%r, 'w').write(%r)"
                                 % (PROFILE, PROFILE + "/ipython_kernel_config.py", text))
         self.assertFalse(r["isError"], out)
-        # The config appeared: this reset forks (the standby declines); the next standby runs
-        # it (today; a standby that refuses to prepare with Python config passes these tests).
+        # The config appeared: this reset forks (the standby declines); with it there, no
+        # standby is prepared (a standby that ran it would fail these tests).
         reset(self, self.c, "zygote")
         standby_of(self.c, timeout=5)
 
@@ -247,6 +248,66 @@ class ConfigCodeRunsBeforeTheReset(unittest.TestCase):
         self.assertFalse(r["isError"], text_of(r))
         if start_of(r) == "standby":
             self.assertEqual(threads, 1, "a standby with %d threads was taken" % threads)
+
+
+class NothingTheSandboxWroteRunsInTheStandby(unittest.TestCase):
+    """The standby outlives the old kernel's KILL_ALL: code the sandbox wrote that ran in it
+    before the reset would survive the reset (as the next kernel, or as a process it left).
+    Found by an attacker's review: a JSON config file, which the standby used to read as data,
+    names what traitlets imports and calls. Each case here ran the sandbox's code in the
+    standby before the fix; each must run it only in the kernel after a reset."""
+
+    def setUp(self):
+        require_sandbox(self)
+
+    def session(self):
+        self.ws = tempfile.mkdtemp(prefix="ipybox-sbw-")
+        c = McpClient("--workspace", self.ws, "--standby")
+        self.addCleanup(c.close)
+        return c
+
+    def only_after_the_reset(self, c, setup, marker):
+        """setup (a cell) makes the sandbox's code run at a kernel's start, leaving marker (a
+        file in /app); a kernel started after it runs it; once it is removed, no standby made
+        meanwhile may run it again before the next reset, which runs it."""
+        out, r = c.execute(setup)
+        self.assertFalse(r["isError"], out)
+        r = c.call("reset")
+        self.assertFalse(r["isError"], text_of(r))
+        self.assertNotEqual(start_of(r), "standby", "a standby prepared before the setup was taken")
+        host = os.path.join(self.ws, marker)
+        self.assertTrue(os.path.exists(host), "the kernel after the reset did not run it (%s)" % start_of(r))
+        os.unlink(host)
+        # A standby is made ~300 ms after the kernel answered, and prepares in ~40 ms of CPU.
+        time.sleep(3)
+        self.assertFalse(os.path.exists(host), "the sandbox's code ran before the reset (in a standby)")
+        r = c.call("reset")
+        self.assertFalse(r["isError"], text_of(r))
+        self.assertNotEqual(start_of(r), "standby")
+        self.assertTrue(os.path.exists(host), "the kernel after the second reset did not run it")
+
+    def test_a_module_a_json_config_names_is_imported_only_after_the_reset(self):
+        # InteractiveShell.loop_runner: traitlets imports the name (a module in the user site).
+        c = self.session()
+        self.only_after_the_reset(c, (
+            "import json, os, site\n"
+            "us = site.getusersitepackages(); os.makedirs(us, exist_ok=True)\n"
+            "open(us + '/sbevil.py', 'w').write(\"open('/app/sbevil.mark', 'a').write('x')\\n"
+            "from IPython.core.interactiveshell import _asyncio_runner as runner\\n\")\n"
+            "os.makedirs(%r, exist_ok=True)\n"
+            "json.dump({'InteractiveShell': {'loop_runner': 'sbevil.runner'}}, open(%r, 'w'))"
+            % (PROFILE, PROFILE + "/ipython_kernel_config.json")), "sbevil.mark")
+
+    def test_a_factory_a_json_config_names_is_called_only_after_the_reset(self):
+        # IPKernelApp.logging_config: dictConfig calls the "()" factory, here one that is loaded
+        # already (no import): a FileHandler, which creates its file.
+        c = self.session()
+        self.only_after_the_reset(c, (
+            "import json, os\n"
+            "os.makedirs(%r, exist_ok=True)\n"
+            "json.dump({'IPKernelApp': {'logging_config': {'handlers': {'sbevil': {"
+            "'()': 'logging.FileHandler', 'filename': '/app/sbevil-handler.log'}}}}}, open(%r, 'w'))"
+            % (PROFILE, PROFILE + "/ipython_kernel_config.json")), "sbevil-handler.log")
 
 
 # Background processes of every kind a reset must take while it spares the standby.
