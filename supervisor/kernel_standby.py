@@ -126,6 +126,13 @@ def _standby_prepare_shell(app):
                 found.append(f)
         raise loader.ConfigFileNotFound('Could not find file: %s' % self.filename)
 
+    # The IPython directory a start takes ($IPYTHONDIR, else ~/.ipython) must be a writable
+    # directory: else IPython takes a temporary one (or makes it, or moves ~/.config/ipython
+    # there), and a standby made then would keep that after the directory is mended, since
+    # its checks watch the directory it took (an attacker's review).
+    ipython_dir = os.path.realpath(os.path.expanduser(os.environ.get('IPYTHONDIR') or '~/.ipython'))
+    if not (os.path.isdir(ipython_dir) and os.access(ipython_dir, os.W_OK | os.X_OK)):
+        return None
     for cls in (loader.PyFileConfigLoader, loader.JSONFileConfigLoader):
         saved[cls] = cls.load_config
         cls.load_config = refuse
@@ -138,6 +145,8 @@ def _standby_prepare_shell(app):
         for cls, fn in saved.items():
             cls.load_config = fn
     if found or app.subapp is not None or app.kernel_class is not ipkernel.IPythonKernel:
+        return None
+    if os.path.realpath(app.ipython_dir) != ipython_dir:
         return None
     # The history database is opened, and the session recorded in it, at activation, as a forked
     # kernel opens it: kernel code may overwrite or corrupt it meanwhile (a kernel that opens a

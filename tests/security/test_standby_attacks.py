@@ -434,6 +434,37 @@ class IpythonDirMode(unittest.TestCase):
             seen[expect] = (start_of(r), text.split("DIR", 1)[-1].strip())
         self.assertEqual(seen["zygote"][1], seen["standby"][1], seen)
 
+    def test_a_standby_made_while_it_was_unwritable_is_not_taken_once_mended(self):
+        # The other way (a second review): a standby prepared while ~/.ipython was not writable
+        # took a temporary IPython directory, and its checks watched only that one; mended
+        # after, with a startup file and a config file put there, the standby was taken and
+        # ran neither, where a forked kernel runs both.
+        require_sandbox(self)
+        ws = tempfile.mkdtemp(prefix="ipybox-sbm-")
+        c = McpClient("--workspace", ws, "--standby")
+        self.addCleanup(c.close)
+        startup = PROFILE + "/startup/00-sbmark.py"
+        conf = PROFILE + "/ipython_kernel_config.json"
+        self.addCleanup(c.execute, "import os\nos.chmod('/home/appuser/.ipython', 0o755)\n"
+                        "for f in (%r, %r):\n    if os.path.exists(f): os.unlink(f)" % (startup, conf))
+        text, r = c.execute("import os\nos.chmod('/home/appuser/.ipython', 0o555)")
+        self.assertFalse(r["isError"], text)
+        reset(self, c, "zygote")
+        time.sleep(2)  # its standby would have been made and prepared by now, against /tmp
+        text, r = c.execute(
+            "import json, os\nos.chmod('/home/appuser/.ipython', 0o755)\n"
+            "os.makedirs(os.path.dirname(%r), exist_ok=True)\n"
+            "open(%r, 'w').write(\"open('/app/sbmark', 'w').close()\\n\")\n"
+            "json.dump({'InteractiveShell': {'ast_node_interactivity': 'none'}}, open(%r, 'w'))"
+            % (startup, startup, conf))
+        self.assertFalse(r["isError"], text)
+        r = c.call("reset")
+        self.assertFalse(r["isError"], text_of(r))
+        text, _ = c.execute("import os\nprint(get_ipython().ipython_dir, get_ipython().ast_node_interactivity, "
+                            "os.path.exists('/app/sbmark'))")
+        self.assertEqual(text.split(), ["/home/appuser/.ipython", "none", "True"],
+                         "start %s: %s" % (start_of(r), text))
+
 
 # Stops or kills the zygote's fork helper A (PPid 0 in the sandbox) for 3 s, alternately.
 HIT_A = r"""
