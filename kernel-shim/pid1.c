@@ -145,19 +145,50 @@ static void kill_all(shim_standby *sb) {
 }
 
 /* The supervisor's KILL_ALL: a live standby is spared (passes over P1's /proc, reap.h); without
- * one, or when that walk refuses, kill(-1) as everywhere else. */
+ * one, or when that walk refuses, kill(-1) as everywhere else. A walk that reached its bound
+ * with processes still found may have missed one forked during its last pass (unlike kill(-1),
+ * a walk is not atomic against fork): then kill(-1) at once, which takes the standby too, and
+ * no second wait (what is left goes to the SIGCHLD loop). */
 static void kill_all_but_standby(shim_standby *sb) {
     pid_t spare = shim_standby_spared(sb);
     if (spare > 1) {
         bool gone = false;
         int r = shim_kill_all_sparing(spare, SHIM_KILL_ALL_MS, &gone);
-        if (r >= 0) {
+        if (r == 1) {
             if (gone)
                 shim_standby_forget(sb);
             return;
         }
+        if (r == 0) {
+            kill(-1, SIGKILL);
+            shim_standby_forget(sb);
+            return;
+        }
     }
     kill_all(sb);
+}
+
+/* The sandbox's stdin, stdout and stderr are each one open file description that every process
+ * of the sandbox shares (/dev/null, the supervisor's stderr pipe), and what a process sets on
+ * one outlives it: status flags (O_NONBLOCK, O_APPEND, O_ASYNC) and the SIGIO owner and
+ * signal. Kernel code could make the pipe signal the standby's pid (F_SETOWN, F_SETSIG, O_ASYNC)
+ * at every read by the supervisor, and so the next kernel; or leave it non-blocking. KILL_ALL
+ * puts them back as PID 1 got them, once no process that could set them again is left. */
+static int stdio_flags[3] = {-1, -1, -1};
+
+static void stdio_record(void) {
+    for (int i = 0; i < 3; i++)
+        stdio_flags[i] = fcntl(i, F_GETFL);
+}
+
+static void stdio_restore(void) {
+    for (int i = 0; i < 3; i++) {
+        if (stdio_flags[i] < 0)
+            continue;
+        fcntl(i, F_SETOWN, 0);
+        fcntl(i, F_SETSIG, 0);
+        fcntl(i, F_SETFL, stdio_flags[i]);
+    }
 }
 
 static void clean_rundir(void) {
@@ -173,6 +204,7 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, NULL);
+    stdio_record();
     int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {
         shim_send(fd, SHIM_EV_ERROR, 0, errno, 0, "pid 1", "signalfd failed");
@@ -308,6 +340,7 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
                 break;
             case SHIM_CMD_KILL_ALL:
                 kill_all_but_standby(&sb);
+                stdio_restore();
                 if (prog > 0)
                     shim_send(fd, SHIM_EV_EXITED, SIGKILL, 0, gen, NULL, NULL);
                 prog = 0;
