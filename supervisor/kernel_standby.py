@@ -21,11 +21,15 @@ _STANDBY_SYSCALLS = {'x86_64': (315, 252), 'aarch64': (275, 31)}
 
 
 def _standby_supported():
-    """The syscall numbers the standby's checks need, or None when this machine or ipykernel is
-    not one the standby was made for. Imports nothing: the zygote runs it whether the standby is
+    """The syscall numbers the standby's checks need, or None when this machine, IPython or
+    ipykernel is not one the standby was made for. Imports nothing: the zygote runs it whether the standby is
     on or not, and its modules are every kernel's."""
     import os
     from ipykernel import kernelapp
+    import IPython
+    # IPython 7 looked for the profile in the cwd (/app) first, which the checks do not watch.
+    if IPython.version_info[0] < 8:
+        return None
     init = kernelapp.IPKernelApp.initialize
     while hasattr(init, '__wrapped__'):
         init = init.__wrapped__
@@ -218,6 +222,10 @@ def _standby_activate(app, st):
     shell = st['shell']
     formatting = shell.display_formatter
     config = (repr(shell.config), repr(formatting.config))
+    # The user site again, as a forked kernel makes it at its start: kernel code may have
+    # removed it since (a missing one would be cached as such at the first import, and what
+    # `pip install --user` puts there later would not import).
+    _enter_app()
     app.init_pdb()
     app.init_blackhole()
     app.init_connection_file()
@@ -245,6 +253,14 @@ def _standby_activate(app, st):
     if history.enabled and history.hist_file != ':memory:':
         for thread in st['held']:
             thread.start()
+    else:
+        # A kernel that could not record its session makes no saving thread: the one made
+        # while it prepared is dropped, with the exit handler that would join it.
+        import atexit
+        for thread in st['held']:
+            atexit.unregister(thread.stop)
+            if history.save_thread is thread:
+                history.save_thread = None
     app.init_path()
     app.init_shell()
     if app.shell:

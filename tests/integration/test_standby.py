@@ -195,6 +195,36 @@ class Standby(unittest.TestCase):
         finally:
             self.c.execute("import os\nos.unlink(%r)" % (startup + "/50-fmt.py"))
 
+    def test_a_user_site_removed_before_the_reset_is_there_after_it(self):
+        # A forked kernel makes the user site at its start; the standby made it while it
+        # prepared, and kernel code may remove it before the reset (a third review): a
+        # missing one is cached as missing at the first import, and a module put there later
+        # (`pip install --user`) did not import.
+        standby_of(self.c)
+        text, r = self.c.execute("import shutil, site\nshutil.rmtree(site.getuserbase())")
+        self.assertFalse(r["isError"], text)
+        reset(self, self.c, "standby")
+        text, r = self.c.execute(
+            "import os, site, sys\nus = site.getusersitepackages()\n"
+            "there, fresh = os.path.isdir(us), 'graphlib' not in sys.modules\n"
+            "import graphlib\nos.makedirs(us, exist_ok=True)\n"
+            "open(us + '/sb_after.py', 'w').write('v = 5\\n')\n"
+            "import sb_after\nprint(there, fresh, sb_after.v)")
+        self.assertEqual(text.split(), ["True", "True", "5"], text)
+
+    def test_a_history_database_that_refuses_the_session_leaves_no_saving_thread(self):
+        # A database kernel code altered in place (a column more: the session's row does not
+        # fit) makes a kernel keep its history in memory, with no saving thread; the standby
+        # had made one while it prepared, left unstarted, with an exit handler that joins it.
+        standby_of(self.c)
+        text, r = self.c.execute(
+            "import sqlite3\ndb = sqlite3.connect(get_ipython().history_manager.hist_file)\n"
+            "db.execute('ALTER TABLE sessions ADD COLUMN extra')\ndb.commit()\ndb.close()")
+        self.assertFalse(r["isError"], text)
+        reset(self, self.c, "standby")
+        text, r = self.c.execute("h = get_ipython().history_manager\nprint(h.hist_file, h.save_thread)")
+        self.assertEqual(text.split(), [":memory:", "None"], text)
+
     def test_killed_kernel_replaced_by_the_standby(self):
         standby_of(self.c)
         self.c.execute("w = 1")

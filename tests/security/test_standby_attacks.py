@@ -466,6 +466,44 @@ class IpythonDirMode(unittest.TestCase):
                          "start %s: %s" % (start_of(r), text))
 
 
+# Arms the sandbox's stderr pipe (ipykernel keeps the original fd 2 as
+# _original_stdstream_copy): SIGTERM to pid SB at every read of it by the supervisor, and
+# non-blocking writes. The open file description is shared by every process of the sandbox.
+ARM_STDERR = r"""
+import fcntl, os, signal, sys
+fd = sys.stderr._original_stdstream_copy
+fcntl.fcntl(fd, fcntl.F_SETOWN, SB)
+fcntl.fcntl(fd, 10, signal.SIGTERM)  # F_SETSIG
+fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC | os.O_NONBLOCK)
+print('ARMED', fcntl.fcntl(fd, fcntl.F_GETOWN))
+"""
+
+
+class StdioLeftArmed(unittest.TestCase):
+    def test_the_stderr_pipe_armed_for_the_standby_does_not_signal_the_next_kernel(self):
+        # A third review: the owner of the shared stderr pipe can be set to the standby's pid
+        # (a forked kernel's pid does not exist yet: F_SETOWN fails), so the kernel after a
+        # reset, which is that standby, got SIGTERM at the supervisor's next read of its stderr.
+        require_sandbox(self)
+        ws = tempfile.mkdtemp(prefix="ipybox-sbio-")
+        c = McpClient("--workspace", ws, "--standby")
+        self.addCleanup(c.close)
+        host, sb = standby_of(c)
+        self.assertIsNotNone(sb, "no standby was made")
+        text, r = c.execute(ARM_STDERR.replace("SB", str(sb)))
+        self.assertEqual(text.split(), ["ARMED", str(sb)], text)
+        reset(self, c, "standby")
+        text, r = c.execute("import fcntl, os, sys\nfd = sys.stderr._original_stdstream_copy\n"
+                            "print(os.getpid(), fcntl.fcntl(fd, fcntl.F_GETOWN), "
+                            "bool(fcntl.fcntl(fd, fcntl.F_GETFL) & (os.O_ASYNC | os.O_NONBLOCK)))\n"
+                            "for _ in range(20):\n    os.write(fd, b'to stderr\\n')")
+        self.assertEqual(text.split(), [str(sb), "0", "False"], text)
+        time.sleep(1)  # the supervisor reads the lines meanwhile
+        text, r = c.execute("import os\nprint(os.getpid())")
+        self.assertFalse(r["isError"], text)
+        self.assertEqual(text.strip(), str(sb), "the kernel after the reset was replaced: " + text)
+
+
 # Stops or kills the zygote's fork helper A (PPid 0 in the sandbox) for 3 s, alternately.
 HIT_A = r"""
 import os, signal, time
