@@ -313,11 +313,17 @@ int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l
     return 0;
 }
 
+/* Moves the calling thread into the slot's v1 cgroup under base. The callers are children
+ * between clone and exec, with one thread: moving it moves the process. It is written to
+ * `tasks` (the thread, "0": the caller) and not to `cgroup.procs` (its thread group): the
+ * kernel moves the current thread without taking the global lock on thread groups for
+ * writing, which waits for an RCU grace period (7 to 15 ms a write on this 2-core VM: a
+ * sandbox's start paid it once per controller). */
 static int join(const ipbm_cgroups *c, const char *base, int slot) {
     if (!base[0])
         return 0;
     char p[1100];
-    snprintf(p, sizeof(p), "%s/%s%d/cgroup.procs", base, c->prefix, slot);
+    snprintf(p, sizeof(p), "%s/%s%d/tasks", base, c->prefix, slot);
     int fd = open(p, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;

@@ -45,8 +45,8 @@ int ipbm_cgroup_create(const ipbm_cgroups *c, int slot, const ipbm_limits_req *l
 /* The slot's CPU share (created with the default one, so that the monitor never waits on a
  * child a user's low weight starves). */
 void ipbm_cgroup_set_cpu(const ipbm_cgroups *c, int slot, uint32_t weight);
-/* In the child before exec: joins the slot's v1 cgroups (v2 was joined by clone3). Returns
- * 0 or -errno. Async-signal-safe. */
+/* In the child before exec, while it has one thread: joins the slot's v1 cgroups (v2 was
+ * joined by clone3). Returns 0 or -errno. Async-signal-safe. */
 int ipbm_cgroup_enter_v1(const ipbm_cgroups *c, int slot);
 /* SIGKILLs everything in the slot's cgroup. */
 void ipbm_cgroup_kill(const ipbm_cgroups *c, int slot);
