@@ -88,6 +88,8 @@ IPYBOX := $(BUILD)/bin/ipybox
 # ipyboxd is the same program (it looks at its name), so sessions re-execute that one binary.
 IPYBOXD := $(BUILD)/bin/ipyboxd
 SHIM   := $(BUILD)/libexec/ipybox/ipybox-shim
+# The monitor's code alone, for root's private monitor (monitor/main/monitor_main.c).
+MONITOR := $(BUILD)/libexec/ipybox/ipybox-monitor
 CLIENT_OBJS := $(call objs,client)
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
@@ -102,7 +104,7 @@ TOOL_SRCS  := $(wildcard tests/tools/*.c)
 TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRCS))
 
 .PHONY: all check check-fresh check-system unit integration sanitize bench bench-egress bench-daemon bench-system bench-tools bench-sdk bench-faults install uninstall clean fuzz format-check
-all: $(IPYBOX) $(IPYBOXD) $(SHIM)
+all: $(IPYBOX) $(IPYBOXD) $(SHIM) $(MONITOR)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -148,6 +150,17 @@ $(SHIM): $(BUILD)/obj/kernel-shim/main/shim_main.o $(LIB_kernel-shim) $(LIB_netf
 $(BUILD)/obj/kernel-shim/main/%.o: kernel-shim/main/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(INC_kernel-shim) -MMD -MP -c $< -o $@
+
+# --as-needed: only the libraries the monitor's code calls (libc alone today), whatever the
+# toolchain's default; the start of root's sessions waits for this program's.
+$(MONITOR): $(BUILD)/obj/monitor/main/monitor_main.o $(LIB_monitor) $(LIB_kernel-shim) $(LIB_netfilter) $(LIB_policy) \
+	$(LIB_common)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -Wl,--as-needed -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/obj/monitor/main/%.o: monitor/main/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(INC_monitor) -MMD -MP -c $< -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIBS_ALL)
 	@mkdir -p $(dir $@)
@@ -274,6 +287,7 @@ install: all
 	install -m 0755 $(IPYBOX) $(DESTDIR)$(BINDIR)/ipybox
 	ln -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(BINDIR)/ipyboxd
 	install -m 0755 $(SHIM) $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim
+	install -m 0755 $(MONITOR) $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-monitor
 	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' dist/ipyboxd.service.in \
 	    >$(DESTDIR)$(UNITDIR)/ipyboxd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/ipyboxd.service
@@ -298,6 +312,7 @@ install: all
 # ipybox's own directories go when empty, shared ones (bin, man1, ...) stay.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/ipybox $(DESTDIR)$(BINDIR)/ipyboxd $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-shim \
+	    $(DESTDIR)$(LIBEXECDIR)/ipybox/ipybox-monitor \
 	    $(DESTDIR)$(UNITDIR)/ipyboxd.service $(DESTDIR)$(MANDIR)/man1/ipybox.1 $(DESTDIR)$(MANDIR)/man8/ipyboxd.8
 	rm -f $(DESTDIR)$(PLUGINDIR)/.claude-plugin/plugin.json $(DESTDIR)$(PLUGINDIR)/.mcp.json \
 	    $(DESTDIR)$(PLUGINDIR)/skills/code-actions/SKILL.md $(DESTDIR)$(MARKETDIR)/marketplace.json

@@ -2,12 +2,13 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-int ipb_find_shim(char **ret_path, ipb_error **err) {
+int ipb_find_libexec(const char *name, char **ret_path, ipb_error **err) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n > 0) {
@@ -15,8 +16,11 @@ int ipb_find_shim(char **ret_path, ipb_error **err) {
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = '\0';
+            /* From bin/ (ipybox), or from libexec/ipybox/ itself (ipybox-monitor). */
+            size_t dl = strlen(exe), tl = strlen("/libexec/ipybox");
+            bool inside = dl >= tl && !strcmp(exe + dl - tl, "/libexec/ipybox");
             char *p = NULL;
-            if (asprintf(&p, "%s/../libexec/ipybox/ipybox-shim", exe) >= 0) {
+            if (asprintf(&p, inside ? "%s/%s" : "%s/../libexec/ipybox/%s", exe, name) >= 0) {
                 if (access(p, X_OK) == 0) {
                     *ret_path = p;
                     return 0;
@@ -25,13 +29,16 @@ int ipb_find_shim(char **ret_path, ipb_error **err) {
             }
         }
     }
-    const char *installed = IPYBOX_LIBEXECDIR "/ipybox/ipybox-shim";
+    char installed[PATH_MAX];
+    snprintf(installed, sizeof(installed), "%s/ipybox/%s", IPYBOX_LIBEXECDIR, name);
     if (access(installed, X_OK) == 0) {
         *ret_path = strdup(installed);
-        return *ret_path ? 0 : ipb_error_set(err, ENOMEM, "locating ipybox-shim");
+        return *ret_path ? 0 : ipb_error_set(err, ENOMEM, "locating %s", name);
     }
     return ipb_error_set(err, ENOENT,
-                         "cannot find ipybox-shim next to this program or at %s; "
+                         "cannot find %s next to this program or at %s; "
                          "run `make` (or `make install`) again",
-                         installed);
+                         name, installed);
 }
+
+int ipb_find_shim(char **ret_path, ipb_error **err) { return ipb_find_libexec("ipybox-shim", ret_path, err); }

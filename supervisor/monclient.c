@@ -21,6 +21,7 @@
 #include "log.h"
 #include "monrespawn.h"
 #include "mountplan.h"
+#include "shim_proto.h"
 
 extern char **environ;
 
@@ -93,8 +94,21 @@ int ipb_monitor_start_private(bool frontend) {
     /* Above 3, so that the dup2 to 3 in the child is a real one (it clears close-on-exec). */
     int theirs = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
     close(sv[1]);
+    /* ipybox-monitor, the monitor's code alone: it starts in about a millisecond, this binary
+     * in about ten (its libraries), and root's sandbox waits for it. This binary has the same
+     * code (`ipyboxd --private-monitor`) for when it is missing. */
     char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    char *lean = NULL;
+    ipb_error *lerr = NULL;
+    ssize_t n = 0;
+    if (ipb_find_libexec("ipybox-monitor", &lean, &lerr) == 0 && strlen(lean) < sizeof(exe)) {
+        n = (ssize_t)strlen(lean);
+        memcpy(exe, lean, (size_t)n + 1);
+    } else {
+        n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    }
+    free(lean);
+    ipb_error_free(lerr);
     if (theirs < 0 || n <= 0) {
         /* The channel stays, dead: a sandbox asked for fails with a sentence, and none ever
          * starts as root. */

@@ -36,7 +36,8 @@ def make(*args, timeout=600):
     return subprocess.run(["make", "-s"] + list(args), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-INSTALLED = {"bin/ipybox", "bin/ipyboxd", "libexec/ipybox/ipybox-shim", "lib/systemd/system/ipyboxd.service",
+INSTALLED = {"bin/ipybox", "bin/ipyboxd", "libexec/ipybox/ipybox-shim", "libexec/ipybox/ipybox-monitor",
+             "lib/systemd/system/ipyboxd.service",
              "share/man/man1/ipybox.1", "share/man/man8/ipyboxd.8",
              "share/ipybox/.claude-plugin/marketplace.json",
              "share/ipybox/claude-code-plugin/.claude-plugin/plugin.json",
@@ -56,7 +57,8 @@ class Install(unittest.TestCase):
             r = subprocess.run(["make", "-s", "install", "BUILD=" + BUILD, "PREFIX=" + prefix, "SYSCONFDIR=" + etc],
                                cwd=ROOT, capture_output=True, text=True, timeout=600)
             self.assertEqual(r.returncode, 0, r.stderr)
-            for rel in ("bin/ipybox", "bin/ipyboxd", "libexec/ipybox/ipybox-shim", "lib/systemd/system/ipyboxd.service",
+            for rel in ("bin/ipybox", "bin/ipyboxd", "libexec/ipybox/ipybox-shim", "libexec/ipybox/ipybox-monitor",
+                        "lib/systemd/system/ipyboxd.service",
                         "share/man/man1/ipybox.1", "share/man/man8/ipyboxd.8"):
                 self.assertTrue(os.path.exists(os.path.join(prefix, rel)), rel)
             self.assertEqual(os.stat(os.path.join(prefix, "bin/ipybox")).st_ino,
