@@ -32,7 +32,8 @@ PYTHON     ?= /usr/bin/python3
 
 PKGS      := libseccomp libcap jansson libzmq openssl libnftables libnl-route-3.0 libcurl
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
-PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS))
+# libcurl is not linked: mcpclient/curl_load.c loads it at its first use (its headers are used).
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(filter-out libcurl,$(PKGS)))
 # Check is needed by the unit tests only: asked for when a test binary is built (recursive
 # variables), so that `make all` on a machine without Check says nothing about it.
 CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check)

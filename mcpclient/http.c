@@ -74,6 +74,8 @@ static CURLcode global_rc;
 static void global_init(void) { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 int httpc_global_init(ipb_error **err) {
+    if (ipb_curl_load(err) < 0)
+        return -1;
     pthread_once(&global_once, global_init);
     if (global_rc != CURLE_OK)
         return mcpc_fail(err, EIO, "libcurl cannot start: %s", curl_easy_strerror(global_rc));

@@ -2,11 +2,11 @@
  * handle driven until a condition or a deadline, response bodies read under a cap (JSON, an
  * event stream, or the start of an error page), and a queue of the messages that arrived. */
 #pragma once
-#include <curl/curl.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "curl_load.h"
 #include "error.h"
 #include "mcp_client.h"
 #include "sse.h"

@@ -1,12 +1,12 @@
 /* MCP server params as ipybox takes them: the check (transport rules, types, NUL bytes, URLs)
  * and ${VAR} placeholders filled from the host environment. */
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "curl_load.h"
 #include "mcp_sandbox_check.h"
 #include "mcpc_internal.h"
 #include "strbuf.h"
@@ -128,6 +128,9 @@ static int check_url(const char *url, bool *ret_sse, ipb_error **err) {
     *ret_sse = memmem(path, plen, "/sse", 4) != NULL;
     if (strstr(url, "${"))
         return 0;
+    /* libcurl's parser, which the transports use: loaded here if no transport did yet. */
+    if (ipb_curl_load(err) < 0)
+        return -1;
     CURLU *u = curl_url();
     if (!u)
         return mcpc_fail(err, ENOMEM, "out of memory");

@@ -7,7 +7,7 @@
  *  odd:  the rest is a string for ipb_mcp_expand(), compared with a reference expansion written
  *        here: the same output or the same failure (an error sentence either way).
  *
- * FUZZ_SOURCES: mcpclient/params.c mcpclient/sandbox_params.c mcpclient/util.c policy/egress.c common/strbuf.c common/error.c common/nofile.c
+ * FUZZ_SOURCES: mcpclient/params.c mcpclient/curl_load.c mcpclient/sandbox_params.c mcpclient/util.c policy/egress.c common/strbuf.c common/error.c common/nofile.c
  * FUZZ_PKGS: jansson libcurl
  */
 #include <errno.h>

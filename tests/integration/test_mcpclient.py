@@ -6,6 +6,7 @@ questions, forgets sessions and lists hostile tools. Every server is started her
 
 mcpc_cli's exit status says what failed: 3 connect, 4 request, 5 ETIMEDOUT, 6 EMSGSIZE,
 7 a JSON-RPC error answer, 8 the server or connection gone."""
+import ctypes
 import json
 import os
 import subprocess
@@ -69,6 +70,33 @@ class McpClientCase(unittest.TestCase):
 def text_of(result):
     return "".join(c.get("text", "") for c in result.get("content", []) if c.get("type") == "text")
 
+
+
+@unittest.skipUnless(os.geteuid() == 0, "hiding libcurl takes a mount namespace (root)")
+class WithoutLibcurl(McpClientCase):
+    """libcurl is loaded at the first server over HTTP (mcpclient/curl_load.c), not linked:
+    where it cannot be loaded, that server fails with a sentence naming it; stdio servers work."""
+
+    def hidden(self, params, *command):
+        ctypes.CDLL("libcurl.so.4")
+        with open("/proc/self/maps") as f:
+            path = next(line.split()[-1] for line in f if "/libcurl.so" in line)
+        script = 'mount --bind /dev/null "$0" && exec "$@"'
+        t0 = time.monotonic()
+        r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, path, MCPC_CLI,
+                            json.dumps(params), *command], capture_output=True, text=True, timeout=120)
+        return Run(r, time.monotonic() - t0)
+
+    def test_an_http_server_fails_with_a_sentence(self):
+        for url in ("http://127.0.0.1:9/mcp", "http://127.0.0.1:9/sse"):
+            r = self.hidden({"url": url}, "list")
+            self.failed(r, EXIT_CONNECT, "ELIBACC", "cannot load libcurl", "libcurl4")
+
+    def test_a_stdio_server_does_not_need_it(self):
+        mcp_servers.install_node_packages()
+        r = self.hidden(mcp_servers.everything_stdio_params(), "list")
+        self.assertEqual(r.returncode, 0, str(r))
+        self.assertIn("echo", [t["name"] for t in json.loads(r.stdout)])
 
 class TestEverything(McpClientCase):
     """server-everything, the MCP reference server, over each transport."""

@@ -1,7 +1,11 @@
-"""Root's private monitor (`ipyboxd --private-monitor`, architecture.md "The system service"):
-started as the program libexec/ipybox/ipybox-monitor, linked with libc alone (so that it
-starts in about a millisecond; root's sandbox waits for it), and, where that program is
-missing, as ipybox itself, which has the same code."""
+"""What ipybox's programs load, on the path of every session's start:
+
+- Root's private monitor (`ipyboxd --private-monitor`, architecture.md "The system service") is
+  the program libexec/ipybox/ipybox-monitor, linked with libc alone (so that it starts in about
+  a millisecond; root's sandbox waits for it), and, where that program is missing, ipybox
+  itself, which has the same code.
+- ipybox loads libcurl (and the ~30 libraries it brings) only for an MCP server over HTTP
+  (mcpclient/curl_load.c); the error when it cannot is in test_mcpclient."""
 import os
 import shutil
 import sys
@@ -58,6 +62,17 @@ class PrivateMonitorProgram(unittest.TestCase):
                 self.assertEqual(os.readlink("/proc/%d/exe" % mons[0]), ipybox)
                 self.assertEqual(proc_cmdline(mons[0]).split(b"\0")[:3],
                                  [b"ipyboxd", b"--private-monitor", b"worker"])
+
+
+class LibcurlWhenNeeded(unittest.TestCase):
+    def test_a_session_without_http_servers_maps_no_libcurl(self):
+        with McpClient("--embedded") as c:
+            text, _ = c.execute("1+1")
+            self.assertEqual(text.strip(), "2")
+            libs = libraries(c.proc.pid)
+            self.assertFalse([n for n in libs if n.startswith("libcurl")], libs)
+            # What it links is there (the check sees libraries at all).
+            self.assertTrue([n for n in libs if n.startswith("libzmq")], libs)
 
 
 if __name__ == "__main__":
