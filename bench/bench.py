@@ -39,7 +39,7 @@ import uuid
 import zmq
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "lib"))
-from ipybox_test import IPYBOX, McpClient, descendants, proc_comm  # noqa: E402
+from ipybox_test import IPYBOX, McpClient, descendants, is_private_monitor, proc_comm  # noqa: E402
 from daemon_fixture import SocketClient  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
@@ -405,7 +405,7 @@ class WarmSide(McpSide):
         the daemon's other child): the older of its two sandboxes' trees is the session's, the
         newer the spare warm worker's (quiesce: the refill is ready)."""
         pids = [self.worker] + descendants(self.worker)
-        for mon in [p for p in children(self.proc.pid) if comm(p) == "ipyboxd"]:
+        for mon in [p for p in children(self.proc.pid) if is_private_monitor(p)]:
             shims = sorted((p for p in children(mon) if comm(p) == "ipybox-shim"), key=start_time)
             if len(shims) != 2:
                 raise RuntimeError("warm pool: %d sandboxes below the private monitor, not 2" % len(shims))

@@ -135,10 +135,10 @@ def by_role(daemon):
     for w in children(daemon):
         # As root the sandboxes are below the daemon's private monitor (`ipyboxd
         # --private-monitor`), the daemon's other child, not below their workers.
-        roles["private monitor" if comm(w) == "ipyboxd" else "worker"].append(w)
+        roles["private monitor" if private_monitor(w) else "worker"].append(w)
         for p in descendants(w):
             c = comm(p)
-            roles["shims" if c == "ipybox-shim" else "private monitor" if c == "ipyboxd" else "kernel"].append(p)
+            roles["shims" if c == "ipybox-shim" else "private monitor" if private_monitor(p) else "kernel"].append(p)
     return [(r, p) for r, p in roles.items() if p]
 
 
@@ -192,6 +192,15 @@ def tree_mem(pids):
             pss += m[0]
             rss += m[1]
     return pss, rss
+
+
+def private_monitor(pid):
+    """Root's private monitor (`ipyboxd --private-monitor`; its program is ipybox-monitor)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return b"--private-monitor" in f.read().split(b"\0")
+    except OSError:
+        return False
 
 
 def comm(pid):
@@ -407,7 +416,7 @@ def main():
 
         # 3. Memory with the K idle sessions.
         time.sleep(a.settle)
-        workers = [w for w in children(proc.pid) if comm(w) != "ipyboxd"]
+        workers = [w for w in children(proc.pid) if not private_monitor(w)]
         tree = [proc.pid] + descendants(proc.pid)
         all_pss, all_rss = tree_mem(tree)
         w_pss, w_rss = tree_mem(workers)
@@ -513,7 +522,7 @@ def main():
         for cc in conns:
             cc.close()
         idents = [i for i in map(identity, descendants(proc.pid)) if i] if proc.poll() is None else []
-        nsess = len([w for w in children(proc.pid) if comm(w) != "ipyboxd"]) if proc.poll() is None else 0
+        nsess = len([w for w in children(proc.pid) if not private_monitor(w)]) if proc.poll() is None else 0
         t0 = time.perf_counter()
         stopped = True
         if proc.poll() is None:

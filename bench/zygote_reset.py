@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from ipybox_test import McpClient, descendants, proc_comm as comm  # noqa: E402
+from ipybox_test import McpClient, descendants, is_private_monitor, proc_comm as comm  # noqa: E402
 
 
 def pss_kib(pid):
@@ -48,7 +48,7 @@ def measure(zygote, n):
         c.execute("1+1")
         time.sleep(1)
         procs = descendants(c.proc.pid)
-        sandbox = [p for p in procs if comm(p) != "ipyboxd"]
+        sandbox = [p for p in procs if not is_private_monitor(p)]
         py = {p: pss_kib(p) for p in sandbox if comm(p).startswith("python")}
         shims = sum(pss_kib(p) for p in sandbox if comm(p) == "ipybox-shim")
         return times, starts, ms, cells, py, shims

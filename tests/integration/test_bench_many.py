@@ -8,7 +8,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.append(os.path.join(os.path.dirname(__file__), "..", "..", "bench"))  # last: nothing shadowed
 from daemon_fixture import Daemon  # noqa: E402
-from ipybox_test import descendants, wait_for  # noqa: E402
+from ipybox_test import descendants, is_private_monitor, wait_for  # noqa: E402
 
 import bench  # noqa: E402
 import many  # noqa: E402
@@ -30,7 +30,7 @@ class ManySessions(unittest.TestCase):
 
     def below(self):
         """The running processes below the daemon but its private monitor (as root)."""
-        return [p for p in descendants(self.d.proc.pid) if alive(p) and bench.comm(p) != "ipyboxd"]
+        return [p for p in descendants(self.d.proc.pid) if alive(p) and not is_private_monitor(p)]
 
     def test_sessions_answer_and_close(self):
         seen = []

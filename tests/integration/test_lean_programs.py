@@ -13,13 +13,13 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from ipybox_test import BUILD, IPYBOX, McpClient, descendants, proc_cmdline  # noqa: E402
+from ipybox_test import BUILD, IPYBOX, McpClient, descendants, is_private_monitor, proc_cmdline  # noqa: E402
 
 INSTALLED_MONITOR = "/usr/local/libexec/ipybox/ipybox-monitor"
 
 
 def monitors(pid):
-    return [p for p in descendants(pid) if b"--private-monitor" in proc_cmdline(p).split(b"\0")]
+    return [p for p in descendants(pid) if is_private_monitor(p)]
 
 
 def libraries(pid):

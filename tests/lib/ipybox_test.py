@@ -180,6 +180,12 @@ def proc_cmdline(pid):
         return b""
 
 
+def is_private_monitor(pid):
+    """Root's private monitor (`ipyboxd --private-monitor`, the program ipybox-monitor, or
+    ipybox itself where that is missing): by its arguments, which are the same either way."""
+    return b"--private-monitor" in proc_cmdline(pid).split(b"\0")
+
+
 def proc_comm(pid):
     """/proc/<pid>/comm without its newline; "" once pid is gone."""
     try:
