@@ -13,7 +13,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char failure[512]; /* empty: loaded */
 
 /* Each pointer of ipb_curl with the name libcurl exports it under. */
-#define FN(member, name) {offsetof(struct ipb_curl_api, member), #name}
+#define FN(member, name)                                                                                               \
+    { offsetof(struct ipb_curl_api, member), #name }
 static const struct {
     size_t off;
     const char *name;
@@ -49,12 +50,17 @@ static const struct {
 
 static void load(void) {
     /* Never unloaded: handles and threads of it may live until the process ends. */
+    char why[300] = IPB_CURL_SONAME;
     void *h = dlopen(IPB_CURL_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        const char *why = dlerror();
+        const char *e = dlerror(); /* the first library's reason is the one to tell */
+        if (e)
+            snprintf(why, sizeof(why), "%s", e);
+        h = dlopen(IPB_CURL_SONAME_GNUTLS, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!h) {
         snprintf(failure, sizeof(failure),
-                 "cannot load libcurl (%s), which MCP servers over HTTP need (Debian: apt-get install libcurl4)",
-                 why ? why : IPB_CURL_SONAME);
+                 "cannot load libcurl (%s), which MCP servers over HTTP need (Debian: apt-get install libcurl4)", why);
         return;
     }
     struct ipb_curl_api found;
@@ -63,8 +69,7 @@ static void load(void) {
         void *f = dlsym(h, fns[i].name);
         if (!f) {
             snprintf(failure, sizeof(failure),
-                     "the libcurl found (%s) has no %s: it is older than ipybox needs (7.80 or later)", IPB_CURL_SONAME,
-                     fns[i].name);
+                     "the libcurl found has no %s: it is older than ipybox needs (7.80 or later)", fns[i].name);
             dlclose(h);
             return;
         }

@@ -13,8 +13,10 @@
 
 #include "error.h"
 
-/* The ABI ipybox is built against (libcurl4 on Debian). */
+/* The ABI ipybox is built against: libcurl4 on Debian (OpenSSL), else libcurl3-gnutls, the
+ * same API over GnuTLS (what `-lcurl` links with libcurl4-gnutls-dev). */
 #define IPB_CURL_SONAME "libcurl.so.4"
+#define IPB_CURL_SONAME_GNUTLS "libcurl-gnutls.so.4"
 
 struct ipb_curl_api {
     CURLcode (*global_init)(long);

@@ -77,20 +77,36 @@ class WithoutLibcurl(McpClientCase):
     """libcurl is loaded at the first server over HTTP (mcpclient/curl_load.c), not linked:
     where it cannot be loaded, that server fails with a sentence naming it; stdio servers work."""
 
-    def hidden(self, params, *command):
-        ctypes.CDLL("libcurl.so.4")
+    def hidden(self, params, *command, names=("libcurl.so.4", "libcurl-gnutls.so.4")):
+        """mcpc_cli with each libcurl of names it could load (OpenSSL's, GnuTLS's) covered by
+        /dev/null."""
+        for name in names:
+            try:
+                ctypes.CDLL(name)
+            except OSError:
+                pass
         with open("/proc/self/maps") as f:
-            path = next(line.split()[-1] for line in f if "/libcurl.so" in line)
-        script = 'mount --bind /dev/null "$0" && exec "$@"'
+            paths = sorted({line.split()[-1] for line in f
+                            if any("/" + n.split(".so")[0] + ".so" in line for n in names)})
+        self.assertTrue(paths)
+        script = 'for p in "$@"; do [ "$p" = -- ] && break; mount --bind /dev/null "$p" || exit 99; shift; done; ' \
+                 'shift; exec "$@"'
         t0 = time.monotonic()
-        r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, path, MCPC_CLI,
-                            json.dumps(params), *command], capture_output=True, text=True, timeout=120)
+        r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *paths, "--",
+                            MCPC_CLI, json.dumps(params), *command], capture_output=True, text=True, timeout=120)
         return Run(r, time.monotonic() - t0)
 
     def test_an_http_server_fails_with_a_sentence(self):
         for url in ("http://127.0.0.1:9/mcp", "http://127.0.0.1:9/sse"):
             r = self.hidden({"url": url}, "list")
             self.failed(r, EXIT_CONNECT, "ELIBACC", "cannot load libcurl", "libcurl4")
+
+    @unittest.skipUnless(os.path.exists("/usr/lib/x86_64-linux-gnu/libcurl-gnutls.so.4"), "no libcurl3-gnutls")
+    def test_gnutls_libcurl_when_openssl_one_is_missing(self):
+        mcp_servers.install_node_packages()
+        with mcp_servers.everything_http("streamableHttp") as srv:
+            r = self.hidden({"url": srv.url}, "call", "echo", json.dumps({"message": "x"}), names=("libcurl.so.4",))
+            self.assertEqual(text_of(self.ok(r)), "Echo: x")
 
     def test_a_stdio_server_does_not_need_it(self):
         mcp_servers.install_node_packages()
