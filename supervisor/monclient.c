@@ -21,7 +21,6 @@
 #include "log.h"
 #include "monrespawn.h"
 #include "mountplan.h"
-#include "shim_proto.h"
 
 extern char **environ;
 
@@ -87,6 +86,32 @@ static void private_end(void) {
     reap_ended();
 }
 
+/* The program of root's private monitor: ipybox-monitor in ../libexec/ipybox from this
+ * binary's folder, the monitor's code alone, which starts in about a millisecond (this binary,
+ * with its libraries, in about five; root's sandbox waits for it). Only from this binary's own
+ * tree, never the installed libexec (another build's monitor would answer us), and not once
+ * this binary's file was replaced (a newer build's would be beside it). Else this binary, which
+ * has the same code (`ipyboxd --private-monitor`), as /proc/self/exe: that runs even a file
+ * since replaced. */
+static void monitor_program(char *out, size_t len) {
+    static const char deleted[] = " (deleted)";
+    char exe[4096];
+    snprintf(out, len, "/proc/self/exe");
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof(exe) - 1)
+        return;
+    exe[n] = '\0';
+    size_t dl = sizeof(deleted) - 1;
+    char *slash = strrchr(exe, '/');
+    if (((size_t)n >= dl && !strcmp(exe + n - dl, deleted)) || !slash)
+        return;
+    *slash = '\0';
+    char lean[4200];
+    int w = snprintf(lean, sizeof(lean), "%s/../libexec/ipybox/ipybox-monitor", exe);
+    if (w > 0 && (size_t)w < sizeof(lean) && (size_t)w < len && access(lean, X_OK) == 0)
+        snprintf(out, len, "%s", lean);
+}
+
 int ipb_monitor_start_private(bool frontend) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -94,29 +119,13 @@ int ipb_monitor_start_private(bool frontend) {
     /* Above 3, so that the dup2 to 3 in the child is a real one (it clears close-on-exec). */
     int theirs = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
     close(sv[1]);
-    /* ipybox-monitor, the monitor's code alone: it starts in about a millisecond, this binary
-     * in about ten (its libraries), and root's sandbox waits for it. This binary has the same
-     * code (`ipyboxd --private-monitor`) for when it is missing. */
-    char exe[4096];
-    char *lean = NULL;
-    ipb_error *lerr = NULL;
-    ssize_t n = 0;
-    if (ipb_find_libexec("ipybox-monitor", &lean, &lerr) == 0 && strlen(lean) < sizeof(exe)) {
-        n = (ssize_t)strlen(lean);
-        memcpy(exe, lean, (size_t)n + 1);
-    } else {
-        n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    }
-    free(lean);
-    ipb_error_free(lerr);
-    if (theirs < 0 || n <= 0) {
+    if (theirs < 0) {
         /* The channel stays, dead: a sandbox asked for fails with a sentence, and none ever
          * starts as root. */
-        if (theirs >= 0)
-            close(theirs);
         return sv[0];
     }
-    exe[n] = '\0';
+    char exe[4200];
+    monitor_program(exe, sizeof(exe));
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
@@ -130,7 +139,10 @@ int ipb_monitor_start_private(bool frontend) {
     posix_spawn_file_actions_adddup2(&fa, theirs, 3);
     char *argv[] = {(char *)"ipyboxd", (char *)"--private-monitor", (char *)(frontend ? "frontend" : "worker"), NULL};
     pid_t pid;
-    if (posix_spawn(&pid, exe, &fa, &attr, argv, environ) == 0) {
+    int e = posix_spawn(&pid, exe, &fa, &attr, argv, environ);
+    if (e != 0 && strcmp(exe, "/proc/self/exe"))
+        e = posix_spawn(&pid, "/proc/self/exe", &fa, &attr, argv, environ);
+    if (e == 0) {
         if (private_pid > 0 && nended < sizeof(ended) / sizeof(*ended))
             ended[nended++] = private_pid;
         private_pid = pid;
