@@ -3,9 +3,13 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "mcpc_internal.h"
 
 struct ipb_curl_api ipb_curl;
 
@@ -48,41 +52,71 @@ static const struct {
 };
 #undef FN
 
-static void load(void) {
-    /* Never unloaded: handles and threads of it may live until the process ends. */
-    char why[300] = IPB_CURL_SONAME;
-    void *h = dlopen(IPB_CURL_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror(); /* the first library's reason is the one to tell */
-        if (e)
-            snprintf(why, sizeof(why), "%s", e);
-        h = dlopen(IPB_CURL_SONAME_GNUTLS, RTLD_NOW | RTLD_LOCAL);
+/* Why LD_LIBRARY_PATH may not be searched now, or NULL. An empty or relative entry is looked
+ * up from the working directory at the time of the load, which here comes after the sandbox
+ * ran (the first server over HTTP is reached from a cell): a workspace run from could hold a
+ * libcurl.so.4 that kernel code wrote. */
+static const char *library_path_risk(void) {
+    const char *lp = getenv("LD_LIBRARY_PATH");
+    if (!lp || !*lp) /* unset or empty: no entry */
+        return NULL;
+    for (const char *p = lp;; p++) {
+        const char *start = p;
+        p += strcspn(p, ":;");
+        if (p == start || *start != '/')
+            return lp;
+        if (!*p)
+            return NULL;
     }
+}
+
+/* One library: opened and every function found, into ipb_curl; or why not (in why). */
+static bool load_from(const char *soname, char *why, size_t why_len) {
+    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        snprintf(failure, sizeof(failure),
-                 "cannot load libcurl (%s), which MCP servers over HTTP need (Debian: apt-get install libcurl4)", why);
-        return;
+        const char *e = dlerror();
+        snprintf(why, why_len, "%s", e ? e : soname);
+        return false;
     }
     struct ipb_curl_api found;
     memset(&found, 0, sizeof(found));
     for (size_t i = 0; i < sizeof(fns) / sizeof(*fns); i++) {
         void *f = dlsym(h, fns[i].name);
         if (!f) {
-            snprintf(failure, sizeof(failure),
-                     "the libcurl found has no %s: it is older than ipybox needs (7.80 or later)", fns[i].name);
+            snprintf(why, why_len, "%s has no %s: it is older than ipybox needs (7.85 or later)", soname, fns[i].name);
             dlclose(h);
-            return;
+            return false;
         }
         /* Into `found`: ipb_curl is set whole, or not at all. (POSIX: what dlsym returns for a
          * function converts to a function pointer; they have the same size here.) */
         memcpy((char *)&found + fns[i].off, &f, sizeof(f));
     }
+    /* Never closed: handles and threads of it may live until the process ends. */
     ipb_curl = found;
+    return true;
+}
+
+static void load(void) {
+    const char *risky = library_path_risk();
+    if (risky) {
+        snprintf(failure, sizeof(failure),
+                 "libcurl, which MCP servers over HTTP need, is not loaded while LD_LIBRARY_PATH has an empty or "
+                 "relative entry (%.200s): it would be looked for in the working directory, which the sandbox may "
+                 "have written",
+                 risky);
+        return;
+    }
+    char why1[200], why2[200];
+    if (load_from(IPB_CURL_SONAME, why1, sizeof(why1)) || load_from(IPB_CURL_SONAME_GNUTLS, why2, sizeof(why2)))
+        return;
+    snprintf(failure, sizeof(failure),
+             "cannot load libcurl (%s; %s), which MCP servers over HTTP need (Debian: apt-get install libcurl4)", why1,
+             why2);
 }
 
 int ipb_curl_load(ipb_error **err) {
     pthread_once(&once, load);
     if (failure[0])
-        return ipb_error_set(err, ELIBACC, "%s", failure);
+        return mcpc_fail(err, ELIBACC, "%s", failure);
     return 0;
 }

@@ -48,9 +48,11 @@ struct ipb_curl_api {
 };
 extern struct ipb_curl_api ipb_curl;
 
-/* Loads libcurl and finds every function above, once per process (later calls return the
- * first outcome). Returns 0, or -1 with err: a sentence naming the library or the function
- * that is missing. Thread-safe. */
+/* Loads libcurl (IPB_CURL_SONAME, else IPB_CURL_SONAME_GNUTLS) and finds every function above,
+ * once per process (later calls return the first outcome). Not while LD_LIBRARY_PATH has an
+ * empty or relative entry: those are searched from the working directory at the time of the
+ * load, after sandbox code ran. Returns 0, or -1 with err (ELIBACC): a sentence naming the
+ * libraries and why each failed, or the LD_LIBRARY_PATH. Thread-safe. */
 int ipb_curl_load(ipb_error **err);
 
 /* curl.h defines these two as macros (type checks, or the same call with exactly three

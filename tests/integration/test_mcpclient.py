@@ -9,6 +9,7 @@ mcpc_cli's exit status says what failed: 3 connect, 4 request, 5 ETIMEDOUT, 6 EM
 import ctypes
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,42 @@ def text_of(result):
     return "".join(c.get("text", "") for c in result.get("content", []) if c.get("type") == "text")
 
 
+def loadable(name):
+    try:
+        ctypes.CDLL(name)
+        return True
+    except OSError:
+        return False
+
+
+class LibraryPath(McpClientCase):
+    """libcurl is loaded after the sandbox ran (at the first server over HTTP): not while
+    LD_LIBRARY_PATH has an empty or relative entry, which the loader would look up in the
+    working directory (a workspace the sandbox writes, when ipybox is run from it)."""
+
+    def test_not_loaded_from_the_working_directory(self):
+        with tempfile.TemporaryDirectory(prefix="mcpc-cwd-") as cwd:
+            # What kernel code could have written there: a real library (zlib's), which the loader
+            # would take (and run its constructors), then find no curl function in it.
+            planted = os.path.join(cwd, "libcurl.so.4")
+            with open("/proc/self/maps") as f:
+                zlib = next((line.split()[-1] for line in f if "/libz.so" in line), None)
+            if zlib is None:
+                ctypes.CDLL("libz.so.1")
+                with open("/proc/self/maps") as f:
+                    zlib = next(line.split()[-1] for line in f if "/libz.so" in line)
+            shutil.copy(zlib, planted)
+            for lp in (":/nonexistent", "/nonexistent:.", "lib"):
+                t0 = time.monotonic()
+                r = subprocess.run([MCPC_CLI, json.dumps({"url": "http://127.0.0.1:9/mcp"}), "list"], cwd=cwd,
+                                   capture_output=True, text=True, timeout=60, env=dict(os.environ, LD_LIBRARY_PATH=lp))
+                err = self.failed(Run(r, time.monotonic() - t0), EXIT_CONNECT, "ELIBACC", "LD_LIBRARY_PATH", lp)
+                self.assertNotIn("has no curl_", err)
+
+    def test_absolute_entries_are_searched(self):
+        r = cli({"url": "http://127.0.0.1:9/mcp"}, "list", env=dict(os.environ, LD_LIBRARY_PATH="/nonexistent"))
+        self.failed(r, EXIT_GONE, "ECONNREFUSED")
+
 
 @unittest.skipUnless(os.geteuid() == 0, "hiding libcurl takes a mount namespace (root)")
 class WithoutLibcurl(McpClientCase):
@@ -101,7 +138,7 @@ class WithoutLibcurl(McpClientCase):
             r = self.hidden({"url": url}, "list")
             self.failed(r, EXIT_CONNECT, "ELIBACC", "cannot load libcurl", "libcurl4")
 
-    @unittest.skipUnless(os.path.exists("/usr/lib/x86_64-linux-gnu/libcurl-gnutls.so.4"), "no libcurl3-gnutls")
+    @unittest.skipUnless(loadable("libcurl-gnutls.so.4"), "no libcurl3-gnutls")
     def test_gnutls_libcurl_when_openssl_one_is_missing(self):
         mcp_servers.install_node_packages()
         with mcp_servers.everything_http("streamableHttp") as srv:
@@ -113,6 +150,7 @@ class WithoutLibcurl(McpClientCase):
         r = self.hidden(mcp_servers.everything_stdio_params(), "list")
         self.assertEqual(r.returncode, 0, str(r))
         self.assertIn("echo", [t["name"] for t in json.loads(r.stdout)])
+
 
 class TestEverything(McpClientCase):
     """server-everything, the MCP reference server, over each transport."""
