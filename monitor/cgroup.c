@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "procs.h"
@@ -349,6 +350,10 @@ void ipbm_cgroup_set_cpu(const ipbm_cgroups *c, int slot, uint32_t weight) {
 int ipbm_cgroup_enter_v1(const ipbm_cgroups *c, int slot) {
     if (c->kind != IPBM_LIMITS_CGROUP1)
         return 0;
+    /* join() moves the calling thread: it must be the process's leader (and, as every caller
+     * is a child between clone and exec, its one thread). */
+    if (syscall(SYS_gettid) != getpid())
+        return -EINVAL;
     int r;
     if ((r = join(c, c->mem, slot)) < 0 || (r = join(c, c->pids, slot)) < 0 || (r = join(c, c->cpu, slot)) < 0)
         return r;
