@@ -93,9 +93,9 @@ int shim_recv(int fd, struct shim_msg *m);
  * many. Any beyond max are closed. */
 int shim_recv_fds(int fd, struct shim_msg *m, int *fds, size_t max, size_t *nfds);
 
-/* Locates ipybox's program name (ipybox-shim, ipybox-monitor): in ../libexec/ipybox from the
- * running binary's folder (in that folder when the running binary is there too), else in the
- * installed libexec folder. Returns 0 with a malloc'd *ret_path, or -errno with err. */
+/* Locates ipybox's program name (ipybox-shim): in ../libexec/ipybox from the running binary's
+ * folder (in that folder when the running binary is there too, as ipybox-monitor is), else in
+ * the installed libexec folder. Returns 0 with a malloc'd *ret_path, or -1 with err. */
 int ipb_find_libexec(const char *name, char **ret_path, ipb_error **err);
 /* ipb_find_libexec("ipybox-shim"). */
 int ipb_find_shim(char **ret_path, ipb_error **err);
