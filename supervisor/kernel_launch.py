@@ -142,6 +142,16 @@ def _keep_connection_file():
     kernelapp.IPKernelApp.write_connection_file = write_connection_file
 
 
+def _reply_without_sleep():
+    """ipykernel sleeps 0.5 ms between flushing a cell's output and sending its execute_reply
+    (Kernel._execute_sleep, a workaround for clients that stop reading output at the reply).
+    The supervisor ends a cell at its reply and its idle status, which the iopub thread sends
+    after every output of the cell (a forked child's too, once the child flushed it), so the
+    sleep only delayed each cell: 0 by default here. A config file can still set it."""
+    from ipykernel.kernelbase import Kernel
+    Kernel.class_traits()['_execute_sleep'].default_value = 0.0
+
+
 def _shell_gate(escape):
     """Every shell command of IPython asks first, through the tool channel, as server "ipybox":
     tool "shell" for !cmd, !!cmd, %sx, %system, %sc, aliases, %pip and getoutput (the command as
@@ -284,6 +294,7 @@ def prepare():
     _gate_interrupts()
     _bound_output()
     _keep_connection_file()
+    _reply_without_sleep()
     wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None
     from ipykernel import kernelapp  # noqa: F401
     # What initialize() imports besides (init_io, the shell's completer): they read nothing

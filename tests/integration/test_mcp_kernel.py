@@ -244,5 +244,61 @@ class KernelTest(unittest.TestCase):
         self.assertIn(1, pids)
 
 
+FORK_PRINTS = """import os, sys
+pid = os.fork()
+if pid == 0:
+    print('child %d')
+    sys.stdout.flush()
+    os._exit(0)
+os.waitpid(pid, 0)
+print('parent %d')
+"""
+POOL_PRINTS = """import multiprocessing
+p = multiprocessing.get_context('fork').Process(target=print, args=('worker %d',))
+p.start()
+p.join()
+"""
+
+
+class ReplyWithoutSleep(unittest.TestCase):
+    """ipykernel sleeps 0.5 ms before each execute_reply; the kernel here does not
+    (supervisor/kernel_launch.py _reply_without_sleep), as the supervisor waits for the idle
+    status, which follows every output of the cell. Output still lands in its own cell, and a
+    config file still sets the sleep."""
+
+    @classmethod
+    def setUpClass(cls):
+        require_sandbox(cls)
+        cls.c = McpClient()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def test_output_of_the_cell_and_of_its_children_is_in_its_result(self):
+        self.assertEqual(self.c.execute("get_ipython().kernel._execute_sleep")[0].strip(), "0.0")
+        for i in range(20):
+            text, r = self.c.execute(FORK_PRINTS % (i, i))
+            self.assertFalse(r["isError"], text)
+            self.assertEqual(text.split("\n")[:2], ["child %d" % i, "parent %d" % i])
+        for i in range(5):
+            text, r = self.c.execute(POOL_PRINTS % i)
+            self.assertEqual(text.strip(), "worker %d" % i)
+        self.assertEqual(self.c.execute("1")[0].strip(), "1")  # nothing came late
+
+    def test_a_config_file_sets_the_sleep(self):
+        conf = "~/.ipython/profile_default/ipython_kernel_config.py"
+        text, r = self.c.execute("import os\np = os.path.expanduser(%r)\nos.makedirs(os.path.dirname(p), exist_ok=True)\n"
+                                 "open(p, 'w').write('c.Kernel._execute_sleep = 0.002\\n')" % conf)
+        self.assertFalse(r["isError"], text)
+        try:
+            self.assertFalse(self.c.call("reset")["isError"])
+            self.assertEqual(self.c.execute("get_ipython().kernel._execute_sleep")[0].strip(), "0.002")
+        finally:
+            self.c.execute("import os\nos.remove(os.path.expanduser(%r))" % conf)
+            self.c.call("reset")
+        self.assertEqual(self.c.execute("get_ipython().kernel._execute_sleep")[0].strip(), "0.0")
+
+
 if __name__ == "__main__":
     unittest.main()
