@@ -10,7 +10,7 @@ import unittest
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import McpClient, require_sandbox  # noqa: E402
+from ipybox_test import McpCase, McpClient, require_sandbox  # noqa: E402
 
 ANSI = re.compile(r"\x1b[\[\]]")
 
@@ -260,20 +260,15 @@ p.join()
 """
 
 
-class ReplyWithoutSleep(unittest.TestCase):
+class ReplyWithoutSleep(McpCase):
     """ipykernel sleeps 0.5 ms before each execute_reply; the kernel here does not
     (supervisor/kernel_launch.py _reply_without_sleep), as the supervisor waits for the idle
     status, which follows every output of the cell. Output still lands in its own cell, and a
     config file still sets the sleep."""
 
-    @classmethod
-    def setUpClass(cls):
-        require_sandbox(cls)
-        cls.c = McpClient()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.c.close()
+    def setUp(self):
+        super().setUp()
+        self.c = self.client()
 
     def test_output_of_the_cell_and_of_its_children_is_in_its_result(self):
         self.assertEqual(self.c.execute("get_ipython().kernel._execute_sleep")[0].strip(), "0.0")
