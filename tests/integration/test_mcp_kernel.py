@@ -263,8 +263,9 @@ p.join()
 class ReplyWithoutSleep(McpCase):
     """ipykernel sleeps 0.5 ms before each execute_reply; the kernel here does not
     (supervisor/kernel_launch.py _reply_without_sleep), as the supervisor waits for the idle
-    status, which follows every output of the cell. Output still lands in its own cell, and a
-    config file still sets the sleep."""
+    status, which follows every output of the cell. Output still lands in its own cell (the
+    kernel's, a forked child's, and what a child or C code writes to fd 1), and a config file
+    still sets the sleep."""
 
     def setUp(self):
         super().setUp()
@@ -279,6 +280,13 @@ class ReplyWithoutSleep(McpCase):
         for i in range(5):
             text, r = self.c.execute(POOL_PRINTS % i)
             self.assertEqual(text.strip(), "worker %d" % i)
+        # Written to fd 1 itself, by a child and by C code: ipykernel reads that pipe in a thread.
+        for i in range(10):
+            text, r = self.c.execute("import os\nos.system('echo shell %d')" % i)
+            self.assertIn("shell %d\n" % i, text)
+            text, r = self.c.execute("import ctypes\nlibc = ctypes.CDLL(None)\n"
+                                     "libc.printf(b'libc %d\\n')\nlibc.fflush(None)" % i)
+            self.assertIn("libc %d\n" % i, text)
         self.assertEqual(self.c.execute("1")[0].strip(), "1")  # nothing came late
 
     def test_a_config_file_sets_the_sleep(self):
