@@ -142,12 +142,80 @@ def _keep_connection_file():
     kernelapp.IPKernelApp.write_connection_file = write_connection_file
 
 
+def _watch_fds(bound=2.0):
+    """What is written to fds 1 and 2 (by C code, by children, by os.write) reaches the cell
+    through a pipe that a thread of ipykernel's stream reads (OutStream._watch_pipe_fd). Two
+    faults of that thread (ipykernel 6.17), mended here:
+    - it decoded each 1000-byte read alone: a character cut by a read's end (any multibyte
+      UTF-8, '€' * 600 written at once) raised, the thread ended, and from then on nothing
+      written to that fd reached a cell, and a writer blocked once 64 KiB waited in the pipe;
+    - a cell's end did not wait for it: what was still in the pipe, or read and not yet handed
+      to the stream, went out after the cell's idle status, into the next cell or nowhere.
+    This thread decodes as it goes (bytes that are not UTF-8 become U+FFFD) and counts what it
+    has handed on, under a lock held from each read to the hand-over; flush() first waits, at
+    most `bound` seconds, until what was in the pipe when it was called has been handed on."""
+    import codecs, fcntl, os, select, struct, sys, termios, threading
+    from ipykernel import iostream
+
+    setup, flush = iostream.OutStream._setup_stream_redirects, iostream.OutStream.flush
+
+    def setup_stream_redirects(self, name):
+        self._ipb_handed = threading.Condition()
+        self._ipb_handed_bytes = 0
+        setup(self, name)
+
+    def watch_pipe_fd(self):
+        decoder = codecs.getincrementaldecoder('utf-8')('replace')
+        handed = self._ipb_handed
+        poller = select.poll()
+        poller.register(self._fid, select.POLLIN)
+        try:
+            while self._should_watch:
+                poller.poll()
+                with handed:
+                    data = os.read(self._fid, 1 << 16)
+                    if not data:
+                        return
+                    text = decoder.decode(data)
+                    if text:
+                        self.write(text)
+                    os.write(self._original_stdstream_copy, data)
+                    self._ipb_handed_bytes += len(data)
+                    handed.notify_all()
+        except Exception:
+            self._exc = sys.exc_info()
+
+    def in_pipe(fd):
+        try:
+            return struct.unpack('i', fcntl.ioctl(fd, termios.FIONREAD, b'\0' * 4))[0]
+        except OSError:
+            return 0
+
+    def drained_flush(self):
+        handed = getattr(self, '_ipb_handed', None)
+        thread = getattr(self, 'watch_fd_thread', None)
+        if (handed is not None and thread is not None and thread.is_alive() and
+                thread is not threading.current_thread() and self._is_master_process() and
+                handed.acquire(timeout=bound)):
+            try:
+                target = self._ipb_handed_bytes + in_pipe(self._fid)
+                handed.wait_for(lambda: self._ipb_handed_bytes >= target or not thread.is_alive(), bound)
+            finally:
+                handed.release()
+        flush(self)
+
+    iostream.OutStream._setup_stream_redirects = setup_stream_redirects
+    iostream.OutStream._watch_pipe_fd = watch_pipe_fd
+    iostream.OutStream.flush = drained_flush
+
+
 def _reply_without_sleep():
     """ipykernel sleeps 0.5 ms between flushing a cell's output and sending its execute_reply
     (Kernel._execute_sleep, a workaround for clients that stop reading output at the reply).
     The supervisor ends a cell at its reply and its idle status, which the iopub thread sends
-    after every output of the cell (a forked child's too, once the child flushed it), so the
-    sleep only delayed each cell: 0 by default here. A config file can still set it."""
+    after every output of the cell (a forked child's too, once the child flushed it; and what
+    was written to fds 1 and 2, since flush() waits for _watch_fds's thread), so the sleep only
+    delayed each cell: 0 by default here. A config file can still set it."""
     from ipykernel.kernelbase import Kernel
     Kernel.class_traits()['_execute_sleep'].default_value = 0.0
 
@@ -294,6 +362,7 @@ def prepare():
     _gate_interrupts()
     _bound_output()
     _keep_connection_file()
+    _watch_fds()
     _reply_without_sleep()
     wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None
     from ipykernel import kernelapp  # noqa: F401

@@ -260,7 +260,7 @@ p.join()
 """
 
 
-class ReplyWithoutSleep(McpCase):
+class OutputOfACell(McpCase):
     """ipykernel sleeps 0.5 ms before each execute_reply; the kernel here does not
     (supervisor/kernel_launch.py _reply_without_sleep), as the supervisor waits for the idle
     status, which follows every output of the cell. Output still lands in its own cell (the
@@ -288,6 +288,43 @@ class ReplyWithoutSleep(McpCase):
                                      "libc.printf(b'libc %d\\n')\nlibc.fflush(None)" % i)
             self.assertIn("libc %d\n" % i, text)
         self.assertEqual(self.c.execute("1")[0].strip(), "1")  # nothing came late
+
+    def test_the_end_of_large_output_to_fds_1_and_2_is_in_its_cell(self):
+        # ipykernel's thread that reads fds 1 and 2 was not waited for at the cell's end: with
+        # the sleep at 0, half of such tails went to the next cell or were lost; with it, 1 to
+        # 2% (supervisor/kernel_launch.py _watch_fds).
+        probes = ("import os\nos.write(1, b'x' * 60000 + b'end %d\\n')",
+                  "import os\nos.write(2, b'x' * 30000 + b'end %d\\n')",
+                  "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.printf(b'%%s end %d\\n', b'x' * 30000)\n"
+                  "libc.fflush(None)")
+        for probe in probes:
+            for i in range(30):
+                text, r = self.c.execute(probe % i)
+                self.assertTrue("end %d\n" % i in text, "%d: %r ... %r" % (i, probe[:40], text[-60:]))
+                self.assertEqual(self.c.execute("print('next')")[0][-60:], "next\n", probe)
+
+    def test_multibyte_text_written_to_fd_1_is_whole_and_fd_1_keeps_working(self):
+        # A read of the pipe that ended inside a character ended ipykernel's thread, and with it
+        # everything written to fd 1 later (and a writer blocked once 64 KiB waited).
+        text, r = self.c.execute("import os\nos.write(1, ('€' * 600 + '\\n').encode())")
+        self.assertTrue("€" * 600 + "\n" in text, repr(text[-60:]))
+        text, r = self.c.execute("import os\nos.write(1, b'\\xff\\xfebad\\n')")
+        self.assertIn("\ufffd\ufffdbad\n", text)
+        text, r = self.c.execute("import os\nos.system('head -c 100000 /dev/zero | tr \"\\\\0\" y; echo; echo after')",
+                                 timeout=60)
+        self.assertFalse(r["isError"], text[-200:])
+        self.assertTrue("after\n" in text, repr(text[-60:]))
+
+    def test_a_writer_that_does_not_stop_does_not_hold_the_cell(self):
+        self.c.execute("import subprocess\n"
+                       "w = subprocess.Popen(['sh', '-c', 'while :; do echo w; sleep 0.001; done'])")
+        try:
+            for _ in range(5):
+                text, r = self.c.execute("2 + 2", timeout=60)
+                self.assertFalse(r["isError"], text[-200:])
+                self.assertTrue("4\n" in text, repr(text[-60:]))
+        finally:
+            self.c.execute("w.kill(); w.wait()")
 
     def test_a_config_file_sets_the_sleep(self):
         conf = "~/.ipython/profile_default/ipython_kernel_config.py"

@@ -158,7 +158,8 @@ print("RE" + json.dumps(sorted(repr((t.__name__, names.get(p, p), f)) for t, p, 
 
 
 def probe(c):
-    text, r = c.execute(PROBE)
+    # Its output holds the launcher's source (the kernel's argv), ~50 KB: past the default cap.
+    text, r = c.execute(PROBE, max_output_chars=10 ** 7)
     assert not r["isError"], text
     return json.loads(text.split("PROBE", 1)[1])
 
