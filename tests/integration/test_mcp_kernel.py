@@ -264,8 +264,8 @@ class OutputOfACell(McpCase):
     """ipykernel sleeps 0.5 ms before each execute_reply; the kernel here does not
     (supervisor/kernel_launch.py _reply_without_sleep), as the supervisor waits for the idle
     status, which follows every output of the cell. Output still lands in its own cell (the
-    kernel's, a forked child's, and what a child or C code writes to fd 1), and a config file
-    still sets the sleep."""
+    kernel's, a forked child's, and what a child or C code writes to fds 1 and 2, whole
+    characters included: _watch_fds), and a config file still sets the sleep."""
 
     def setUp(self):
         super().setUp()
