@@ -142,6 +142,32 @@ def _keep_connection_file():
     kernelapp.IPKernelApp.write_connection_file = write_connection_file
 
 
+def _flush_only_output():
+    """ipykernel's OutStream.flush() hands a flush and then an event to the iopub thread and
+    waits for the event, even when nothing waits to be sent: about 0.2 ms each, and a cell
+    flushes six times, a start four (1.3 ms of a `1+1`). Here, in the kernel's own process
+    with its iopub thread alive, a flush with nothing buffered returns at once. What was
+    buffered before it is already in the hands of the iopub thread, which sends in order: what
+    the kernel sends on iopub after the flush (a display, the idle status) still follows it,
+    and the supervisor ends a cell at its reply and its idle status (execute.c). A flush with
+    output waits as before; so do a forked child's and the iopub thread's own."""
+    import threading
+    from ipykernel import iostream
+
+    flush = iostream.OutStream.flush
+
+    def flush_if_buffered(self):
+        thread = self.pub_thread.thread if self.pub_thread else None
+        if (self.echo is None and thread is not None and thread is not threading.current_thread() and
+                thread.is_alive() and self._is_master_process()):
+            with self._buffer_lock:
+                if not self._buffer.tell():
+                    return
+        flush(self)
+
+    iostream.OutStream.flush = flush_if_buffered
+
+
 def _watch_fds(bound=2.0):
     """What is written to fds 1 and 2 (by C code, by children, by os.write) reaches the cell
     through a pipe that a thread of ipykernel's stream reads (OutStream._watch_pipe_fd). Two
@@ -362,6 +388,7 @@ def prepare():
     _gate_interrupts()
     _bound_output()
     _keep_connection_file()
+    _flush_only_output()
     _watch_fds()
     _reply_without_sleep()
     wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None

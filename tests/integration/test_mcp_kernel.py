@@ -326,6 +326,29 @@ class OutputOfACell(McpCase):
         finally:
             self.c.execute("w.kill(); w.wait()")
 
+    def test_a_flush_waits_for_the_iopub_thread_only_when_output_is_buffered(self):
+        # ipykernel's flush() waited for the iopub thread even with nothing to send (six times
+        # a cell); here it returns at once then (supervisor/kernel_launch.py _flush_only_output).
+        # The iopub thread is held until a timer releases it: a flush with nothing buffered
+        # returns before that, one with output only after its output went out.
+        text, r = self.c.execute("import sys, threading\n"
+                                 "gate = threading.Event()\n"
+                                 "sys.stdout.pub_thread.schedule(lambda: gate.wait(30))\n"
+                                 "threading.Timer(5, gate.set).start()\n"
+                                 "sys.stdout.flush()\nsys.stderr.flush()\n"
+                                 "empty = gate.is_set()\n"
+                                 "sys.stdout.write('buffered\\n')\nsys.stdout.flush()\n"
+                                 "print('empty flush waited:', empty, '; buffered flush waited:', gate.is_set())",
+                                 timeout=60)
+        self.assertEqual(text, "buffered\nempty flush waited: False ; buffered flush waited: True\n")
+        # Output of a cell that the iopub thread's timer sent while the cell ran, then nothing
+        # buffered at its end, and a display after it: in order, in the cell.
+        for i in range(5):
+            text, r = self.c.execute("import time\nprint('early %d')\ntime.sleep(0.3)\n"
+                                     "display('shown %d')" % (i, i))
+            self.assertEqual(text, "early %d\n'shown %d'\n" % (i, i))
+            self.assertEqual(self.c.execute("print('next')")[0], "next\n")
+
     def test_a_config_file_sets_the_sleep(self):
         conf = "~/.ipython/profile_default/ipython_kernel_config.py"
         text, r = self.c.execute("import os\np = os.path.expanduser(%r)\nos.makedirs(os.path.dirname(p), exist_ok=True)\n"
