@@ -341,6 +341,22 @@ class OutputOfACell(McpCase):
                                  "print('empty flush waited:', empty, '; buffered flush waited:', gate.is_set())",
                                  timeout=60)
         self.assertEqual(text, "buffered\nempty flush waited: False ; buffered flush waited: True\n")
+        # Output that the iopub thread has taken from the buffer and is still making into a
+        # message (held 0.5 s here) when the cell ends: the cell's flush waits for it, so the
+        # idle status follows it. Without _flush_only_output's lock it went out after the idle
+        # status (lost: 2 to 3 in 100 large fd writes).
+        text, r = self.c.execute("import sys, time\n"
+                                 "class Slow:\n"
+                                 "    def __init__(self, s): self.s = s\n"
+                                 "    def __getattr__(self, name): return getattr(self.s, name)\n"
+                                 "    def send(self, *a, **k): time.sleep(0.5); return self.s.send(*a, **k)\n"
+                                 "sys.stdout.session = Slow(sys.stdout.session)\n"
+                                 "print('taken before the end')\n"
+                                 "sys.stdout.pub_thread.schedule(sys.stdout._flush)\n"
+                                 "time.sleep(0.2)", timeout=60)
+        self.assertEqual(text, "taken before the end\n")
+        text, r = self.c.execute("sys.stdout.session = sys.stdout.session.s\nprint('next')")
+        self.assertEqual(text, "next\n")
         # Output of a cell that the iopub thread's timer sent while the cell ran, then nothing
         # buffered at its end, and a display after it: in order, in the cell.
         for i in range(5):
