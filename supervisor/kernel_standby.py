@@ -152,6 +152,11 @@ def _standby_prepare_shell(app):
         return None
     if os.path.realpath(app.ipython_dir) != ipython_dir:
         return None
+    # The message Session, made here as the activation's connection file would make it (~0.5
+    # ms): the defaults and the argv's config, a fresh id (this process becomes the kernel),
+    # and Session's random default key until the connection file sets the key and the
+    # signature scheme.
+    app.session
     # The history database is opened, and the session recorded in it, at activation, as a forked
     # kernel opens it: kernel code may overwrite or corrupt it meanwhile (a kernel that opens a
     # corrupt one moves it aside and starts a new one); its saving thread starts then too.

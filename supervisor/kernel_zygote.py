@@ -77,12 +77,16 @@ def _warm_caches():
     import fnmatch, re
     from IPython.core.completer import CompletionSplitter
     from IPython.core.inputtransformer2 import TransformerManager
+    from jupyter_client.jsonutil import parse_date
     TransformerManager().transform_cell('1 + 1\n')
     CompletionSplitter()
     for pattern in (r'([^\\] )', r'^[\w|\s.]+\(([^)]*)\).*', r'[\s|\[]*(\w+)(?:\s*=\s*.*)'):
         re.compile(pattern)
     for pattern in ('*.py', '*.ipy'):
         fnmatch.filter((), pattern)
+    # A message's header date, parsed by dateutil (its first parse builds its parser's tables):
+    # every kernel parses one at its first message.
+    parse_date('2000-01-01T00:00:00.000000Z')
 
 
 def _user_site_runs_code():

@@ -3,6 +3,7 @@ the zygote beside the running one, prepared, and activated by `reset` instead of
 a reset keeps and drops is the same as with the zygote alone (ResetWithStandby runs those
 cases); a standby that kernel code touched, or whose config files changed, is not used."""
 import ast
+import json
 import os
 import signal
 import subprocess
@@ -84,6 +85,25 @@ class Standby(unittest.TestCase):
         self.assertNotEqual(sb2, sb)
         reset(self, self.c, "standby")
         self.assertEqual(kernel_ns_pid(self.c), sb2)
+
+    def test_activated_kernels_differ_and_sign_with_the_connection_key(self):
+        # A standby makes its message Session while it prepares (kernel_standby.py), with a
+        # random key that the activation replaces by the connection file's.
+        code = ("import json, os, random\n"
+                "k = get_ipython().kernel\n"
+                "key = json.load(open('/run/ipybox/connection.json'))['key']\n"
+                "print('STATE' + json.dumps([random.random(), os.urandom(8).hex(), key, k.session.session, "
+                "os.getpid(), k.session.key.decode() == key, k.session.signature_scheme]))")
+        seen = []
+        for _ in range(3):
+            standby_of(self.c)
+            reset(self, self.c, "standby")
+            text, r = self.c.execute(code)
+            seen.append(json.loads(text.split("STATE", 1)[1]))
+        for field, name in enumerate(("random", "urandom", "key", "session", "pid")):
+            values = [s[field] for s in seen]
+            self.assertEqual(len(set(values)), 3, "%s repeats across kernels: %s" % (name, values))
+        self.assertEqual([s[5:] for s in seen], [[True, "hmac-sha256"]] * 3)
 
     def test_no_standby_without_the_option_or_the_zygote(self):
         with McpClient("--workspace", self.ws) as c:
