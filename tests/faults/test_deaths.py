@@ -5,7 +5,7 @@ import signal
 import time
 import unittest
 
-from faultlib import FaultCase
+from faultlib import FaultCase, wait_for
 
 
 def meta(r):
@@ -59,6 +59,15 @@ class DeathsBetweenCalls(FaultCase):
             os.kill(victim.pid, signal.SIGKILL)
             text, r = s.execute("print(x)")
             told = "fresh kernel" in text and (r.get("isError") or meta(r).get("kernelLost"))
+            if not told:
+                # The kernel answered before it died: PID 1's death kills the namespace's
+                # processes as its exit runs, after kill() returned (seen in CI, and 1 in 30
+                # under load here, before and after cells got faster). Then the next call,
+                # once the sandbox is gone, tells it.
+                self.assertEqual(text.strip(), "42", text)
+                self.assertTrue(wait_for(lambda: not victim.alive(), 20), "%r outlived SIGKILL" % victim)
+                text, r = s.execute("print(x)")
+                told = "fresh kernel" in text and (r.get("isError") or meta(r).get("kernelLost"))
             self.assertTrue(told, "the death was not told: %s" % text)
             text, r = s.execute("print('next')")
             self.assertFalse(r.get("isError"), text)
