@@ -9,6 +9,7 @@
 # - with --approve-shell (SHELL_GATE, set by the supervisor in our argv), shell commands that
 #   ask the application first (_shell_gate);
 # - the connection file left as the supervisor wrote it (_keep_connection_file).
+# - a shell message that does not wake the control thread for nothing (_no_control_wakeup).
 # Started by the shim with a SOCK_SEQPACKET socket on fd 3, it is the sandbox's zygote instead
 # (_zygote, in supervisor/kernel_zygote.py; the standby's steps are in kernel_standby.py).
 # kernel_launch.S joins kernel_standby.py, kernel_zygote.py and this file, in that order, into
@@ -270,6 +271,27 @@ def _reply_without_sleep():
     Kernel.class_traits()['_execute_sleep'].default_value = 0.0
 
 
+def _no_control_wakeup():
+    """ipykernel 6.17's dispatch_shell begins with `await self._flush_control_queue()`, a
+    coroutine that schedules a flush of the control stream on the control thread and returns a
+    future without awaiting it: the shell never waits for the control thread, and the call's
+    one effect is to wake that thread at every shell message, where it takes the GIL while the
+    request runs (0.45 ms a cell, about 1 ms at a kernel's first message). The control thread's
+    loop reads its socket by itself, and the supervisor sends nothing on it. So when
+    _flush_control_queue awaits nothing, it is replaced by one that does nothing; an ipykernel
+    whose shell waits for the flush (an await in it) keeps its own."""
+    import dis
+    from ipykernel.kernelbase import Kernel
+    flush = Kernel._flush_control_queue
+    if any(i.opname in ('GET_AWAITABLE', 'YIELD_VALUE', 'YIELD_FROM') for i in dis.get_instructions(flush)):
+        return
+
+    async def _flush_control_queue(self):
+        return None
+
+    Kernel._flush_control_queue = _flush_control_queue
+
+
 def _shell_gate(escape):
     """Every shell command of IPython asks first, through the tool channel, as server "ipybox":
     tool "shell" for !cmd, !!cmd, %sx, %system, %sc, aliases, %pip and getoutput (the command as
@@ -415,6 +437,7 @@ def prepare():
     _flush_only_output()
     _watch_fds()
     _reply_without_sleep()
+    _no_control_wakeup()
     wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None
     from ipykernel import kernelapp  # noqa: F401
     # What initialize() imports besides (init_io, the shell's completer): they read nothing

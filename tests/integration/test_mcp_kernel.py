@@ -10,7 +10,7 @@ import unittest
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import McpCase, McpClient, require_sandbox  # noqa: E402
+from ipybox_test import CONTROL_KERNEL_INFO, McpCase, McpClient, require_sandbox  # noqa: E402
 
 ANSI = re.compile(r"\x1b[\[\]]")
 
@@ -377,6 +377,35 @@ class OutputOfACell(McpCase):
             self.c.execute("import os\nos.remove(os.path.expanduser(%r))" % conf)
             self.c.call("reset")
         self.assertEqual(self.c.execute("get_ipython().kernel._execute_sleep")[0].strip(), "0.0")
+
+
+
+class ControlChannel(McpCase):
+    """ipykernel 6.17 woke the control thread at every shell message for a flush it never
+    waited for; the kernel here does not (supervisor/kernel_launch.py _no_control_wakeup), and
+    its control thread still answers on its own, while the shell is busy."""
+
+    def setUp(self):
+        super().setUp()
+        self.c = self.client()
+
+    def test_a_shell_message_leaves_the_control_thread_alone(self):
+        text, r = self.c.execute("k = get_ipython().kernel\n"
+                                 "flushes = []\n"
+                                 "_flush = k.control_stream.flush\n"
+                                 "k.control_stream.flush = lambda *a, **kw: (flushes.append(1), _flush(*a, **kw))[1]")
+        self.assertFalse(r["isError"], text)
+        for i in range(5):
+            self.assertEqual(self.c.execute("print(%d)" % i)[0], "%d\n" % i)
+        text, r = self.c.execute("k.control_stream.flush = _flush\nprint(len(flushes))")
+        self.assertEqual(text, "0\n")
+
+    def test_the_control_thread_answers_while_a_cell_runs(self):
+        # From inside a cell (the shell is busy until it ends): a kernel_info_request on the
+        # kernel's own control socket, signed with its session, is answered by the control thread.
+        text, r = self.c.execute(CONTROL_KERNEL_INFO, timeout=60)
+        self.assertEqual(text, "kernel_info_reply\n")
+        self.assertEqual(self.c.execute("print('next')")[0], "next\n")
 
 
 if __name__ == "__main__":

@@ -395,6 +395,24 @@ class McpCase(unittest.TestCase):
         return c
 
 
+# A cell that sends a kernel_info_request on its kernel's own control socket, signed with the
+# kernel's session, and prints the type of the answer (or "no answer" after 10 s): the control
+# thread answers it while the cell keeps the shell busy.
+CONTROL_KERNEL_INFO = (
+    "import zmq\n"
+    "k = get_ipython().kernel\n"
+    "app = k.parent\n"
+    "s = zmq.Context.instance().socket(zmq.DEALER)\n"
+    "s.linger = 0\n"
+    "s.connect('%s://%s-%s' % (app.transport, app.ip, app.control_port))\n"
+    "k.session.send(s, 'kernel_info_request', {})\n"
+    "if s.poll(10000):\n"
+    "    idents, msg = k.session.feed_identities(s.recv_multipart())\n"
+    "    print(k.session.deserialize(msg)['header']['msg_type'])\n"
+    "else:\n"
+    "    print('no answer')\n"
+    "s.close()")
+
 ACCEPT = {"action": "accept", "content": {}}
 DECLINE = {"action": "decline"}
 ELICIT = {"elicitation": {}}
