@@ -72,8 +72,8 @@ def _stat_key(path):
 
 def _standby_prepare(app):
     """Everything of initialize() up to its sockets that reads no key and starts no thread: the
-    profile and the shell (with its history thread held back), with no config file and no
-    import. Returns what _standby_activate needs, or None when this start cannot be prepared
+    profile, the shell (with its history thread held back), the Session and the control
+    thread's object, with no config file and no import. Returns what _standby_activate needs, or None when this start cannot be prepared
     (the reset forks)."""
     import os, sys
     # The standby runs beside the old kernel, and survives its KILL_ALL: nothing the sandbox
@@ -157,6 +157,12 @@ def _standby_prepare_shell(app):
     # and Session's random default key until the connection file sets the key and the
     # signature scheme.
     app.session
+    # The control thread's object, which init_sockets makes after its sockets (~1.3 ms of the
+    # activation): a Thread, not started, and its tornado loop (an epoll fd and a self-pipe of
+    # this process). It holds no key and binds nothing; _standby_activate hands it to
+    # init_sockets, which starts it as it would start its own.
+    from ipykernel import kernelapp
+    control = kernelapp.ControlThread(daemon=True)
     # The history database is opened, and the session recorded in it, at activation, as a forked
     # kernel opens it: kernel code may overwrite or corrupt it meanwhile (a kernel that opens a
     # corrupt one moves it aside and starts a new one); its saving thread starts then too.
@@ -189,7 +195,8 @@ def _standby_prepare_shell(app):
     ident = {d: (_stat_key(d) or (None,) * 3)[:3] for d in dirs}
     if _threads() != 1:
         return None
-    return {'shell': shell, 'held': held, 'looked': looked, 'ident': ident, 'modules': modules}
+    return {'shell': shell, 'held': held, 'looked': looked, 'ident': ident, 'modules': modules,
+            'control': control}
 
 
 def _standby_declines(st, base, now):
@@ -235,7 +242,17 @@ def _standby_activate(app, st):
     app.init_blackhole()
     app.init_connection_file()
     app.init_poller()
-    app.init_sockets()
+    # init_sockets makes its control thread as ControlThread(daemon=True) (kernelapp's name,
+    # looked up then): it gets the one made while preparing.
+    from ipykernel import kernelapp
+    control_class = kernelapp.ControlThread
+    kernelapp.ControlThread = lambda daemon: st.pop('control') if daemon is True else control_class(daemon=daemon)
+    try:
+        app.init_sockets()
+    finally:
+        kernelapp.ControlThread = control_class
+    if 'control' in st or not isinstance(app.control_thread, control_class):
+        raise RuntimeError('the control thread made while preparing was not taken')
     app.init_heartbeat()
     app.write_connection_file()
     app.log_connection_info()

@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import IPYBOX, McpClient, require_sandbox, resets_until, text_of  # noqa: E402
+from ipybox_test import CONTROL_KERNEL_INFO, IPYBOX, McpClient, require_sandbox, resets_until, text_of  # noqa: E402
 import test_zygote  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
 from test_zygote import ns_pid, start_of, tree  # noqa: E402
@@ -104,6 +104,19 @@ class Standby(unittest.TestCase):
             values = [s[field] for s in seen]
             self.assertEqual(len(set(values)), 3, "%s repeats across kernels: %s" % (name, values))
         self.assertEqual([s[5:] for s in seen], [[True, "hmac-sha256"]] * 3)
+
+    def test_the_control_thread_made_while_preparing_is_the_kernels(self):
+        # The standby makes the control thread's object while it prepares (kernel_standby.py);
+        # init_sockets takes it at activation and starts it: it runs, on its own loop, and
+        # answers on the control socket while a cell runs.
+        standby_of(self.c)
+        reset(self, self.c, "standby")
+        text, r = self.c.execute("import asyncio\nk = get_ipython().kernel\nt = k.control_thread\n"
+                                 "print(t.is_alive(), t.name, t.daemon, t is k.parent.control_thread,\n"
+                                 "      t.io_loop.asyncio_loop is not asyncio.get_event_loop())")
+        self.assertEqual(text, "True Control True True True\n")
+        text, r = self.c.execute(CONTROL_KERNEL_INFO, timeout=60)
+        self.assertEqual(text, "kernel_info_reply\n")
 
     def test_no_standby_without_the_option_or_the_zygote(self):
         with McpClient("--workspace", self.ws) as c:
