@@ -274,16 +274,20 @@ def _reply_without_sleep():
 def _no_control_wakeup():
     """ipykernel 6.17's dispatch_shell begins with `await self._flush_control_queue()`, a
     coroutine that schedules a flush of the control stream on the control thread and returns a
-    future without awaiting it: the shell never waits for the control thread, and the call's
-    one effect is to wake that thread at every shell message, where it takes the GIL while the
-    request runs (0.45 ms a cell, about 1 ms at a kernel's first message). The control thread's
-    loop reads its socket by itself, and the supervisor sends nothing on it. So when
-    _flush_control_queue awaits nothing, it is replaced by one that does nothing; an ipykernel
-    whose shell waits for the flush (an await in it) keeps its own."""
+    future without awaiting it: the shell never waits for the control thread, and the call
+    wakes that thread at every shell message, where it takes the GIL while the request runs
+    (0.45 ms a cell, about 1 ms at a kernel's first message). The control thread's loop reads
+    its socket by itself, and the supervisor sends nothing on it. So when _flush_control_queue
+    awaits nothing, it is replaced by one that does nothing; an ipykernel whose shell waits for
+    the flush (an await in it) keeps its own. What is lost: kernel code that reads the control
+    socket's events from another thread (not thread-safe) can take the edge of its zmq fd, and
+    then control messages wait in it; stock 6.17's flush at the next shell message read them,
+    here they stay until the reset (an attacker's review; the kernel only harms itself)."""
     import dis
     from ipykernel.kernelbase import Kernel
-    flush = Kernel._flush_control_queue
-    if any(i.opname in ('GET_AWAITABLE', 'YIELD_VALUE', 'YIELD_FROM') for i in dis.get_instructions(flush)):
+    flush = getattr(Kernel, '_flush_control_queue', None)
+    awaits = ('GET_AWAITABLE', 'YIELD_VALUE', 'YIELD_FROM')
+    if flush is None or any(i.opname in awaits for i in dis.get_instructions(flush)):
         return
 
     async def _flush_control_queue(self):

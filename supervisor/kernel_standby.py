@@ -157,12 +157,6 @@ def _standby_prepare_shell(app):
     # and Session's random default key until the connection file sets the key and the
     # signature scheme.
     app.session
-    # The control thread's object, which init_sockets makes after its sockets (~1.3 ms of the
-    # activation): a Thread, not started, and its tornado loop (an epoll fd and a self-pipe of
-    # this process). It holds no key and binds nothing; _standby_activate hands it to
-    # init_sockets, which starts it as it would start its own.
-    from ipykernel import kernelapp
-    control = kernelapp.ControlThread(daemon=True)
     # The history database is opened, and the session recorded in it, at activation, as a forked
     # kernel opens it: kernel code may overwrite or corrupt it meanwhile (a kernel that opens a
     # corrupt one moves it aside and starts a new one); its saving thread starts then too.
@@ -193,6 +187,14 @@ def _standby_prepare_shell(app):
     # Identity and mode (a forked kernel falls back to a temporary IPython directory when it
     # cannot write this one): the old kernel writes its history, so not size or times.
     ident = {d: (_stat_key(d) or (None,) * 3)[:3] for d in dirs}
+    # The control thread's object, which init_sockets makes after its sockets (~1.3 ms of the
+    # activation): a Thread, not started, and its tornado loop (an epoll fd and a self-pipe of
+    # this process). It holds no key and binds nothing; _standby_activate hands it to
+    # init_sockets, which starts it as it would start its own. Made last, after the shell, so
+    # that it records the excepthooks (sys.excepthook, threading.excepthook) that a kernel's
+    # has when init_sockets makes it.
+    from ipykernel import kernelapp
+    control = kernelapp.ControlThread(daemon=True)
     if _threads() != 1:
         return None
     return {'shell': shell, 'held': held, 'looked': looked, 'ident': ident, 'modules': modules,
