@@ -73,8 +73,8 @@ def _stat_key(path):
 def _standby_prepare(app):
     """Everything of initialize() up to its sockets that reads no key and starts no thread: the
     profile, the shell (with its history thread held back), the Session and the control
-    thread's object, with no config file and no import. Returns what _standby_activate needs, or None when this start cannot be prepared
-    (the reset forks)."""
+    thread's object, with no config file and no import. Returns what _standby_activate needs,
+    or None when this start cannot be prepared (the reset forks)."""
     import os, sys
     # The standby runs beside the old kernel, and survives its KILL_ALL: nothing the sandbox
     # wrote may run in it, or it would outlive the reset. So it reads no config file and
@@ -248,7 +248,8 @@ def _standby_activate(app, st):
     # looked up then): it gets the one made while preparing.
     from ipykernel import kernelapp
     control_class = kernelapp.ControlThread
-    kernelapp.ControlThread = lambda daemon: st.pop('control') if daemon is True else control_class(daemon=daemon)
+    kernelapp.ControlThread = lambda daemon: (st.pop('control') if daemon is True
+                                              else control_class(daemon=daemon))
     try:
         app.init_sockets()
     finally:

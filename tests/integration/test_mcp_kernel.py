@@ -379,7 +379,6 @@ class OutputOfACell(McpCase):
         self.assertEqual(self.c.execute("get_ipython().kernel._execute_sleep")[0].strip(), "0.0")
 
 
-
 class ControlChannel(McpCase):
     """ipykernel 6.17 woke the control thread at every shell message for a flush it never
     waited for; the kernel here does not (supervisor/kernel_launch.py _no_control_wakeup), and
