@@ -8,7 +8,7 @@
 # - output that waits for the supervisor instead of piling up (_bound_output);
 # - with --approve-shell (SHELL_GATE, set by the supervisor in our argv), shell commands that
 #   ask the application first (_shell_gate);
-# - the connection file left as the supervisor wrote it (_keep_connection_file).
+# - the connection file left as the supervisor wrote it (_keep_connection_file);
 # - a shell message that does not wake the control thread for nothing (_no_control_wakeup).
 # Started by the shim with a SOCK_SEQPACKET socket on fd 3, it is the sandbox's zygote instead
 # (_zygote, in supervisor/kernel_zygote.py; the standby's steps are in kernel_standby.py).

@@ -247,14 +247,13 @@ def _standby_activate(app, st):
     # init_sockets makes its control thread as ControlThread(daemon=True) (kernelapp's name,
     # looked up then): it gets the one made while preparing.
     from ipykernel import kernelapp
-    control_class = kernelapp.ControlThread
-    kernelapp.ControlThread = lambda daemon: (st.pop('control') if daemon is True
-                                              else control_class(daemon=daemon))
+    control, control_class = st.pop('control'), kernelapp.ControlThread
+    kernelapp.ControlThread = lambda daemon: control if daemon is True else control_class(daemon=daemon)
     try:
         app.init_sockets()
     finally:
         kernelapp.ControlThread = control_class
-    if 'control' in st or not isinstance(app.control_thread, control_class):
+    if app.control_thread is not control:
         raise RuntimeError('the control thread made while preparing was not taken')
     app.init_heartbeat()
     app.write_connection_file()
