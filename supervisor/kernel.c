@@ -386,6 +386,9 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
     k->gen++;
     k->died = false;
     k->start_kind = SHIM_START_EXEC;
+    k->start_note[0] = '\0';
+    /* The tail is this start's alone: what the old kernel left in the pipe goes first. */
+    drain_stderr(k);
     k->stderr_len = 0;
     if (write_connection_file(k, err) < 0)
         return -1;
@@ -432,6 +435,9 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
     long t_sockets = ipb_now_ms();
     if (handshake(k, deadline, err) < 0)
         return -1;
+    /* Its notes were written before its sockets (kernel_launch.py _enter_app). */
+    drain_stderr(k);
+    ipb_stderr_start_notes(k->stderr_tail, k->stderr_len, 3, k->start_note, sizeof(k->start_note));
     log_debug("kernel %u: sockets after %ld ms, ready after %ld ms", k->gen,
               t_sockets - (deadline - k->start_timeout_ms), ipb_now_ms() - (deadline - k->start_timeout_ms));
     k->running = true;

@@ -39,6 +39,8 @@ typedef struct ipb_kernel {
     int start_kind;        /* how the running kernel started: SHIM_START_EXEC, _ZYGOTE (forked
                             * from the sandbox's zygote) or _STANDBY (a standby activated) */
     char zygote_note[320]; /* what became of the zygote, not yet told ("" when nothing) */
+    char start_note[640];  /* what the running kernel's start said of itself (IPB_START_NOTE_MARK
+                            * lines on its stderr), not yet told ("" when nothing) */
 } ipb_kernel;
 
 /* Whether the kernel ended because its interpreter cannot import ipykernel (the launcher's

@@ -464,17 +464,46 @@ def parsed_app():
     return app
 
 
-def _enter_app():
+START_NOTE = 'ipybox: note: '
+
+
+def _start_note(text):
+    """Tells the user something of this kernel's start: the supervisor passes each line of the
+    kernel's stderr that begins with START_NOTE, written while it starts, on with the call
+    that started it (supervisor/kernel.c, stderrnote.h). Before init_io, fd 2 is that stderr."""
+    import os
+    os.write(2, (START_NOTE + ' '.join(text.split()) + '\n').encode('utf-8', 'backslashreplace'))
+
+
+def _enter_app(tell=True):
     """cwd /app, and the user site on sys.path (created, so that `!pip install --user` results
-    import at once)."""
+    import at once). Kernel code can chmod /app or $HOME, or put a file where the user site goes:
+    then the start goes on without (cwd /, the user site not made) and tells it (tell), so that
+    a reset still gives a kernel in which the user can mend it. Returns whether all was done."""
     import os, sys, site
-    os.chdir('/app')
+    done = True
+    try:
+        os.chdir('/app')
+    except OSError as e:
+        done = False
+        os.chdir('/')
+        if tell:
+            _start_note('/app could not be entered (%s), so this kernel runs in /. Once /app is usable '
+                        'again (`os.chmod("/app", 0o755)` if its mode was changed), a reset starts the '
+                        'kernel in /app.' % e.strerror)
     user_site = site.getusersitepackages()
-    os.makedirs(user_site, exist_ok=True)
+    try:
+        os.makedirs(user_site, exist_ok=True)
+    except OSError as e:
+        done = False
+        if tell:
+            _start_note('The user site %s could not be made (%s): what `pip install --user` puts there '
+                        'will not import until a reset after it can be.' % (user_site, e.strerror))
     if user_site not in sys.path:
         at = next((i for i, p in enumerate(sys.path) if p.endswith(('dist-packages', 'site-packages'))),
                   len(sys.path))
         sys.path.insert(at, user_site)
+    return done
 
 
 def run(wrap_magics, app=None):

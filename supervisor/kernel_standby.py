@@ -108,7 +108,9 @@ def _standby_prepare_shell(app):
     from IPython.core import history
     from IPython.core.application import BaseIPythonApplication
     from traitlets.config import loader
-    _enter_app()
+    # What cannot be done is told by the start that forks instead.
+    if not _enter_app(tell=False):
+        return None
     modules = set(sys.modules)
     # Every config file a load looked for, found or not. None is read (above): when one exists
     # there is no standby, and one that appears before the activation makes the standby decline

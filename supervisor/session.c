@@ -130,17 +130,22 @@ char *ipb_session_take_lost(ipb_session *s) {
     return l;
 }
 
-char *ipb_session_take_zygote_note(ipb_session *s) {
-    char *note = NULL;
+char *ipb_session_take_start_note(ipb_session *s) {
+    char *zy = NULL;
     if (s->no_zygote[0]) {
-        note = ipb_strdupf("No zygote in this session: its options set %s, through which code the sandbox writes "
-                           "could run in it; each kernel starts the slow way.",
-                           s->no_zygote);
+        zy = ipb_strdupf("No zygote in this session: its options set %s, through which code the sandbox writes "
+                         "could run in it; each kernel starts the slow way.",
+                         s->no_zygote);
         s->no_zygote[0] = '\0';
     } else if (s->kernel.zygote_note[0]) {
-        note = ipb_strdupf("%s", s->kernel.zygote_note);
+        zy = ipb_strdupf("%s", s->kernel.zygote_note);
         s->kernel.zygote_note[0] = '\0';
     }
+    if (!s->kernel.start_note[0])
+        return zy;
+    char *note = ipb_strdupf("%s%s%s", zy ? zy : "", zy ? " " : "", s->kernel.start_note);
+    s->kernel.start_note[0] = '\0';
+    free(zy);
     return note;
 }
 

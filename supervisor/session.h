@@ -40,9 +40,10 @@ int ipb_session_ensure_kernel(ipb_session *s, ipb_error **err);
 void ipb_session_sandbox_lost(ipb_session *s, const char *why);
 /* s->lost, handed over (malloc'd; the caller frees it), or NULL. */
 char *ipb_session_take_lost(ipb_session *s);
-/* What became of the zygote (or why there is none), not told yet: one line, malloc'd, or NULL.
- * Each is told once. */
-char *ipb_session_take_zygote_note(ipb_session *s);
+/* What became of the zygote (or why there is none), then what the kernel's start said of itself
+ * (that /app could not be entered...), not told yet: one line, malloc'd, or NULL. Each is told
+ * once, with the call that started the kernel. */
+char *ipb_session_take_start_note(ipb_session *s);
 /* A fresh kernel; MCP servers' connections are closed (stdio servers stop) and made again on
  * next use; registrations stay. */
 int ipb_session_reset(ipb_session *s, ipb_error **err);

@@ -101,3 +101,35 @@ size_t ipb_stderr_relevant(const char *tail, size_t len, int max_lines, char *ou
     out[w] = '\0';
     return w;
 }
+
+size_t ipb_stderr_start_notes(const char *tail, size_t len, int max_notes, char *out, size_t size) {
+    if (!size)
+        return 0;
+    static const char mark[] = IPB_START_NOTE_MARK;
+    size_t w = 0;
+    int taken = 0;
+    for (size_t pos = 0; pos < len && taken < max_notes;) {
+        const char *s = tail + pos;
+        const char *nl = memchr(s, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - s) : len - pos;
+        pos += n + (nl ? 1 : 0);
+        if (!starts(s, n, mark))
+            continue;
+        s += sizeof(mark) - 1;
+        n -= sizeof(mark) - 1;
+        while (n && (s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+            n--;
+        if (!n)
+            continue;
+        size_t sep = w ? 1 : 0;
+        if (w + sep + n + 1 > size)
+            break;
+        if (sep)
+            out[w++] = ' ';
+        for (size_t i = 0; i < n; i++)
+            out[w++] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+        taken++;
+    }
+    out[w] = '\0';
+    return w;
+}

@@ -265,10 +265,10 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     if (ipb_session_ensure_kernel(s, &err) < 0) {
         /* A zygote's end is told with the call whose start it concerned, failed or not: told
          * later, it would come with a kernel that did not start the slow way. */
-        char *zy = ipb_session_take_zygote_note(s);
+        char *sn = ipb_session_take_start_note(s);
         json_t *r =
-            error_result("The kernel is not available: %s%s%s", ipb_error_msg(err), zy ? " " : "", zy ? zy : "");
-        free(zy);
+            error_result("The kernel is not available: %s%s%s", ipb_error_msg(err), sn ? " " : "", sn ? sn : "");
+        free(sn);
         ipb_error_free(err);
         return r;
     }
@@ -278,27 +278,27 @@ static json_t *tool_execute(ipb_session *s, json_t *args, const ipb_exec_hooks *
     ipb_refusals_begin(&s->kernel.sb);
     if (ipb_execute(&s->kernel, code, timeout, (size_t)max_chars, hooks, &res, &err) < 0) {
         bool gone = s->kernel.sb.fd < 0; /* the sandbox ended under this call */
-        char *zy = ipb_session_take_zygote_note(s);
+        char *sn = ipb_session_take_start_note(s);
         json_t *r =
             gone ? error_result("%s%sThe sandbox ended before this cell could finish (%s). The next call starts a "
                                 "fresh kernel in a new sandbox: variables are lost; files in /app and "
                                 "installed packages are kept.%s%s",
-                                lost ? lost : "", lost ? " " : "", ipb_error_msg(err), zy ? " " : "", zy ? zy : "")
+                                lost ? lost : "", lost ? " " : "", ipb_error_msg(err), sn ? " " : "", sn ? sn : "")
                  : error_result("%s%sExecution failed: %s%s%s", lost ? lost : "", lost ? " " : "", ipb_error_msg(err),
-                                zy ? " " : "", zy ? zy : "");
-        free(zy);
+                                sn ? " " : "", sn ? sn : "");
+        free(sn);
         s->end_told = gone;
         ipb_error_free(err);
         free(lost);
         return r;
     }
     bool lost_told = lost != NULL;
-    char *zy = ipb_session_take_zygote_note(s);
-    if (zy) {
-        char *note = ipb_strdupf("%s%s%s", res.note ? res.note : "", res.note ? " " : "", zy);
+    char *sn = ipb_session_take_start_note(s);
+    if (sn) {
+        char *note = ipb_strdupf("%s%s%s", res.note ? res.note : "", res.note ? " " : "", sn);
         free(res.note);
         res.note = note;
-        free(zy);
+        free(sn);
     }
     if (lost) {
         char *note = ipb_strdupf("%s This cell ran in a fresh kernel: variables, imports and definitions of earlier "
@@ -396,23 +396,23 @@ static json_t *tool_reset(ipb_session *s) {
     ipb_error *err = NULL;
     long t0 = ipb_now_ms();
     if (ipb_session_reset(s, &err) < 0) {
-        char *zy = ipb_session_take_zygote_note(s);
-        json_t *r = error_result("reset failed: %s%s%s", ipb_error_msg(err), zy ? " " : "", zy ? zy : "");
-        free(zy);
+        char *sn = ipb_session_take_start_note(s);
+        json_t *r = error_result("reset failed: %s%s%s", ipb_error_msg(err), sn ? " " : "", sn ? sn : "");
+        free(sn);
         ipb_error_free(err);
         return r;
     }
     long ms = ipb_now_ms() - t0;
-    char *zy = ipb_session_take_zygote_note(s);
+    char *sn = ipb_session_take_start_note(s);
     json_t *r = text_result("The kernel was reset: a fresh Python process is ready. Files in /app and installed "
                             "packages are kept.",
                             false);
-    if (zy) {
+    if (sn) {
         json_t *c = json_array_get(json_object_get(r, "content"), 0);
-        char *t = ipb_strdupf("%s\n%s", json_string_value(json_object_get(c, "text")), zy);
+        char *t = ipb_strdupf("%s\n%s", json_string_value(json_object_get(c, "text")), sn);
         json_object_set_new(c, "text", json_string(t));
         free(t);
-        free(zy);
+        free(sn);
     }
     /* Which way the kernel started and how long the reset took, for tests and benchmarks. */
     json_t *meta = json_object_get(r, "_meta");

@@ -1,6 +1,6 @@
 /* Unit tests for the filter of a dead kernel's stderr (supervisor/stderrnote.c): the known
  * noise of a kernel's start is left out, what may explain a death is kept, in order, and only
- * the last lines. */
+ * the last lines; and for the notes a kernel's start writes there (IPB_START_NOTE_MARK). */
 #include <check.h>
 #include <string.h>
 
@@ -68,6 +68,47 @@ START_TEST(bounded_output) {
 }
 END_TEST
 
+static const char *notes(const char *tail, int max_notes, size_t size) {
+    static char small[64];
+    char *o = size <= sizeof(small) ? small : out;
+    size_t n = ipb_stderr_start_notes(tail, strlen(tail), max_notes, o, size);
+    ck_assert_uint_eq(n, strlen(o));
+    ck_assert_uint_lt(n, size);
+    return o;
+}
+
+START_TEST(start_notes_are_the_marked_lines) {
+    const char *tail = "[IPKernelApp] WARNING | debugpy_stream undefined\n"
+                       "ipybox: note: /app could not be entered (Permission denied).\r\n"
+                       "  ipybox: note: indented, not a note\n"
+                       "x ipybox: note: not at the start\n"
+                       "ipybox: note:    \n"
+                       "ipybox: note: a second\tone \n"
+                       "ipybox: note: a third\x1b[31m\n"
+                       "ipybox: note: a fourth";
+    ck_assert_str_eq(notes(tail, 3, sizeof(out)),
+                     "/app could not be entered (Permission denied). a second?one a third?[31m");
+    ck_assert_str_eq(notes(tail, 9, sizeof(out)),
+                     "/app could not be entered (Permission denied). a second?one a third?[31m a fourth");
+    ck_assert_str_eq(notes(tail, 0, sizeof(out)), "");
+    ck_assert_str_eq(notes("no note\nipybox: note:\n", 3, sizeof(out)), "");
+    ck_assert_str_eq(notes("", 3, sizeof(out)), "");
+    /* Bytes of UTF-8 text are kept as they are. */
+    ck_assert_str_eq(notes("ipybox: note: caf\xc3\xa9\n", 3, sizeof(out)), "caf\xc3\xa9");
+}
+END_TEST
+
+START_TEST(start_notes_bounded_whole) {
+    /* A note that does not fit is left out whole, with those after it. */
+    ck_assert_str_eq(notes("ipybox: note: first\nipybox: note: second\nipybox: note: x\n", 3, 12), "first");
+    ck_assert_str_eq(notes("ipybox: note: 0123456789abc\n", 3, 12), "");
+    ck_assert_str_eq(notes("ipybox: note: 0123456789a\n", 3, 12), "0123456789a");
+    char one[1] = {'x'};
+    ck_assert_uint_eq(ipb_stderr_start_notes("ipybox: note: a\n", 16, 3, one, sizeof(one)), 0);
+    ck_assert_int_eq(one[0], '\0');
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("stderrnote");
     TCase *tc = tcase_create("filter");
@@ -75,6 +116,8 @@ int main(void) {
     tcase_add_test(tc, keeps_what_explains);
     tcase_add_test(tc, keeps_last_lines_only);
     tcase_add_test(tc, bounded_output);
+    tcase_add_test(tc, start_notes_are_the_marked_lines);
+    tcase_add_test(tc, start_notes_bounded_whole);
     suite_add_tcase(s, tc);
     return ipb_run_suite(s);
 }
