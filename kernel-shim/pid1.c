@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <grp.h>
 #include <unistd.h>
@@ -191,7 +192,37 @@ static void stdio_restore(void) {
     }
 }
 
+/* /run/ipybox is the sandbox user's directory: kernel code cannot replace it (/run is read-only
+ * and not the sandbox's) but can chmod it, and then neither could PID 1 empty it nor the next
+ * kernel bind its sockets there, at every start after. KILL_ALL gives it back the mode it had
+ * when PID 1 started (through an O_PATH fd of that very directory, checked by its identity)
+ * before it empties it. */
+static struct stat rundir_st;
+
+static void rundir_record(void) {
+    if (lstat(IPB_SANDBOX_RUNDIR, &rundir_st) < 0 || !S_ISDIR(rundir_st.st_mode))
+        rundir_st.st_mode = 0;
+}
+
+static void rundir_mode_restore(void) {
+    if (!rundir_st.st_mode)
+        return;
+    int pfd = open(IPB_SANDBOX_RUNDIR, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd < 0)
+        return;
+    struct stat st;
+    if (fstat(pfd, &st) == 0 && st.st_dev == rundir_st.st_dev && st.st_ino == rundir_st.st_ino &&
+        (st.st_mode & 07777) != (rundir_st.st_mode & 07777)) {
+        char at[32];
+        snprintf(at, sizeof(at), "/proc/self/fd/%d", pfd);
+        if (chmod(at, rundir_st.st_mode & 07777) < 0)
+            fprintf(stderr, "ipybox-shim: cannot give %s its mode back: %s\n", IPB_SANDBOX_RUNDIR, strerror(errno));
+    }
+    close(pfd);
+}
+
 static void clean_rundir(void) {
+    rundir_mode_restore();
     int dfd = open(IPB_SANDBOX_RUNDIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd >= 0) {
         ipb_empty_dir_at(dfd);
@@ -205,6 +236,7 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
     sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, NULL);
     stdio_record();
+    rundir_record();
     int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {
         shim_send(fd, SHIM_EV_ERROR, 0, errno, 0, "pid 1", "signalfd failed");

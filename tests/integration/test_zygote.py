@@ -313,6 +313,19 @@ class ResetBothWays(unittest.TestCase):
             self.assertIn("died", told + text)
 
 
+    def test_run_dir_mode_changed_by_kernel_code_is_given_back(self):
+        # /run/ipybox (the connection file, the sockets) is the sandbox user's: kernel code can
+        # chmod it. 0o500 made the next kernel's bind fail, and 0 kept PID 1 from emptying it:
+        # every later start failed. KILL_ALL gives it back its mode.
+        for mode in (0o500, 0, 0o777):
+            with self.subTest(mode=oct(mode)):
+                self.settle()
+                text, r = self.c.execute("import os\nos.chmod('/run/ipybox', %d)" % mode)
+                self.assertFalse(r["isError"], text)
+                self.reset()
+                text, r = self.c.execute("import os\nprint(oct(os.stat('/run/ipybox').st_mode & 0o7777), 1 + 1)")
+                self.assertEqual(text.split(), ["0o700", "2"], text)
+
     def test_a_workspace_kernel_code_made_unusable_still_gives_kernels(self):
         # Kernel code can chmod /app or $HOME, or put a file where the user site goes. Every
         # later start failed then, and the session had no kernel left in which to mend it: the
