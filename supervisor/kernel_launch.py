@@ -506,6 +506,34 @@ def _enter_app(tell=True):
     return done
 
 
+def _initialize(app):
+    """app.initialize(), with a way out for IPython's profile directory: IPython makes it
+    (~/.ipython/profile_default, with startup/ and security/) at every start, and a start
+    failed when it could not, so every start after kernel code had put a file there or
+    chmod'ed it. Then this kernel takes a fresh IPython directory in /tmp, as IPython itself
+    does for an unwritable ~/.ipython, and says so (_start_note)."""
+    import os
+
+    def init_profile_dir():
+        try:
+            return type(app).init_profile_dir(app)
+        except OSError as e:
+            import tempfile
+            spoiled = os.path.join(app.ipython_dir, 'profile_' + app.profile)
+            app.ipython_dir = tempfile.mkdtemp(prefix='ipython-')
+            _start_note("IPython's profile %s could not be used (%s), so this kernel has a fresh IPython "
+                        "directory, %s, without the config, startup files and history there. Once the "
+                        "profile is mended, a reset uses it again."
+                        % (spoiled, e.strerror or e, app.ipython_dir))
+            return type(app).init_profile_dir(app)
+
+    app.init_profile_dir = init_profile_dir
+    try:
+        app.initialize()
+    finally:
+        del app.init_profile_dir
+
+
 def run(wrap_magics, app=None):
     """The rest of a kernel's start, in the kernel itself: cwd /app, the user site on
     sys.path, IPKernelApp's initialize() (the connection file, sockets, threads, the shell from
@@ -516,11 +544,11 @@ def run(wrap_magics, app=None):
     # What kernelapp.launch_new_instance() does, with the shell's magics wrapped in between.
     if app is None:
         app = kernelapp.IPKernelApp.instance()
-        app.initialize()
+        _initialize(app)
     else:
         app.parse_command_line = lambda argv=None: None
         try:
-            app.initialize()
+            _initialize(app)
         finally:
             del app.parse_command_line
     if wrap_magics:

@@ -182,7 +182,8 @@ def _standby_prepare_shell(app):
     # (~1 ms more of the first cell): IPython's code on IPython's value, no output, nothing
     # kept but the formatters (an int is not of a deferred type, and none registers for it).
     shell.display_formatter.format(2)
-    dirs = [app.ipython_dir, app.profile_dir.location]
+    # (startup/ too: a forked kernel that cannot make it takes a fresh IPython directory)
+    dirs = [app.ipython_dir, app.profile_dir.location, app.profile_dir.startup_dir]
     hist = getattr(shell.history_manager, 'hist_file', None)
     if isinstance(hist, str) or hasattr(hist, '__fspath__'):
         dirs.append(os.fspath(hist))

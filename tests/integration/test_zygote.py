@@ -327,47 +327,57 @@ class ResetBothWays(unittest.TestCase):
                 self.assertEqual(text.split(), ["0o700", "2"], text)
 
     def test_a_workspace_kernel_code_made_unusable_still_gives_kernels(self):
-        # Kernel code can chmod /app or $HOME, or put a file where the user site goes. Every
-        # later start failed then, and the session had no kernel left in which to mend it: the
-        # start now goes on (in /, without the user site), the reset's result says why, and a
-        # reset after the mend is back in /app with the user site made.
+        # Kernel code can chmod /app or $HOME, put a file where the user site goes, or spoil
+        # IPython's profile. Every later start failed then, and the session had no kernel left in
+        # which to mend it: the start now goes on (in /, without the user site, with a fresh
+        # IPython directory in /tmp), the reset's result says why, and a reset after the mend is
+        # back to the usual.
         state = ("import os, site, sys\nus = site.getusersitepackages()\n"
-                 "print(os.getcwd(), os.path.isdir(us), us in sys.path)")
+                 "print(os.getcwd(), os.path.isdir(us), us in sys.path, get_ipython().profile_dir.location)")
+        usual = ["/app", "True", "True", "/home/appuser/.ipython/profile_default"]
+        profile = "os.path.expanduser('~/.ipython/profile_default')"
         # (the path whose mode is kept and put back, what spoils, what mends, what the reset says,
         # what the kernel then sees)
         cases = (
             ("'/app'", "os.chmod(P, 0)", "os.chmod(P, MODE)", "/app could not be entered (Permission denied)",
-             ["/", "True", "True"]),
+             ["/"] + usual[1:]),
             ("site.getuserbase()", "os.rename(P, P + '.kept')\nopen(P, 'w').close()",
-             "os.unlink(P)\nos.rename(P + '.kept', P)",
-             "/.local/lib/python3", ["/app", "False", "True"]),
+             "os.unlink(P)\nos.rename(P + '.kept', P)", "/.local/lib/python3", ["/app", "False"] + usual[2:]),
             ("os.path.expanduser('~')", "os.chmod(P, 0)", "os.chmod(P, MODE)",
-             "could not be made (Permission denied)", ["/app", "False", "True"]),
+             "could not be made (Permission denied)", ["/app", "False", "True", "/tmp/tmp"]),
+            (profile, "os.rename(P, P + '.kept')\nopen(P, 'w').close()", "os.unlink(P)\nos.rename(P + '.kept', P)",
+             "exists but is not a directory), so this kernel has a fresh IPython directory, /tmp/ipython-",
+             usual[:3] + ["/tmp/ipython-"]),
+            (profile + " + '/startup'", "os.chmod(P, 0)", "os.chmod(P, MODE)",
+             "profile_default could not be used (Permission denied)", usual[:3] + ["/tmp/ipython-"]),
         )
         for path, spoil, mend, told, seen in cases:
             with self.subTest(spoil=spoil, path=path):
                 self.settle()
-                # (the history thread may write after the print once $HOME is shut)
+                # (one write: the history thread may write to stderr meanwhile once $HOME is shut)
                 text, r = self.c.execute("import os, site\nP = %s\nMODE = os.stat(P).st_mode & 0o7777\n"
-                                         "%s\nprint('MODE', MODE)" % (path, spoil))
+                                         "%s\nprint('MODE=%%d' %% MODE)" % (path, spoil))
                 self.assertFalse(r["isError"], text)
-                mode = int(text.split("MODE", 1)[1].split()[0])
-                mend_cell = "import os, site\nP = %s\nMODE = %d\n%s" % (path, mode, mend)
-                # Mended even when an assertion fails: the session is the class's.
-                self.addCleanup(self.c.execute, mend_cell)
-                r = self.reset()
-                self.assertIn(told, text_of(r))
-                self.assertIn("a reset", text_of(r))
-                text, r = self.c.execute(state)
-                self.assertEqual(text.split(), seen, text)
-                text, r = self.c.execute(mend_cell)
+                mode = int(re.search(r"MODE=(\d+)", text).group(1))
+                try:
+                    r = self.reset()
+                    self.assertIn(told, text_of(r))
+                    self.assertIn("a reset", text_of(r))
+                    text, r = self.c.execute(state)
+                    got = text.split()
+                    if seen[-1].startswith("/tmp/"):  # a temporary directory's name
+                        got[-1] = got[-1][:len(seen[-1])]
+                    self.assertEqual(got, seen, text)
+                finally:
+                    # Mended even when an assertion failed: the session is the class's.
+                    text, r = self.c.execute("import os, site\nP = %s\nMODE = %d\n%s" % (path, mode, mend))
                 self.assertFalse(r["isError"], text)
                 # (no settle: a standby is not prepared while $HOME is spoiled, nor again for
                 # that kernel)
                 r = self.reset()
                 self.assertNotIn("could not", text_of(r))
                 text, r = self.c.execute(state)
-                self.assertEqual(text.split(), ["/app", "True", "True"], text)
+                self.assertEqual(text.split(), usual, text)
 
 
 class ResetWithoutZygote(ResetBothWays):
