@@ -507,24 +507,29 @@ def _enter_app(tell=True):
 
 
 def _initialize(app):
-    """app.initialize(), with a way out for IPython's profile directory: IPython makes it
+    """app.initialize(), with a way out for IPython's directory: IPython makes its profile
     (~/.ipython/profile_default, with startup/ and security/) at every start, and a start
-    failed when it could not, so every start after kernel code had put a file there or
-    chmod'ed it. Then this kernel takes a fresh IPython directory in /tmp, as IPython itself
-    does for an unwritable ~/.ipython, and says so (_start_note)."""
+    failed when it could not, so every start after kernel code had put a file or a dangling
+    symlink there, or chmod'ed it. Then this kernel takes a fresh IPython directory in /tmp, as
+    IPython itself does for an unwritable ~/.ipython, and says so (_start_note); $IPYTHONDIR
+    names it while initialize() runs, for the shell, which looks for the directory again."""
     import os
+    given = os.environ.get('IPYTHONDIR')
 
     def init_profile_dir():
         try:
             return type(app).init_profile_dir(app)
         except OSError as e:
             import tempfile
-            spoiled = os.path.join(app.ipython_dir, 'profile_' + app.profile)
-            app.ipython_dir = tempfile.mkdtemp(prefix='ipython-')
-            _start_note("IPython's profile %s could not be used (%s), so this kernel has a fresh IPython "
-                        "directory, %s, without the config, startup files and history there. Once the "
-                        "profile is mended, a reset uses it again."
-                        % (spoiled, e.strerror or e, app.ipython_dir))
+            try:
+                spoiled = os.path.join(app.ipython_dir, 'profile_' + app.profile)
+            except OSError:
+                # IPython's own choice of the directory failed (a dangling symlink at ~/.ipython)
+                spoiled = os.path.expanduser(given or '~/.ipython')
+            app.ipython_dir = os.environ['IPYTHONDIR'] = tempfile.mkdtemp(prefix='ipython-')
+            _start_note("IPython's directory %s could not be used (%s), so this kernel has a fresh one, "
+                        "%s, without the config, startup files and history there. Once it is mended, "
+                        "a reset uses it again." % (spoiled, e.strerror or e, app.ipython_dir))
             return type(app).init_profile_dir(app)
 
     app.init_profile_dir = init_profile_dir
@@ -532,6 +537,10 @@ def _initialize(app):
         app.initialize()
     finally:
         del app.init_profile_dir
+        if given is None:
+            os.environ.pop('IPYTHONDIR', None)
+        else:
+            os.environ['IPYTHONDIR'] = given
 
 
 def run(wrap_magics, app=None):

@@ -328,7 +328,7 @@ class ResetBothWays(unittest.TestCase):
 
     def test_a_workspace_kernel_code_made_unusable_still_gives_kernels(self):
         # Kernel code can chmod /app or $HOME, put a file where the user site goes, or spoil
-        # IPython's profile. Every later start failed then, and the session had no kernel left in
+        # IPython's directory or profile. Every later start failed then, and the session had no kernel left in
         # which to mend it: the start now goes on (in /, without the user site, with a fresh
         # IPython directory in /tmp), the reset's result says why, and a reset after the mend is
         # back to the usual.
@@ -346,10 +346,13 @@ class ResetBothWays(unittest.TestCase):
             ("os.path.expanduser('~')", "os.chmod(P, 0)", "os.chmod(P, MODE)",
              "could not be made (Permission denied)", ["/app", "False", "True", "/tmp/tmp"]),
             (profile, "os.rename(P, P + '.kept')\nopen(P, 'w').close()", "os.unlink(P)\nos.rename(P + '.kept', P)",
-             "exists but is not a directory), so this kernel has a fresh IPython directory, /tmp/ipython-",
+             "exists but is not a directory), so this kernel has a fresh one, /tmp/ipython-",
              usual[:3] + ["/tmp/ipython-"]),
             (profile + " + '/startup'", "os.chmod(P, 0)", "os.chmod(P, MODE)",
              "profile_default could not be used (Permission denied)", usual[:3] + ["/tmp/ipython-"]),
+            ("os.path.expanduser('~/.ipython')", "os.rename(P, P + '.kept')\nos.symlink(P + '.gone', P)",
+             "os.unlink(P)\nos.rename(P + '.kept', P)", "/.ipython could not be used (File exists)",
+             usual[:3] + ["/tmp/ipython-"]),
         )
         for path, spoil, mend, told, seen in cases:
             with self.subTest(spoil=spoil, path=path):
