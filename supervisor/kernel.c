@@ -140,10 +140,12 @@ bool ipb_kernel_lacks_ipykernel(const ipb_kernel *k, char *why, size_t len) {
     return true;
 }
 
-static void drain_stderr(ipb_kernel *k) {
+/* At most max_reads reads of 4 KiB: sandbox processes that write to it without end must not
+ * keep the supervisor here (the rest is read at the next call, from the loops that poll it). */
+static void drain_stderr_at_most(ipb_kernel *k, int max_reads) {
     char buf[4096];
     ssize_t n;
-    while ((n = read(k->stderr_fd, buf, sizeof(buf))) > 0) {
+    for (int reads = 0; reads < max_reads && (n = read(k->stderr_fd, buf, sizeof(buf))) > 0; reads++) {
         size_t cap = sizeof(k->stderr_tail);
         if ((size_t)n >= cap) {
             memcpy(k->stderr_tail, buf + n - cap, cap);
@@ -160,6 +162,8 @@ static void drain_stderr(ipb_kernel *k) {
         log_debug("kernel stderr: %.*s", (int)n, buf);
     }
 }
+
+static void drain_stderr(ipb_kernel *k) { drain_stderr_at_most(k, 16); }
 
 /* The kernel ended (it died, or the sandbox did, or it is being restarted): so do its
  * connections and DNS queries, at once and whatever their remote does, so that none outlives
@@ -387,8 +391,10 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
     k->died = false;
     k->start_kind = SHIM_START_EXEC;
     k->start_note[0] = '\0';
-    /* The tail is this start's alone: what the old kernel left in the pipe goes first. */
-    drain_stderr(k);
+    /* The tail is this start's alone: what the old kernel left in the pipe goes first, all of
+     * it (no process of the sandbox writes now, and a pipe holds at most 1 MiB unless root
+     * raised fs.pipe-max-size), so that none of it is taken for this start's notes. */
+    drain_stderr_at_most(k, 256);
     k->stderr_len = 0;
     if (write_connection_file(k, err) < 0)
         return -1;

@@ -442,6 +442,7 @@ def prepare():
     _watch_fds()
     _reply_without_sleep()
     _no_control_wakeup()
+    _history_refusals()
     wrap_magics = _shell_gate(SHELL_GATE == 2) if SHELL_GATE else None
     from ipykernel import kernelapp  # noqa: F401
     # What initialize() imports besides (init_io, the shell's completer): they read nothing
@@ -475,6 +476,35 @@ def _start_note(text):
     os.write(2, (START_NOTE + ' '.join(text.split()) + '\n').encode('utf-8', 'backslashreplace'))
 
 
+def _history_refusals():
+    """A history database that refuses the session's row in any way is IPython's case of one
+    that cannot record it (history kept in memory, a message): IPython 8.5 catches only
+    OperationalError, and a trigger that kernel code put in the database raises
+    IntegrityError, or never ends, at every start. The row's insert gets 2 s (sqlite's
+    progress handler ends it), and any database error is an OperationalError."""
+    import sqlite3, time
+    from IPython.core import history
+    new_session = history.HistoryManager.new_session
+
+    def guarded(self, conn=None):
+        db = self.db if conn is None else conn
+        handler = getattr(db, 'set_progress_handler', None)
+        if handler:
+            deadline = time.monotonic() + 2
+            handler(lambda: time.monotonic() > deadline, 10000)
+        try:
+            return new_session(self, conn)
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as e:
+            raise sqlite3.OperationalError('%s: %s' % (type(e).__name__, e)) from e
+        finally:
+            if handler:
+                handler(None, 0)
+
+    history.HistoryManager.new_session = guarded
+
+
 def _enter_app(tell=True):
     """cwd /app, and the user site on sys.path (created, so that `!pip install --user` results
     import at once). Kernel code can chmod /app or $HOME, or put a file where the user site goes:
@@ -486,11 +516,18 @@ def _enter_app(tell=True):
         os.chdir('/app')
     except OSError as e:
         done = False
-        os.chdir('/')
+        # $HOME, where a cell's temporary names still find a writable directory when /tmp is
+        # full (tempfile.gettempdir() tries the cwd last); / when $HOME is shut too.
+        here = os.path.expanduser('~')
+        try:
+            os.chdir(here)
+        except OSError:
+            here = '/'
+            os.chdir(here)
         if tell:
-            _start_note('/app could not be entered (%s), so this kernel runs in /. Once /app is usable '
+            _start_note('/app could not be entered (%s), so this kernel runs in %s. Once /app is usable '
                         'again (`os.chmod("/app", 0o755)` if its mode was changed), a reset starts the '
-                        'kernel in /app.' % e.strerror)
+                        'kernel in /app.' % (e.strerror, here))
     user_site = site.getusersitepackages()
     try:
         os.makedirs(user_site, exist_ok=True)
@@ -508,38 +545,50 @@ def _enter_app(tell=True):
 
 def _initialize(app):
     """app.initialize(), with a way out for IPython's directory: IPython makes its profile
-    (~/.ipython/profile_default, with startup/ and security/) at every start, and a start
-    failed when it could not, so every start after kernel code had put a file or a dangling
-    symlink there, or chmod'ed it. Then this kernel takes a fresh IPython directory in /tmp, as
-    IPython itself does for an unwritable ~/.ipython, and says so (_start_note); $IPYTHONDIR
-    names it while initialize() runs, for the shell, which looks for the directory again."""
+    (~/.ipython/profile_default, with startup/, security/ and db/) at every start, and opens the
+    history database there, and a start failed when it could not, so every start after kernel
+    code had put a file or a dangling symlink there, or chmod'ed it. A profile that cannot be
+    made, or is not a writable directory (IPython's own rule for ~/.ipython), gives this kernel a
+    fresh IPython directory in /tmp, as IPython itself takes for an unwritable ~/.ipython, and
+    a note (_start_note); $IPYTHONDIR names it while initialize() runs, for the shell, which
+    looks for the directory again."""
     import os
     given = os.environ.get('IPYTHONDIR')
+    fresh = []
 
     def init_profile_dir():
         try:
-            return type(app).init_profile_dir(app)
+            type(app).init_profile_dir(app)
+            location = app.profile_dir.location
+            if os.path.isdir(location) and os.access(location, os.W_OK | os.X_OK):
+                return
+            why, spoiled = 'not a writable directory', location
+            app.profile_dir = None
+            if location in app.config_file_paths:
+                app.config_file_paths.remove(location)
         except OSError as e:
-            import tempfile
+            why = e.strerror or str(e)
             try:
                 spoiled = os.path.join(app.ipython_dir, 'profile_' + app.profile)
             except OSError:
                 # IPython's own choice of the directory failed (a dangling symlink at ~/.ipython)
                 spoiled = os.path.expanduser(given or '~/.ipython')
-            app.ipython_dir = os.environ['IPYTHONDIR'] = tempfile.mkdtemp(prefix='ipython-')
-            _start_note("IPython's directory %s could not be used (%s), so this kernel has a fresh one, "
-                        "%s, without the config, startup files and history there. Once it is mended, "
-                        "a reset uses it again." % (spoiled, e.strerror or e, app.ipython_dir))
-            return type(app).init_profile_dir(app)
+        import tempfile
+        app.ipython_dir = os.environ['IPYTHONDIR'] = tempfile.mkdtemp(prefix='ipython-')
+        fresh.append(app.ipython_dir)
+        _start_note("IPython's directory %s could not be used (%s), so this kernel has a fresh one, "
+                    "%s, without the config, startup files and history there. Once it is mended, "
+                    "a reset uses it again." % (spoiled, why, app.ipython_dir))
+        return type(app).init_profile_dir(app)
 
     app.init_profile_dir = init_profile_dir
     try:
         app.initialize()
     finally:
         del app.init_profile_dir
-        if given is None:
+        if fresh and given is None:
             os.environ.pop('IPYTHONDIR', None)
-        else:
+        elif fresh:
             os.environ['IPYTHONDIR'] = given
 
 

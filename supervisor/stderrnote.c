@@ -9,6 +9,41 @@ static bool starts(const char *s, size_t n, const char *prefix) {
     return n >= pl && !memcmp(s, prefix, pl);
 }
 
+/* The length of the valid UTF-8 character at s[0..n) (as jansson checks it: no overlong
+ * form, no surrogate, nothing above U+10FFFF), or 0 when none starts there. */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t need = c < 0x80                   ? 0
+                  : (c >= 0xC2 && c <= 0xDF) ? 1
+                  : (c >= 0xE0 && c <= 0xEF) ? 2
+                  : (c >= 0xF0 && c <= 0xF4) ? 3
+                                             : 9;
+    if (need == 9 || n < need + 1)
+        return 0;
+    for (size_t i = 1; i <= need; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return need + 1;
+}
+
+/* Copies s[0..n) to out as text a JSON string can hold whole: a byte that starts no valid UTF-8
+ * character, a NUL, and (ctl) any control character become '?'. Writes n bytes. */
+static void copy_text(char *out, const char *s, size_t n, bool ctl) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_char(u + i, n - i);
+        if (l == 0 || u[i] == 0 || (ctl && l == 1 && (u[i] < 0x20 || u[i] == 0x7f))) {
+            out[i++] = '?';
+            continue;
+        }
+        memcpy(out + i, s + i, l);
+        i += l;
+    }
+}
+
 static bool contains(const char *s, size_t n, const char *needle) {
     return memmem(s, n, needle, strlen(needle)) != NULL;
 }
@@ -94,7 +129,7 @@ size_t ipb_stderr_relevant(const char *tail, size_t len, int max_lines, char *ou
         size_t n = llen[i];
         if (w + n + 2 > size)
             break;
-        memcpy(out + w, tail + start[i], n);
+        copy_text(out + w, tail + start[i], n, false);
         w += n;
         out[w++] = '\n';
     }
@@ -126,8 +161,8 @@ size_t ipb_stderr_start_notes(const char *tail, size_t len, int max_notes, char 
             break;
         if (sep)
             out[w++] = ' ';
-        for (size_t i = 0; i < n; i++)
-            out[w++] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+        copy_text(out + w, s, n, true);
+        w += n;
         taken++;
     }
     out[w] = '\0';

@@ -101,7 +101,11 @@ bool ipb_tool_exists(const char *name) {
 }
 
 static json_t *text_result(const char *text, bool is_error) {
-    return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text, "isError", is_error);
+    json_t *r = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text, "isError", is_error);
+    /* A text that is not UTF-8 (a name or message from the sandbox in it) still gets an answer. */
+    return r ? r
+             : json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text",
+                         "[the message could not be encoded as UTF-8 text]", "isError", is_error);
 }
 
 static json_t *error_result(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

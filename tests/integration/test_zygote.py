@@ -313,6 +313,37 @@ class ResetBothWays(unittest.TestCase):
             self.assertIn("died", told + text)
 
 
+    def test_a_history_database_that_refuses_the_session_or_never_ends(self):
+        # A trigger that kernel code puts in the history database: one that raises
+        # (IntegrityError, which IPython 8.5 does not catch) or one that never ends made every
+        # later start fail, or wait for the start's 60 s. The kernel keeps its history in
+        # memory instead, as IPython does for a database that cannot record the session.
+        db = "import sqlite3\ndb = sqlite3.connect(get_ipython().history_manager.hist_file)\n"
+        triggers = ("SELECT RAISE(ABORT, 'refused')",
+                    "SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+                    "SELECT x FROM c)")
+        for body in triggers:
+            with self.subTest(trigger=body):
+                self.settle()
+                text, r = self.c.execute(db + "db.execute(%r)\ndb.commit()\ndb.close()" % (
+                    "CREATE TRIGGER spoil BEFORE INSERT ON sessions BEGIN %s; END" % body))
+                self.assertFalse(r["isError"], text)
+                try:
+                    started = time.monotonic()
+                    self.reset()
+                    self.assertLess(time.monotonic() - started, 30)
+                    text, r = self.c.execute("print(get_ipython().history_manager.hist_file, 1 + 1)")
+                    self.assertEqual(text.split()[-2:], [":memory:", "2"], text)
+                finally:
+                    text, r = self.c.execute(
+                        "import sqlite3, os\n"
+                        "db = sqlite3.connect(os.path.expanduser('~/.ipython/profile_default/history.sqlite'))\n"
+                        "db.execute('DROP TRIGGER IF EXISTS spoil')\ndb.commit()\ndb.close()")
+                self.assertFalse(r["isError"], text)
+                self.reset()
+                text, r = self.c.execute("print(get_ipython().history_manager.hist_file)")
+                self.assertTrue(text.strip().endswith("/profile_default/history.sqlite"), text)
+
     def test_run_dir_mode_changed_by_kernel_code_is_given_back(self):
         # /run/ipybox (the connection file, the sockets) is the sandbox user's: kernel code can
         # chmod it. 0o500 made the next kernel's bind fail, and 0 kept PID 1 from emptying it:
@@ -340,7 +371,12 @@ class ResetBothWays(unittest.TestCase):
         # what the kernel then sees)
         cases = (
             ("'/app'", "os.chmod(P, 0)", "os.chmod(P, MODE)", "/app could not be entered (Permission denied)",
-             ["/"] + usual[1:]),
+             ["/home/appuser"] + usual[1:]),
+            # /tmp full too: a cell's temporary names (ipykernel's compiler) need a writable cwd
+            ("'/app'", "os.chmod(P, 0)\nf = open('/tmp/fill', 'wb')\ntry:\n    while True:\n"
+             "        f.write(b'x' * (1 << 20))\nexcept OSError:\n    pass\nf.close()",
+             "os.chmod(P, MODE)\nos.unlink('/tmp/fill')", "so this kernel runs in /home/appuser",
+             ["/home/appuser"] + usual[1:]),
             ("site.getuserbase()", "os.rename(P, P + '.kept')\nopen(P, 'w').close()",
              "os.unlink(P)\nos.rename(P + '.kept', P)", "/.local/lib/python3", ["/app", "False"] + usual[2:]),
             ("os.path.expanduser('~')", "os.chmod(P, 0)", "os.chmod(P, MODE)",
@@ -352,6 +388,9 @@ class ResetBothWays(unittest.TestCase):
              "profile_default could not be used (Permission denied)", usual[:3] + ["/tmp/ipython-"]),
             ("os.path.expanduser('~/.ipython')", "os.rename(P, P + '.kept')\nos.symlink(P + '.gone', P)",
              "os.unlink(P)\nos.rename(P + '.kept', P)", "/.ipython could not be used (File exists)",
+             usual[:3] + ["/tmp/ipython-"]),
+            (profile, "import shutil\nshutil.move(P + '/db', P + '.db')\nos.chmod(P, 0o500)",
+             "os.chmod(P, MODE)\nshutil.move(P + '.db', P + '/db')", "(not a writable directory)",
              usual[:3] + ["/tmp/ipython-"]),
         )
         for path, spoil, mend, told, seen in cases:
@@ -373,7 +412,7 @@ class ResetBothWays(unittest.TestCase):
                     self.assertEqual(got, seen, text)
                 finally:
                     # Mended even when an assertion failed: the session is the class's.
-                    text, r = self.c.execute("import os, site\nP = %s\nMODE = %d\n%s" % (path, mode, mend))
+                    text, r = self.c.execute("import os, shutil, site\nP = %s\nMODE = %d\n%s" % (path, mode, mend))
                 self.assertFalse(r["isError"], text)
                 # (no settle: a standby is not prepared while $HOME is spoiled, nor again for
                 # that kernel)

@@ -59,6 +59,15 @@ START_TEST(keeps_last_lines_only) {
 }
 END_TEST
 
+START_TEST(kept_lines_are_text) {
+    /* A NUL and bytes that are not UTF-8 become '?': the report goes into JSON. */
+    const char tail[] = "Error: a\0b \xff\xfe caf\xc3\xa9\n";
+    size_t n = ipb_stderr_relevant(tail, sizeof(tail) - 1, 8, out, sizeof(out));
+    ck_assert_uint_eq(n, strlen(out));
+    ck_assert_str_eq(out, "Error: a?b ?? caf\xc3\xa9\n");
+}
+END_TEST
+
 START_TEST(bounded_output) {
     char small[8];
     size_t n = ipb_stderr_relevant("abcdef\nxyz\n", 11, 8, small, sizeof(small));
@@ -93,8 +102,13 @@ START_TEST(start_notes_are_the_marked_lines) {
     ck_assert_str_eq(notes(tail, 0, sizeof(out)), "");
     ck_assert_str_eq(notes("no note\nipybox: note:\n", 3, sizeof(out)), "");
     ck_assert_str_eq(notes("", 3, sizeof(out)), "");
-    /* Bytes of UTF-8 text are kept as they are. */
+    /* Bytes of UTF-8 text are kept as they are; bytes that are not (a lone continuation, a cut
+     * character, an overlong form, a surrogate) become '?', one each. */
     ck_assert_str_eq(notes("ipybox: note: caf\xc3\xa9\n", 3, sizeof(out)), "caf\xc3\xa9");
+    ck_assert_str_eq(notes("ipybox: note: a\x80"
+                           "b\xc3 \xc0\xaf \xed\xa0\x80 \xf0\x9f\x98\x80\n",
+                           3, sizeof(out)),
+                     "a?b? ?? ??? \xf0\x9f\x98\x80");
 }
 END_TEST
 
@@ -116,6 +130,7 @@ int main(void) {
     tcase_add_test(tc, keeps_what_explains);
     tcase_add_test(tc, keeps_last_lines_only);
     tcase_add_test(tc, bounded_output);
+    tcase_add_test(tc, kept_lines_are_text);
     tcase_add_test(tc, start_notes_are_the_marked_lines);
     tcase_add_test(tc, start_notes_bounded_whole);
     suite_add_tcase(s, tc);
