@@ -508,8 +508,9 @@ def _history_refusals():
 def _enter_app(tell=True):
     """cwd /app, and the user site on sys.path (created, so that `!pip install --user` results
     import at once). Kernel code can chmod /app or $HOME, or put a file where the user site goes:
-    then the start goes on without (cwd /, the user site not made) and tells it (tell), so that
-    a reset still gives a kernel in which the user can mend it. Returns whether all was done."""
+    then the start goes on without (cwd $HOME or /, the user site not made) and tells it (tell),
+    so that a reset still gives a kernel in which the user can mend it. Returns whether all was
+    done."""
     import os, sys, site
     done = True
     try:
