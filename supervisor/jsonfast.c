@@ -54,9 +54,7 @@ static size_t put_utf8(char u[4], uint32_t cp) {
     return 4;
 }
 
-/* Length of the valid UTF-8 sequence at p (strict: no overlongs, surrogates or > U+10FFFF),
- * or 0. */
-static size_t utf8_seq(const unsigned char *p, const unsigned char *end) {
+size_t ipb_utf8_seq(const unsigned char *p, const unsigned char *end) {
     unsigned char c = p[0];
     size_t n;
     uint32_t cp;
@@ -125,7 +123,7 @@ static const char *parse_string(const char *p, const char *end, ipb_buf *out, bo
         if (c < 0x20)
             return NULL;
         if (c >= 0x80) {
-            size_t n = utf8_seq((const unsigned char *)p, (const unsigned char *)end);
+            size_t n = ipb_utf8_seq((const unsigned char *)p, (const unsigned char *)end);
             if (!n || (out && ipb_buf_append(out, p, n) < 0))
                 return NULL;
             p += n;

@@ -40,3 +40,7 @@ int ipb_stream_content_decode(const char *json, size_t len, char **ret_name, cha
 /* Appends s (valid UTF-8) escaped as a JSON string body (no quotes), which can be joined to
  * other bodies. */
 int ipb_json_escape_body_append(ipb_buf *out, const char *s, size_t len);
+
+/* The length of the valid multibyte UTF-8 character at p (strict, as jansson checks: no
+ * overlong form, no surrogate, nothing above U+10FFFF), or 0: also for an ASCII byte. */
+size_t ipb_utf8_seq(const unsigned char *p, const unsigned char *end);

@@ -1,6 +1,8 @@
 /* The filter of a dead kernel's stderr tail (stderrnote.h). */
 #include "stderrnote.h"
 
+#include "jsonfast.h"
+
 #include <stdbool.h>
 #include <string.h>
 
@@ -9,32 +11,12 @@ static bool starts(const char *s, size_t n, const char *prefix) {
     return n >= pl && !memcmp(s, prefix, pl);
 }
 
-/* The length of the valid UTF-8 character at s[0..n) (as jansson checks it: no overlong
- * form, no surrogate, nothing above U+10FFFF), or 0 when none starts there. */
-static size_t utf8_char(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    size_t need = c < 0x80                   ? 0
-                  : (c >= 0xC2 && c <= 0xDF) ? 1
-                  : (c >= 0xE0 && c <= 0xEF) ? 2
-                  : (c >= 0xF0 && c <= 0xF4) ? 3
-                                             : 9;
-    if (need == 9 || n < need + 1)
-        return 0;
-    for (size_t i = 1; i <= need; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
-        (c == 0xF4 && s[1] > 0x8F))
-        return 0;
-    return need + 1;
-}
-
 /* Copies s[0..n) to out as text a JSON string can hold whole: a byte that starts no valid UTF-8
  * character, a NUL, and (ctl) any control character become '?'. Writes n bytes. */
 static void copy_text(char *out, const char *s, size_t n, bool ctl) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t l = utf8_char(u + i, n - i);
+        size_t l = u[i] < 0x80 ? 1 : ipb_utf8_seq(u + i, u + n);
         if (l == 0 || u[i] == 0 || (ctl && l == 1 && (u[i] < 0x20 || u[i] == 0x7f))) {
             out[i++] = '?';
             continue;

@@ -10,7 +10,7 @@
  *  - ipb_stderr_start_notes(): no control character; nothing without the mark in the tail or
  *    with a count of 0; with a count of 1 and no byte replaced, the note is the tail's own text.
  *
- * FUZZ_SOURCES: supervisor/stderrnote.c
+ * FUZZ_SOURCES: supervisor/stderrnote.c supervisor/jsonfast.c common/strbuf.c
  * FUZZ_PKGS: jansson
  */
 #include <stdbool.h>
