@@ -253,6 +253,68 @@ if pid == 0:
 os.waitpid(pid, 0)
 print('parent %d')
 """
+FORK_AFTER_UNSENT = """import os, sys
+print('a%d', end=' ')
+pid = os.fork()
+if pid == 0:
+    print('b%d', end=' ')
+    sys.stdout.flush()
+    os._exit(0)
+os.waitpid(pid, 0)
+print('c%d')
+"""
+FORK_PIECES = """import os, sys
+pid = os.fork()
+if pid == 0:
+    for j in range(30):
+        sys.stdout.write('%%d,' %% j)
+    print()
+    os._exit(0)
+os.waitpid(pid, 0)
+print('parent %d')
+"""
+FORK_LARGE = """import os, sys
+pid = os.fork()
+if pid == 0:
+    sys.stdout.write('x' * 20000 + 'child %d\\n')
+    os._exit(0)
+os.waitpid(pid, 0)
+print('parent %d')
+"""
+FORK_TO_STDERR = """import os, sys
+pid = os.fork()
+if pid == 0:
+    print('err %d', file=sys.stderr)
+    os._exit(0)
+os.waitpid(pid, 0)
+print('parent %d')
+"""
+FORK_REDIRECTED = """import os, sys
+pid = os.fork()
+if pid == 0:
+    null = os.open('/dev/null', os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    print('to the cell')
+    print('to the cell too', file=sys.stderr)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+FORK_REUSED = """import os, sys, tempfile
+path = tempfile.mktemp()
+pid = os.fork()
+if pid == 0:
+    fd = sys.stdout._ipb_pipe[0]
+    os.close(fd)
+    if os.open(path, os.O_WRONLY | os.O_CREAT) != fd:
+        os._exit(1)
+    print('reused')
+    sys.stdout.flush()
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+assert status == 0, status
+print('file: %r' % open(path).read())
+"""
 POOL_PRINTS = """import multiprocessing
 p = multiprocessing.get_context('fork').Process(target=print, args=('worker %d',))
 p.start()
@@ -280,13 +342,36 @@ class OutputOfACell(McpCase):
         for i in range(5):
             text, r = self.c.execute(POOL_PRINTS % i)
             self.assertEqual(text.strip(), "worker %d" % i)
-        # Written to fd 1 itself, by a child and by C code: ipykernel reads that pipe in a thread.
+        # Written to fd 1 itself, by a child and by C code: ipykernel reads that pipe in a thread,
+        # and a print after it came first in 6 to 9 of 200 (_output_in_order).
+        for i in range(40):
+            text, r = self.c.execute("import os\nos.system('echo shell %d')\nprint('after %d')" % (i, i))
+            self.assertEqual(text.split("\n")[:2], ["shell %d" % i, "after %d" % i])
         for i in range(10):
-            text, r = self.c.execute("import os\nos.system('echo shell %d')" % i)
-            self.assertIn("shell %d\n" % i, text)
             text, r = self.c.execute("import ctypes\nlibc = ctypes.CDLL(None)\n"
-                                     "libc.printf(b'libc %d\\n')\nlibc.fflush(None)" % i)
-            self.assertIn("libc %d\n" % i, text)
+                                     "libc.printf(b'libc %d\\n')\nlibc.fflush(None)\nprint('after')" % i)
+            self.assertEqual(text.split("\n")[:2], ["libc %d" % i, "after"])
+        self.assertEqual(self.c.execute("1")[0].strip(), "1")  # nothing came late
+
+    def test_a_forked_child_s_output_comes_once_whole_and_in_order(self):
+        # ipykernel sent a forked child's every write() over a TCP connection of its own, and
+        # with it what the kernel had not sent yet when it forked (_output_in_order).
+        for i in range(10):
+            text, r = self.c.execute(FORK_AFTER_UNSENT % (i, i, i))
+            self.assertEqual(text, "a%d b%d c%d\n" % (i, i, i))
+            text, r = self.c.execute(FORK_PIECES % i)
+            self.assertEqual(text, "".join("%d," % j for j in range(30)) + "\nparent %d\n" % i)
+            text, r = self.c.execute(FORK_LARGE % (i, i))
+            self.assertEqual(text, "x" * 20000 + "child %d\nparent %d\n" % (i, i))
+            # stdout and stderr are two streams, each sent in its own order.
+            text, r = self.c.execute(FORK_TO_STDERR % (i, i))
+            self.assertEqual(sorted(text.split("\n")), ["", "err %d" % i, "parent %d" % i])
+        # A child that sent fds 1 and 2 elsewhere still writes to the cell, and one whose
+        # descriptor for the cell now names another file writes to the cell, not that file.
+        text, r = self.c.execute(FORK_REDIRECTED)
+        self.assertEqual(sorted(text.split("\n")[:2]), ["to the cell", "to the cell too"])
+        text, r = self.c.execute(FORK_REUSED)
+        self.assertEqual(text.split("\n")[:2], ["reused", "file: ''"])
         self.assertEqual(self.c.execute("1")[0].strip(), "1")  # nothing came late
 
     def test_the_end_of_large_output_to_fds_1_and_2_is_in_its_cell(self):
