@@ -19,7 +19,7 @@ import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import ipybox_test  # noqa: E402
-from ipybox_test import PROBE_PRELUDE, run_sandboxed, IPYBOX  # noqa: E402
+from ipybox_test import HELPERS, PROBE_PRELUDE, run_sandboxed, IPYBOX  # noqa: E402
 
 PRELUDE = PROBE_PRELUDE + r'''
 def read(p, n=65536):
@@ -378,11 +378,18 @@ class KernelSurface(SandboxCase):
         ctl = self.helper("foreign_abi", "native")
         self.assertTrue(ctl["exited"], "control: a native syscall must work: %s" % ctl)
         self.assertGreater(ctl["ret"], 0)
+        # Some hosts' kernels take no syscall through int $0x80 at all (a PVM guest's: the
+        # instruction faults, SIGSEGV, outside any sandbox); there the sandbox must end it the
+        # same way, and seccomp never sees it.
+        host = subprocess.run([os.path.join(HELPERS, "foreign_abi"), "int80"], capture_output=True, text=True,
+                              timeout=60)
+        int80_faults = json.loads(host.stdout.strip().splitlines()[-1])["signal"] == signal.SIGSEGV
         for mode in ("int80", "x32", "int80-mkdir", "x32-unshare"):
             with self.subTest(abi=mode):
                 v = self.helper("foreign_abi", mode)
                 self.assertFalse(v["exited"], "%s syscall ran (returned %s)" % (mode, v["ret"]))
-                self.assertEqual(v["signal"], signal.SIGSYS, "%s: %s" % (mode, v))
+                want = signal.SIGSEGV if int80_faults and mode.startswith("int80") else signal.SIGSYS
+                self.assertEqual(v["signal"], want, "%s: %s" % (mode, v))
         self.assertFalse(os.path.exists(os.path.join(self.ws, "int80-made-this")))
 
     def test_socket_families_refused(self):
