@@ -127,10 +127,22 @@ fail:
     _exit(127);
 }
 
-static pid_t start_program(int fd, shim_config *cfg, uint32_t gen) {
+/* rescue: the kernel's interpreter gets -s after its name (argv is `python -c ...`), so that
+ * nothing of the user site (.pth files, usercustomize) runs at its start. */
+static pid_t start_program(int fd, shim_config *cfg, uint32_t gen, bool rescue) {
     pid_t pid = fork();
-    if (pid == 0)
+    if (pid == 0) {
+        char *v[16]; /* the kernel's argv has 5 */
+        if (rescue && cfg->argv.n > 0 && cfg->argv.n + 2 <= sizeof(v) / sizeof(v[0])) {
+            v[0] = cfg->argv.v[0];
+            v[1] = (char *)"-s";
+            for (size_t i = 1; i <= cfg->argv.n; i++)
+                v[i + 1] = cfg->argv.v[i];
+            cfg->argv.v = v;
+            cfg->argv.n++;
+        }
         shim_exec_program(fd, cfg, gen, -1, NULL, -1);
+    }
     return pid;
 }
 
@@ -270,7 +282,7 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
     shim_standby sb;
     shim_standby_init(&sb, cfg->mode == SHIM_MODE_KERNEL && cfg->standby && z.ctl >= 0);
     if (cfg->mode == SHIM_MODE_RUN) {
-        prog = start_program(fd, cfg, gen);
+        prog = start_program(fd, cfg, gen, false);
         if (prog < 0) {
             shim_send(fd, SHIM_EV_ERROR, 0, errno, gen, "fork", "cannot start the program");
             _exit(1);
@@ -334,6 +346,20 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
                 /* A prepared standby becomes this kernel; any other is killed and reaped here,
                  * before the zygote's fork or the slow way. */
                 bool had_standby = sb.pid > 1;
+                if (m.arg == SHIM_START_RESCUE && cfg->mode == SHIM_MODE_KERNEL) {
+                    /* After a start that failed: the slow way, with -s; a standby was prepared
+                     * as the failed start was, so it goes. */
+                    if (had_standby)
+                        kill_all(&sb);
+                    prog = start_program(fd, cfg, gen, true);
+                    if (prog < 0) {
+                        prog = 0;
+                        shim_send(fd, SHIM_EV_ERROR, 0, errno, gen, "fork", "cannot start the kernel");
+                    } else {
+                        shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_RESCUE, gen, NULL, NULL);
+                    }
+                    break;
+                }
                 prog = shim_standby_activate(&sb, gen);
                 if (prog > 1) {
                     shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_STANDBY, gen, NULL, NULL);
@@ -350,7 +376,7 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
                     shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_ZYGOTE, gen, NULL, NULL);
                     break;
                 }
-                prog = start_program(fd, cfg, gen);
+                prog = start_program(fd, cfg, gen, false);
                 if (prog < 0) {
                     prog = 0;
                     shim_send(fd, SHIM_EV_ERROR, 0, errno, gen, "fork", "cannot start the kernel");

@@ -18,8 +18,10 @@
 
 enum shim_mode { SHIM_MODE_KERNEL = 1, SHIM_MODE_RUN = 2 };
 
-/* SHIM_EV_STARTED's err: how the kernel started. */
-enum { SHIM_START_EXEC = 0, SHIM_START_ZYGOTE = 1, SHIM_START_STANDBY = 2 };
+/* SHIM_EV_STARTED's err: how the kernel started. RESCUE is also SHIM_CMD_START's arg in kernel
+ * mode: the start after one that failed, the slow way with `python -s` (no user site), and no
+ * standby or zygote (architecture.md, "A start that fails is tried once more"). */
+enum { SHIM_START_EXEC = 0, SHIM_START_ZYGOTE = 1, SHIM_START_STANDBY = 2, SHIM_START_RESCUE = 3 };
 /* SHIM_EV_ZYGOTE's err: bits. GIVEN_UP: none is made again. LATE: S1 killed it for missing a
  * bound (READY, or the answer to FORK); BAD: for a record it had no business sending. */
 enum { SHIM_ZYGOTE_GIVEN_UP = 1, SHIM_ZYGOTE_LATE = 2, SHIM_ZYGOTE_BAD = 4 };
@@ -37,7 +39,7 @@ enum shim_msg_type {
                          * two zygotes ended before READY, none is made again (arg = the last
                          * one's status); LATE or BAD, S1 had it killed (why) */
     /* supervisor -> shim */
-    SHIM_CMD_START = 100, /* start the program as generation gen */
+    SHIM_CMD_START = 100, /* start the program as generation gen; arg 0 or SHIM_START_RESCUE */
     SHIM_CMD_SIGNAL,      /* send signal arg to the program's process group */
     SHIM_CMD_KILL_ALL,    /* SIGKILL every sandbox process but PID 1, clean the run directory */
     SHIM_CMD_ANSWERED,    /* kernel mode: the kernel of generation gen answered its first

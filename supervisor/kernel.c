@@ -37,7 +37,7 @@ static void disconnect(ipb_kernel *k) {
     }
 }
 
-static int write_connection_file(ipb_kernel *k, ipb_error **err) {
+static int write_connection_file(ipb_kernel *k, bool rescue, ipb_error **err) {
     unsigned char rnd[32];
     if (ipb_random(rnd, sizeof(rnd)) < 0)
         return ipb_error_set(err, errno, "generating the kernel's key");
@@ -49,6 +49,9 @@ static int write_connection_file(ipb_kernel *k, ipb_error **err) {
         json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:s}", "transport", "ipc", "ip",
                   IPB_SANDBOX_RUNDIR "/kernel", "shell_port", 1, "iopub_port", 2, "stdin_port", 3, "control_port", 4,
                   "hb_port", 5, "key", k->key, "signature_scheme", "hmac-sha256", "kernel_name", "python3");
+    /* Read by the launcher (kernel_launch.py _rescue_asked); jupyter_client ignores it. */
+    if (c && rescue)
+        json_object_set_new(c, "ipybox_rescue", json_true());
     char *text = c ? json_dumps(c, JSON_INDENT(1)) : NULL;
     json_decref(c);
     if (!text)
@@ -385,20 +388,21 @@ static int handshake(ipb_kernel *k, long deadline, ipb_error **err) {
     return 0;
 }
 
-static int start_kernel(ipb_kernel *k, ipb_error **err) {
+static int start_kernel(ipb_kernel *k, bool rescue, ipb_error **err) {
     long deadline = ipb_now_ms() + k->start_timeout_ms;
     k->gen++;
     k->died = false;
     k->start_kind = SHIM_START_EXEC;
     k->start_note[0] = '\0';
+    k->rescue_note[0] = '\0';
     /* The tail is this start's alone: what the old kernel left in the pipe goes first, all of
      * it (no process of the sandbox writes now, and a pipe holds at most 1 MiB unless root
      * raised fs.pipe-max-size), so that none of it is taken for this start's notes. */
     drain_stderr_at_most(k, 256);
     k->stderr_len = 0;
-    if (write_connection_file(k, err) < 0)
+    if (write_connection_file(k, rescue, err) < 0)
         return -1;
-    if (ipb_sandbox_send(&k->sb, SHIM_CMD_START, 0, k->gen, err) < 0)
+    if (ipb_sandbox_send(&k->sb, SHIM_CMD_START, rescue ? SHIM_START_RESCUE : 0, k->gen, err) < 0)
         return -1;
     /* Wait for the started record and for the three socket files. */
     bool started = false;
@@ -415,7 +419,9 @@ static int start_kernel(ipb_kernel *k, ipb_error **err) {
         if (r == 1) {
             if (m.type == SHIM_EV_STARTED && m.gen == k->gen) {
                 started = true;
-                k->start_kind = m.err == SHIM_START_ZYGOTE || m.err == SHIM_START_STANDBY ? m.err : SHIM_START_EXEC;
+                k->start_kind = m.err == SHIM_START_ZYGOTE || m.err == SHIM_START_STANDBY || m.err == SHIM_START_RESCUE
+                                    ? m.err
+                                    : SHIM_START_EXEC;
             } else if (handle_shim_msg(k, &m, err) < 0)
                 return -1;
             if (k->died) {
@@ -476,6 +482,68 @@ static int kill_all(ipb_kernel *k, ipb_error **err) {
     }
 }
 
+/* A start that failed because of what it ran (the kernel exited while starting, or did not
+ * answer in time), not because the sandbox or the interpreter is broken: code the sandbox
+ * wrote that every start runs by design (a .pth or usercustomize in the user site, a config,
+ * startup file or extension of IPython's directory, a module in /app that a start imports)
+ * makes every start fail, and the session has no kernel left in which to mend it. */
+static bool rescuable(ipb_kernel *k, const ipb_error *e) {
+    char why[8];
+    if (k->sb.fd < 0 || ipb_kernel_lacks_ipykernel(k, why, sizeof(why)))
+        return false;
+    if (k->died)
+        return k->exit_status != (127 << 8); /* 127: the shim could not run the interpreter */
+    return e && e->errnum == ETIMEDOUT;
+}
+
+/* text, or when it does not fit its head, " ... " and its tail (where a traceback says why),
+ * cut between UTF-8 characters (a death report is valid UTF-8: stderrnote.c). */
+static void shorten(const char *text, char *buf, size_t len) {
+    size_t n = strlen(text), head = len / 5;
+    if (n < len) {
+        memcpy(buf, text, n + 1);
+        return;
+    }
+    while (head > 0 && ((unsigned char)text[head] & 0xC0) == 0x80)
+        head--;
+    size_t tail = n - (len - head - 6);
+    while (text[tail] && ((unsigned char)text[tail] & 0xC0) == 0x80)
+        tail++;
+    snprintf(buf, len, "%.*s ... %s", (int)head, text, text + tail);
+}
+
+/* start_kernel(), and when that fails in a way rescuable() takes, once more after KILL_ALL as
+ * a rescue start: the slow way with `python -s` and what the launcher leaves out then
+ * (kernel_launch.py _rescue_asked). The first failure is told with the kernel that came. */
+static int start_or_rescue(ipb_kernel *k, ipb_error **err) {
+    if (start_kernel(k, false, err) == 0)
+        return 0;
+    disconnect(k);
+    if (!rescuable(k, *err))
+        return -1;
+    char why[1000];
+    shorten(ipb_error_msg(*err), why, sizeof(why));
+    log_warn("kernel %u failed to start (%s); starting it once more without the user site and IPython's directory",
+             k->gen, why);
+    ipb_error_freep(err);
+    int r = kill_all(k, err);
+    kernel_ended(k);
+    if (r < 0)
+        return -1;
+    if (start_kernel(k, true, err) < 0) {
+        disconnect(k);
+        return ipb_error_wrap(err, "%s A second start without the user site and IPython's directory failed too", why);
+    }
+    snprintf(k->rescue_note, sizeof(k->rescue_note),
+             "The kernel could not start as usual: %s This kernel was started without what a start takes from "
+             "$HOME and /app: the user site (~/.local: packages installed with pip --user, .pth files, "
+             "usercustomize), IPython's directory (~/.ipython: config, startup files, extensions, history), "
+             "$PYTHONSTARTUP, and /app on sys.path while it started. Cells run in /app and import from it as "
+             "usual. Mend what stopped the start, then reset.",
+             why);
+    return 0;
+}
+
 int ipb_kernel_restart(ipb_kernel *k, ipb_error **err) {
     disconnect(k);
     k->running = false;
@@ -485,11 +553,7 @@ int ipb_kernel_restart(ipb_kernel *k, ipb_error **err) {
     kernel_ended(k);
     if (r < 0)
         return -1;
-    if (start_kernel(k, err) < 0) {
-        disconnect(k);
-        return -1;
-    }
-    return 0;
+    return start_or_rescue(k, err);
 }
 
 int ipb_kernel_open(ipb_kernel *k, const shim_config *cfg, const char *rundir, ipb_proxy *proxy, const char *label,
@@ -524,7 +588,7 @@ int ipb_kernel_open(ipb_kernel *k, const shim_config *cfg, const char *rundir, i
     close(pipefd[1]);
     if (r < 0 || ipb_sandbox_serve_egress(&k->sb, proxy, k->label, err) < 0)
         return -1;
-    return start_kernel(k, err);
+    return start_or_rescue(k, err);
 }
 
 void ipb_kernel_close(ipb_kernel *k) {

@@ -34,13 +34,15 @@ typedef struct ipb_kernel {
     bool died;    /* it ended on its own since the last start */
     int exit_status;
     int start_timeout_ms;
-    ipb_proxy *proxy;      /* serves the sandbox's egress; NULL: nothing leaves */
-    char label[64];        /* the sandbox's name in the proxy's log */
-    int start_kind;        /* how the running kernel started: SHIM_START_EXEC, _ZYGOTE (forked
-                            * from the sandbox's zygote) or _STANDBY (a standby activated) */
-    char zygote_note[320]; /* what became of the zygote, not yet told ("" when nothing) */
-    char start_note[640];  /* what the running kernel's start said of itself (IPB_START_NOTE_MARK
-                            * lines on its stderr), not yet told ("" when nothing) */
+    ipb_proxy *proxy;       /* serves the sandbox's egress; NULL: nothing leaves */
+    char label[64];         /* the sandbox's name in the proxy's log */
+    int start_kind;         /* how the running kernel started: SHIM_START_EXEC, _ZYGOTE (forked
+                             * from the sandbox's zygote), _STANDBY (a standby activated) or
+                             * _RESCUE (tried again after a failed start) */
+    char rescue_note[1600]; /* why the running kernel is a rescue start, not yet told */
+    char zygote_note[320];  /* what became of the zygote, not yet told ("" when nothing) */
+    char start_note[640];   /* what the running kernel's start said of itself (IPB_START_NOTE_MARK
+                             * lines on its stderr), not yet told ("" when nothing) */
 } ipb_kernel;
 
 /* Whether the kernel ended because its interpreter cannot import ipykernel (the launcher's

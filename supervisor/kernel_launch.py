@@ -634,12 +634,12 @@ def _history_refusals():
     history.HistoryManager.new_session = guarded
 
 
-def _enter_app(tell=True):
+def _enter_app(tell=True, rescue=False):
     """cwd /app, and the user site on sys.path (created, so that `!pip install --user` results
-    import at once). Kernel code can chmod /app or $HOME, or put a file where the user site goes:
-    then the start goes on without (cwd $HOME or /, the user site not made) and tells it (tell),
-    so that a reset still gives a kernel in which the user can mend it. Returns whether all was
-    done."""
+    import at once; not in a rescue start). Kernel code can chmod /app or $HOME, or put a file
+    where the user site goes: then the start goes on without (cwd $HOME or /, the user site not
+    made) and tells it (tell), so that a reset still gives a kernel in which the user can mend
+    it. Returns whether all was done."""
     import os, sys, site
     done = True
     try:
@@ -658,6 +658,8 @@ def _enter_app(tell=True):
             _start_note('/app could not be entered (%s), so this kernel runs in %s. Once /app is usable '
                         'again (`os.chmod("/app", 0o755)` if its mode was changed), a reset starts the '
                         'kernel in /app.' % (e.strerror, here))
+    if rescue:
+        return done
     user_site = site.getusersitepackages()
     try:
         os.makedirs(user_site, exist_ok=True)
@@ -673,7 +675,22 @@ def _enter_app(tell=True):
     return done
 
 
-def _initialize(app):
+def _rescue_asked():
+    """Whether the supervisor asked for a rescue start: the start after one that failed
+    (supervisor/kernel.c start_or_rescue), with `-s` from the shim and this in the connection
+    file. Code the sandbox wrote that every start runs by design (a .pth or usercustomize in
+    the user site, a config, startup file or extension in IPython's directory, $PYTHONSTARTUP,
+    a module in /app that the start imports, such as storemagic.py) made every start fail;
+    a rescue start runs none of it, so the user gets a kernel in which to mend it."""
+    import json, sys
+    try:
+        with open(sys.argv[sys.argv.index('-f') + 1]) as f:
+            return json.load(f).get('ipybox_rescue') is True
+    except (ValueError, IndexError, OSError, AttributeError):
+        return False
+
+
+def _initialize(app, rescue=False):
     """app.initialize(), with a way out for IPython's directory: IPython makes its profile
     (~/.ipython/profile_default, with startup/, security/ and db/) at every start, and opens the
     history database there, and a start failed when it could not, so every start after kernel
@@ -681,10 +698,18 @@ def _initialize(app):
     made, or is not a writable directory (IPython's own rule for ~/.ipython), gives this kernel a
     fresh IPython directory in /tmp, as IPython itself takes for an unwritable ~/.ipython, and
     a note (_start_note); $IPYTHONDIR names it while initialize() runs, for the shell, which
-    looks for the directory again."""
+    looks for the directory again. A rescue start (_rescue_asked) takes a fresh directory at
+    once, without a note (the supervisor tells it), leaves out $PYTHONSTARTUP and keeps the cwd
+    off sys.path until initialize() has run, then puts it there as IPython does."""
     import os
     given = os.environ.get('IPYTHONDIR')
     fresh = []
+    if rescue:
+        import tempfile
+        app.ipython_dir = os.environ['IPYTHONDIR'] = tempfile.mkdtemp(prefix='ipython-')
+        fresh.append(app.ipython_dir)
+        app.ignore_cwd = True
+        app.exec_PYTHONSTARTUP = False
 
     def init_profile_dir():
         try:
@@ -720,6 +745,9 @@ def _initialize(app):
             os.environ.pop('IPYTHONDIR', None)
         elif fresh:
             os.environ['IPYTHONDIR'] = given
+    if rescue:
+        app.ignore_cwd = False
+        app.init_path()
 
 
 def run(wrap_magics, app=None):
@@ -727,12 +755,13 @@ def run(wrap_magics, app=None):
     sys.path, IPKernelApp's initialize() (the connection file, sockets, threads, the shell from
     the profile in $HOME) and start(). A forked kernel has its app from parsed_app(), parsed
     in the zygote: initialize() then does all but the parse."""
-    _enter_app()
+    rescue = app is None and _rescue_asked()
+    _enter_app(rescue=rescue)
     from ipykernel import kernelapp
     # What kernelapp.launch_new_instance() does, with the shell's magics wrapped in between.
     if app is None:
         app = kernelapp.IPKernelApp.instance()
-        _initialize(app)
+        _initialize(app, rescue)
     else:
         app.parse_command_line = lambda argv=None: None
         try:

@@ -141,6 +141,12 @@ char *ipb_session_take_start_note(ipb_session *s) {
         zy = ipb_strdupf("%s", s->kernel.zygote_note);
         s->kernel.zygote_note[0] = '\0';
     }
+    if (s->kernel.rescue_note[0]) {
+        char *with = ipb_strdupf("%s%s%s", zy ? zy : "", zy ? " " : "", s->kernel.rescue_note);
+        s->kernel.rescue_note[0] = '\0';
+        free(zy);
+        zy = with;
+    }
     if (!s->kernel.start_note[0])
         return zy;
     char *note = ipb_strdupf("%s%s%s", zy ? zy : "", zy ? " " : "", s->kernel.start_note);

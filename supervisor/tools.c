@@ -426,6 +426,7 @@ static json_t *tool_reset(ipb_session *s) {
                         json_pack("{s:s, s:I}", "start",
                                   s->kernel.start_kind == SHIM_START_STANDBY  ? "standby"
                                   : s->kernel.start_kind == SHIM_START_ZYGOTE ? "zygote"
+                                  : s->kernel.start_kind == SHIM_START_RESCUE ? "rescue"
                                                                               : "exec",
                                   "ms", (json_int_t)ms));
     return r;

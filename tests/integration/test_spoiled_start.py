@@ -4,12 +4,16 @@ and profile, the history database, /run/ipybox. Each made every later start fail
 gives a kernel and says why. Each case runs with the zygote, without it, and with a standby."""
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from ipybox_test import text_of  # noqa: E402
+from ipybox_test import McpClient, require_sandbox, text_of  # noqa: E402
 import test_zygote  # noqa: E402
+from test_zygote import start_of  # noqa: E402
 from test_standby import standby_of  # noqa: E402
 
 
@@ -121,6 +125,63 @@ class SpoiledStart(test_zygote.ResetSession):
                 self.assertNotIn("could not", text_of(r))
                 text, r = self.c.execute(state)
                 self.assertEqual(text.split(), usual, text)
+
+
+    def test_code_every_start_runs_that_ends_it_gives_a_rescue_start(self):
+        # Code the sandbox wrote that a start runs by design: when it ended the start, every
+        # later start failed too. The start is tried once more without any of it (kernel.c
+        # start_or_rescue, kernel_launch.py _rescue_asked), and the result says why.
+        state = ("import os, site, sys\n"
+                 "print(os.getcwd(), site.getusersitepackages() in sys.path, '' in sys.path, "
+                 "get_ipython().profile_dir.location)")
+        usual = ["/app", "True", "True", "/home/appuser/.ipython/profile_default"]
+        write = "os.makedirs(os.path.dirname(P), exist_ok=True)\nopen(P, 'w').write('import os; os._exit(%d)\\n')"
+        cases = (
+            ("os.path.join(site.getusersitepackages(), 'spoil.pth')", 3),
+            ("os.path.join(site.getusersitepackages(), 'usercustomize.py')", 4),
+            ("os.path.expanduser('~/.ipython/profile_default/startup/00-spoil.py')", 5),
+            ("os.path.expanduser('~/.ipython/profile_default/ipython_kernel_config.py')", 6),
+            ("'/app/storemagic.py'", 7),
+        )
+        for path, status in cases:
+            with self.subTest(path=path):
+                self.settle()
+                text, r = self.c.execute(("import os, site\nP = %s\n" % path) + write % status)
+                self.assertFalse(r["isError"], text)
+                try:
+                    r = self.c.call("reset")
+                    self.assertFalse(r["isError"], text_of(r))
+                    self.assertEqual(start_of(r), "rescue", text_of(r))
+                    self.assertIn("could not start as usual: the kernel exited while starting. The kernel died "
+                                  "(it exited with status %d)." % status, text_of(r))
+                    self.assertIn("Mend what stopped the start, then reset.", text_of(r))
+                    text, r = self.c.execute(state)
+                    got = text.split()
+                    self.assertEqual(got[:3], ["/app", "False", "True"], text)
+                    self.assertTrue(got[3].startswith("/tmp/ipython-"), text)
+                    self.assertEqual(self.c.execute("1 + 1")[0].strip(), "2")
+                finally:
+                    text, r = self.c.execute("import os, site\nos.unlink(%s)" % path)
+                self.assertFalse(r["isError"], text)
+                r = self.reset()
+                self.assertNotIn("could not", text_of(r))
+                text, r = self.c.execute(state)
+                self.assertEqual(text.split(), usual, text)
+
+
+class SpoiledFirstStart(unittest.TestCase):
+    def test_a_session_whose_first_start_fails_gets_a_rescue_start(self):
+        require_sandbox(self)
+        ws = tempfile.mkdtemp(prefix="ipybox-spoiled-")
+        self.addCleanup(shutil.rmtree, ws, True)
+        with open(os.path.join(ws, "storemagic.py"), "w") as f:
+            f.write("import os; os._exit(7)\n")
+        with McpClient("--workspace", ws) as c:
+            text, r = c.execute("1 + 1")
+            self.assertFalse(r["isError"], text)
+            self.assertEqual(text.split("\n")[0].strip(), "2", text)
+            self.assertIn("could not start as usual", text)
+            self.assertIn("(it exited with status 7)", text)
 
 
 class SpoiledStartWithoutZygote(SpoiledStart):
