@@ -535,12 +535,12 @@ static int start_or_rescue(ipb_kernel *k, ipb_error **err) {
         return ipb_error_wrap(err, "%s A second start without the user site and IPython's directory failed too", why);
     }
     snprintf(k->rescue_note, sizeof(k->rescue_note),
-             "The kernel could not start as usual: %s This kernel was started without what a start takes from "
+             "The kernel could not start as usual: %s%s This kernel was started without what a start takes from "
              "$HOME and /app: the user site (~/.local: packages installed with pip --user, .pth files, "
              "usercustomize), IPython's directory (~/.ipython: config, startup files, extensions, history), "
              "$PYTHONSTARTUP, and /app on sys.path while it started. Cells run in /app and import from it as "
              "usual. Mend what stopped the start, then reset.",
-             why);
+             why, why[0] && strchr(".\n", why[strlen(why) - 1]) ? "" : ".");
     return 0;
 }
 
