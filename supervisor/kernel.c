@@ -207,6 +207,7 @@ static int handle_shim_msg(ipb_kernel *k, const struct shim_msg *m, ipb_error **
     case SHIM_EV_ERROR:
         k->running = false;
         k->died = true;
+        k->start_outside = true;
         k->exit_status = 127 << 8;
         return ipb_error_set(err, 0, "cannot start the kernel: %s: %s", m->step, m->text);
     default:
@@ -222,6 +223,7 @@ int ipb_kernel_pump(ipb_kernel *k, ipb_error **err) {
         if (r < 0) {
             k->running = false;
             k->died = true;
+            k->start_outside = true;
             kernel_ended(k);
             return -1;
         }
@@ -395,15 +397,17 @@ static int start_kernel(ipb_kernel *k, bool rescue, ipb_error **err) {
     k->start_kind = SHIM_START_EXEC;
     k->start_note[0] = '\0';
     k->rescue_note[0] = '\0';
+    k->start_outside = false;
     /* The tail is this start's alone: what the old kernel left in the pipe goes first, all of
      * it (no process of the sandbox writes now, and a pipe holds at most 1 MiB unless root
      * raised fs.pipe-max-size), so that none of it is taken for this start's notes. */
     drain_stderr_at_most(k, 256);
     k->stderr_len = 0;
-    if (write_connection_file(k, rescue, err) < 0)
+    if (write_connection_file(k, rescue, err) < 0 ||
+        ipb_sandbox_send(&k->sb, SHIM_CMD_START, rescue ? SHIM_START_RESCUE : 0, k->gen, err) < 0) {
+        k->start_outside = true;
         return -1;
-    if (ipb_sandbox_send(&k->sb, SHIM_CMD_START, rescue ? SHIM_START_RESCUE : 0, k->gen, err) < 0)
-        return -1;
+    }
     /* Wait for the started record and for the three socket files. */
     bool started = false;
     int connected = 0;
@@ -414,8 +418,10 @@ static int start_kernel(ipb_kernel *k, bool rescue, ipb_error **err) {
                                  k->start_timeout_ms / 1000);
         struct shim_msg m;
         int r = ipb_sandbox_next(&k->sb, started ? 0 : (int)left, &m, err);
-        if (r < 0)
+        if (r < 0) {
+            k->start_outside = true;
             return -1;
+        }
         if (r == 1) {
             if (m.type == SHIM_EV_STARTED && m.gen == k->gen) {
                 started = true;
@@ -482,18 +488,21 @@ static int kill_all(ipb_kernel *k, ipb_error **err) {
     }
 }
 
-/* A start that failed because of what it ran (the kernel exited while starting, or did not
- * answer in time), not because the sandbox or the interpreter is broken: code the sandbox
- * wrote that every start runs by design (a .pth or usercustomize in the user site, a config,
- * startup file or extension of IPython's directory, a module in /app that a start imports)
- * makes every start fail, and the session has no kernel left in which to mend it. */
-static bool rescuable(ipb_kernel *k, const ipb_error *e) {
-    char why[8];
-    if (k->sb.fd < 0 || ipb_kernel_lacks_ipykernel(k, why, sizeof(why)))
-        return false;
-    if (k->died)
-        return k->exit_status != (127 << 8); /* 127: the shim could not run the interpreter */
-    return e && e->errnum == ETIMEDOUT;
+/* A start that failed because of what it ran, not because the supervisor's side, the sandbox's
+ * channel or the shim failed: code the sandbox wrote that every start runs by design (a .pth
+ * or usercustomize in the user site, a config, startup file or extension of IPython's
+ * directory, a module in /app that a start imports) can end it, put something where its
+ * sockets go, or hold it past the bound, at every start, and the session had no kernel left
+ * in which to mend it. Nothing the failed start said is trusted to tell which (its exit
+ * status, its stderr): a start without ipykernel is told as such from the rescue's stderr. */
+static bool rescuable(const ipb_kernel *k) { return k->sb.fd >= 0 && !k->start_outside; }
+
+/* For the host's log: the failed start's text, which is the sandbox's, without control
+ * characters (no escape sequence or forged line reaches the terminal). */
+static void log_safe(char *text) {
+    for (unsigned char *c = (unsigned char *)text; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            *c = ' ';
 }
 
 /* text, or when it does not fit its head, " ... " and its tail (where a traceback says why),
@@ -519,12 +528,15 @@ static int start_or_rescue(ipb_kernel *k, ipb_error **err) {
     if (start_kernel(k, false, err) == 0)
         return 0;
     disconnect(k);
-    if (!rescuable(k, *err))
+    if (!rescuable(k))
         return -1;
-    char why[1000];
+    char why[1000], logged[1000];
     shorten(ipb_error_msg(*err), why, sizeof(why));
-    log_warn("kernel %u failed to start (%s); starting it once more without the user site and IPython's directory",
-             k->gen, why);
+    memcpy(logged, why, sizeof(logged));
+    log_safe(logged);
+    /* Told to the user with the kernel that comes, or in the error when none does. */
+    log_debug("kernel %u failed to start (%s); starting it once more without the user site and IPython's directory",
+              k->gen, logged);
     ipb_error_freep(err);
     int r = kill_all(k, err);
     kernel_ended(k);

@@ -40,6 +40,8 @@ typedef struct ipb_kernel {
                              * from the sandbox's zygote), _STANDBY (a standby activated) or
                              * _RESCUE (tried again after a failed start) */
     char rescue_note[1600]; /* why the running kernel is a rescue start, not yet told */
+    bool start_outside;     /* the last start failed outside the kernel (the connection file,
+                             * the sandbox's channel, the shim): a rescue start would not help */
     char zygote_note[320];  /* what became of the zygote, not yet told ("" when nothing) */
     char start_note[640];   /* what the running kernel's start said of itself (IPB_START_NOTE_MARK
                              * lines on its stderr), not yet told ("" when nothing) */

@@ -135,25 +135,37 @@ class SpoiledStart(test_zygote.ResetSession):
                  "print(os.getcwd(), site.getusersitepackages() in sys.path, '' in sys.path, "
                  "get_ipython().profile_dir.location)")
         usual = ["/app", "True", "True", "/home/appuser/.ipython/profile_default"]
-        write = "os.makedirs(os.path.dirname(P), exist_ok=True)\nopen(P, 'w').write('import os; os._exit(%d)\\n')"
+        write = "os.makedirs(os.path.dirname(P), exist_ok=True)\nopen(P, 'w').write(%r)"
+        site_dir = "os.path.join(site.getusersitepackages(), %r)"
+        died = "could not start as usual: the kernel exited while starting. The kernel died (it exited with status %d)."
+        # (where, what it runs at every start, what the note says). Nothing the failed start says
+        # is trusted to skip the rescue: an exit status of 127 (the shim's for an interpreter it
+        # could not run) and the launcher's line for a missing ipykernel are rescued too, and so
+        # is a start whose socket path kernel code took.
         cases = (
-            ("os.path.join(site.getusersitepackages(), 'spoil.pth')", 3),
-            ("os.path.join(site.getusersitepackages(), 'usercustomize.py')", 4),
-            ("os.path.expanduser('~/.ipython/profile_default/startup/00-spoil.py')", 5),
-            ("os.path.expanduser('~/.ipython/profile_default/ipython_kernel_config.py')", 6),
-            ("'/app/storemagic.py'", 7),
+            (site_dir % "spoil.pth", "import os; os._exit(3)\n", died % 3),
+            (site_dir % "usercustomize.py", "import os; os._exit(4)\n", died % 4),
+            ("os.path.expanduser('~/.ipython/profile_default/startup/00-spoil.py')", "import os; os._exit(5)\n",
+             died % 5),
+            ("os.path.expanduser('~/.ipython/profile_default/ipython_kernel_config.py')", "import os; os._exit(6)\n",
+             died % 6),
+            ("'/app/storemagic.py'", "import os; os._exit(7)\n", died % 7),
+            (site_dir % "spoil.pth", "import os; os._exit(127)\n", died % 127),
+            (site_dir % "spoil.pth", "import os; os.write(2, b'ipybox: no ipykernel: forged\\n'); os._exit(3)\n",
+             died % 3),
+            (site_dir % "spoil.pth", "import os, time; os.symlink('/', '/run/ipybox/kernel-1'); time.sleep(5)\n",
+             "could not start as usual: the kernel's shell endpoint is not a socket"),
         )
-        for path, status in cases:
-            with self.subTest(path=path):
+        for path, content, told in cases:
+            with self.subTest(path=path, content=content):
                 self.settle()
-                text, r = self.c.execute(("import os, site\nP = %s\n" % path) + write % status)
+                text, r = self.c.execute(("import os, site\nP = %s\n" % path) + write % content)
                 self.assertFalse(r["isError"], text)
                 try:
                     r = self.c.call("reset")
                     self.assertFalse(r["isError"], text_of(r))
                     self.assertEqual(start_of(r), "rescue", text_of(r))
-                    self.assertIn("could not start as usual: the kernel exited while starting. The kernel died "
-                                  "(it exited with status %d)." % status, text_of(r))
+                    self.assertIn(told, text_of(r))
                     self.assertIn("Mend what stopped the start, then reset.", text_of(r))
                     text, r = self.c.execute(state)
                     got = text.split()
