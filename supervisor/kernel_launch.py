@@ -19,6 +19,12 @@
 # harms its own session.
 
 
+# Functions that take a lock and then enter the try that releases it: an interrupt there would
+# leave the lock held for good (the output streams' hand-over: cells that print hung), so it
+# is dropped there, and the supervisor sends it again while the cell has not ended.
+_UNINTERRUPTED = set()
+
+
 def _gate_interrupts():
     """SIGINT raises KeyboardInterrupt only inside the code of a cell, and once per cell.
 
@@ -44,7 +50,7 @@ def _gate_interrupts():
         return await run_code(self, *args, **kwargs)
 
     def on_sigint(signum, frame):
-        if state["raised"] == state["cell"]:
+        if state["raised"] == state["cell"] or (frame is not None and frame.f_code in _UNINTERRUPTED):
             return
         # run_code's own frame is not safe (its try has not begun, or has ended): only a frame
         # it called.
@@ -192,6 +198,7 @@ def _flush_only_output():
     iostream.OutStream.__init__ = init_with_lock
     iostream.OutStream._flush = flush_queued
     iostream.OutStream.flush = flush_if_buffered
+    _UNINTERRUPTED.add(flush_if_buffered.__code__)
 
 
 def _pipe_counter():
@@ -275,6 +282,7 @@ def _watch_fds(bound=2.0):
     iostream.OutStream._setup_stream_redirects = setup_stream_redirects
     iostream.OutStream._watch_pipe_fd = watch_pipe_fd
     iostream.OutStream.flush = drained_flush
+    _UNINTERRUPTED.add(drained_flush.__code__)
 
 
 def _output_in_order(bound=2.0, look_every=50000):
@@ -293,6 +301,12 @@ def _output_in_order(bound=2.0, look_every=50000):
       pipe before each write (a child that redirected or closed fds 1 and 2 still writes to
       the cell; when that descriptor is gone, ipykernel's route); it begins with empty stream
       buffers and fresh locks (a lock another thread held at the fork is never released in it);
+      it writes whole lines (what follows the last newline waits for the next write or a
+      flush, as in a pipe's line buffer: a child that ends with os._exit() unflushed loses it,
+      as anywhere), in writes of at most 4096 bytes, which a pipe takes whole, each ending at a
+      newline or between two characters (written whole, children writing at once cut each
+      other's characters); a non-blocking pipe (the flag is the pipe's: kernel code or a
+      command may set it) is waited for, as a blocking write would wait;
     - the kernel's own write() first looks at that pipe and waits, at most `bound` seconds,
       until what waited in it has been handed on, so what a child, a command or C code wrote
       before comes before. A look is an ioctl (2 us here, twice a write), so a stream looks at
@@ -302,11 +316,18 @@ def _output_in_order(bound=2.0, look_every=50000):
       _watch_fds's flush waits for it);
     - whether a stream is in a forked child is told by an at-fork hook, not by getpid() at each
       write and flush: a system call, 1.3 us of a write's 2.4 here (print loops 2.4 times as
-      fast). A process forked without Python's at-fork hooks runs no Python code safely anyway."""
-    import io, os, sys, threading, time, weakref
+      fast). A process forked without Python's at-fork hooks runs no Python code safely anyway;
+    - an interrupt that lands in `look` (or in _watch_fds's and _flush_only_output's flushes),
+      after its lock was taken and before the try that releases it, is dropped (_UNINTERRUPTED;
+      the supervisor sends it again): it left the lock held, and cells that printed hung.
+    What a child writes after its cell ended goes to the cell running then, as what a
+    background command writes to fd 1 does (ipykernel's route sent it with the old cell's
+    header, and the supervisor dropped it). While a child floods fd 1, a print waits for what
+    was in the pipe: a print loop beside `yes` runs at half its speed."""
+    import io, os, select, sys, threading, time, weakref
     from ipykernel import iostream
 
-    setup, write = iostream.OutStream._setup_stream_redirects, iostream.OutStream.write
+    setup, write, flush = iostream.OutStream._setup_stream_redirects, iostream.OutStream.write, iostream.OutStream.flush
     stream_init = iostream.OutStream.__init__
     streams = weakref.WeakSet()
     monotonic_ns = time.monotonic_ns
@@ -322,19 +343,59 @@ def _output_in_order(bound=2.0, look_every=50000):
         else:
             os.close(fd)
 
-    def to_pipe(pipe, string):
+    def to_pipe(pipe, text):
+        # In writes of at most PIPE_BUF (4096) bytes, which a pipe takes whole, so that children
+        # writing at once do not cut each other's characters or lines: each ends after the last
+        # newline in it, or else between two characters. A non-blocking pipe (its flag is the
+        # pipe's, so the kernel or a command may have set it) is waited for, as a blocking one
+        # would be. Returns False when nothing was written and the descriptor is not the pipe's.
         fd, dev, ino = pipe
-        data = memoryview(string.encode('utf-8', 'replace'))
-        written = 0
+        data = memoryview(text.encode('utf-8', 'replace'))
         try:
             end = os.fstat(fd)
-            if (end.st_dev, end.st_ino) != (dev, ino):
-                return False
-            while written < len(data):
-                written += os.write(fd, data[written:])
         except OSError:
-            return written > 0
+            return False
+        if (end.st_dev, end.st_ino) != (dev, ino):
+            return False
+        start = 0
+        try:
+            while start < len(data):
+                stop = min(start + 4096, len(data))
+                if stop < len(data):
+                    line = data.obj.rfind(b'\n', start, stop)
+                    if line >= start:
+                        stop = line + 1
+                    else:
+                        while stop > start + 1 and data[stop] & 0xC0 == 0x80:
+                            stop -= 1
+                try:
+                    start += os.write(fd, data[start:stop])
+                except BlockingIOError:
+                    poller = select.poll()
+                    poller.register(fd, select.POLLOUT)
+                    poller.poll()
+        except OSError:
+            return start > 0
         return True
+
+    def child_write(self, string):
+        # Whole lines (a print is two writes, its text and its newline); what follows the last
+        # newline waits for the next write or a flush, as in a pipe's line buffer, unless it is
+        # long.
+        pending = self._ipb_pending + string
+        cut = pending.rfind('\n') + 1
+        if len(pending) - cut > 1 << 16:
+            cut = len(pending)
+        out, self._ipb_pending = pending[:cut], pending[cut:]
+        if out and not to_pipe(self._ipb_pipe, out):
+            write(self, out)
+
+    def flushed(self):
+        if self._ipb_forked and self._ipb_pending:
+            out, self._ipb_pending = self._ipb_pending, ''
+            if not to_pipe(self._ipb_pipe, out):
+                write(self, out)
+        return flush(self)
 
     def look(self):
         # The pipe first, then the flag: when the pipe is empty, what was in it has been read,
@@ -360,7 +421,8 @@ def _output_in_order(bound=2.0, look_every=50000):
                 self._ipb_looked = now
                 look(self)
         elif (self._ipb_pipe is not None and self.echo is None and self.pub_thread is not None and
-              isinstance(string, str) and to_pipe(self._ipb_pipe, string)):
+              isinstance(string, str)):
+            child_write(self, string)
             return len(string)
         return write(self, string)
 
@@ -371,6 +433,7 @@ def _output_in_order(bound=2.0, look_every=50000):
     def fresh_in_child():
         for stream in streams:
             stream._ipb_forked = True
+            stream._ipb_pending = ''
             stream._buffer_lock = threading.RLock()
             stream._buffer = io.StringIO()
 
@@ -381,10 +444,13 @@ def _output_in_order(bound=2.0, look_every=50000):
     iostream.OutStream._ipb_forked = False
     iostream.OutStream._ipb_reading = False
     iostream.OutStream._ipb_looked = 0
+    iostream.OutStream._ipb_pending = ''
     iostream.OutStream.__init__ = init
     iostream.OutStream._is_master_process = is_master_process
     iostream.OutStream._setup_stream_redirects = setup_stream_redirects
     iostream.OutStream.write = ordered_write
+    iostream.OutStream.flush = flushed
+    _UNINTERRUPTED.add(look.__code__)
     os.register_at_fork(after_in_child=fresh_in_child)
 
 

@@ -315,6 +315,26 @@ _, status = os.waitpid(pid, 0)
 assert status == 0, status
 print('file: %r' % open(path).read())
 """
+POOL_LINES = """import multiprocessing
+def lines(i):
+    for _ in range(20):
+        print('%d:' % i + ('€' * 1000 if i % 2 else 'é' * 1500))
+with multiprocessing.get_context('fork').Pool(4) as pool:
+    pool.map(lines, range(8))
+"""
+FORK_NONBLOCKING = """import os, sys
+os.set_blocking(1, False)
+try:
+    pid = os.fork()
+    if pid == 0:
+        print('w' * 1000000)
+        sys.stdout.flush()
+        os._exit(0)
+    os.waitpid(pid, 0)
+finally:
+    os.set_blocking(1, True)
+print('parent')
+"""
 POOL_PRINTS = """import multiprocessing
 p = multiprocessing.get_context('fork').Process(target=print, args=('worker %d',))
 p.start()
@@ -373,6 +393,26 @@ class OutputOfACell(McpCase):
         text, r = self.c.execute(FORK_REUSED)
         self.assertEqual(text.split("\n")[:2], ["reused", "file: ''"])
         self.assertEqual(self.c.execute("1")[0].strip(), "1")  # nothing came late
+
+    def test_children_writing_at_once_keep_their_lines_and_characters_whole(self):
+        # A child writes into the pipe of fd 1 in pieces of at most 4096 bytes (which a pipe takes
+        # whole) ending at a newline: written whole, two children's characters were cut and
+        # mixed (U+FFFD in 9 of 10 runs of a pool of 4, an attacker's review).
+        text, r = self.c.execute(POOL_LINES, timeout=120, max_output_chars=1_000_000)
+        self.assertFalse(r["isError"], text[-300:])
+        lines = text.split("\n")[:-1]
+        self.assertNotIn("\ufffd", text)
+        self.assertEqual(len(lines), 8 * 20, text[-300:])
+        for line in lines:
+            self.assertRegex(line, r"^[0-7]:(€{1000}|é{1500})$")
+
+    def test_a_child_s_large_print_to_a_non_blocking_pipe_is_whole(self):
+        # O_NONBLOCK is the pipe's, so kernel code (or a command) that set it on fd 1 set it for
+        # the child's descriptor too: the child waits as a blocking write would, rather than
+        # losing what did not fit (all but 64 or 128 KiB of 1 MB, every time).
+        text, r = self.c.execute(FORK_NONBLOCKING, timeout=120, max_output_chars=2_000_000)
+        self.assertFalse(r["isError"], text[-300:])
+        self.assertEqual(text, "w" * 1000000 + "\nparent\n")
 
     def test_the_end_of_large_output_to_fds_1_and_2_is_in_its_cell(self):
         # ipykernel's thread that reads fds 1 and 2 was not waited for at the cell's end: with
