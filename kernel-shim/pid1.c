@@ -343,24 +343,13 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
                     break;
                 }
                 gen = m.gen;
+                /* After a start that failed (a rescue): the slow way with -s, never a standby
+                 * (one was prepared as the failed start was) nor the zygote. */
+                bool rescue = m.arg == SHIM_START_RESCUE && cfg->mode == SHIM_MODE_KERNEL;
                 /* A prepared standby becomes this kernel; any other is killed and reaped here,
                  * before the zygote's fork or the slow way. */
                 bool had_standby = sb.pid > 1;
-                if (m.arg == SHIM_START_RESCUE && cfg->mode == SHIM_MODE_KERNEL) {
-                    /* After a start that failed: the slow way, with -s; a standby was prepared
-                     * as the failed start was, so it goes. */
-                    if (had_standby)
-                        kill_all(&sb);
-                    prog = start_program(fd, cfg, gen, true);
-                    if (prog < 0) {
-                        prog = 0;
-                        shim_send(fd, SHIM_EV_ERROR, 0, errno, gen, "fork", "cannot start the kernel");
-                    } else {
-                        shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_RESCUE, gen, NULL, NULL);
-                    }
-                    break;
-                }
-                prog = shim_standby_activate(&sb, gen);
+                prog = rescue ? 0 : shim_standby_activate(&sb, gen);
                 if (prog > 1) {
                     shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_STANDBY, gen, NULL, NULL);
                     break;
@@ -371,19 +360,20 @@ void shim_pid1(int fd, shim_config *cfg, ipb_egress_fds *efds, int ctl) {
                  * goes, within the bound, before a kernel is made. */
                 if (had_standby)
                     kill_all(&sb);
-                prog = shim_zygote_start(&z, fd, gen);
+                prog = rescue ? 0 : shim_zygote_start(&z, fd, gen);
                 if (prog > 1) {
                     shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_ZYGOTE, gen, NULL, NULL);
                     break;
                 }
-                prog = start_program(fd, cfg, gen, false);
+                prog = start_program(fd, cfg, gen, rescue);
                 if (prog < 0) {
                     prog = 0;
                     shim_send(fd, SHIM_EV_ERROR, 0, errno, gen, "fork", "cannot start the kernel");
                 } else {
-                    shim_send(fd, SHIM_EV_STARTED, prog, SHIM_START_EXEC, gen, NULL, NULL);
+                    shim_send(fd, SHIM_EV_STARTED, prog, rescue ? SHIM_START_RESCUE : SHIM_START_EXEC, gen, NULL, NULL);
                 }
-                shim_zygote_after_slow(&z);
+                if (!rescue)
+                    shim_zygote_after_slow(&z);
                 break;
             case SHIM_CMD_SIGNAL:
                 if (prog > 0 && m.arg > 0 && m.arg < NSIG)

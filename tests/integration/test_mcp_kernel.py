@@ -244,77 +244,25 @@ class KernelTest(unittest.TestCase):
         self.assertIn(1, pids)
 
 
-FORK_PRINTS = """import os, sys
-pid = os.fork()
-if pid == 0:
-    print('child %d')
-    sys.stdout.flush()
-    os._exit(0)
-os.waitpid(pid, 0)
-print('parent %d')
-"""
-FORK_AFTER_UNSENT = """import os, sys
-print('a%d', end=' ')
-pid = os.fork()
-if pid == 0:
-    print('b%d', end=' ')
-    sys.stdout.flush()
-    os._exit(0)
-os.waitpid(pid, 0)
-print('c%d')
-"""
-FORK_PIECES = """import os, sys
-pid = os.fork()
-if pid == 0:
-    for j in range(30):
-        sys.stdout.write('%%d,' %% j)
-    print()
-    os._exit(0)
-os.waitpid(pid, 0)
-print('parent %d')
-"""
-FORK_LARGE = """import os, sys
-pid = os.fork()
-if pid == 0:
-    sys.stdout.write('x' * 20000 + 'child %d\\n')
-    os._exit(0)
-os.waitpid(pid, 0)
-print('parent %d')
-"""
-FORK_TO_STDERR = """import os, sys
-pid = os.fork()
-if pid == 0:
-    print('err %d', file=sys.stderr)
-    os._exit(0)
-os.waitpid(pid, 0)
-print('parent %d')
-"""
-FORK_REDIRECTED = """import os, sys
-pid = os.fork()
-if pid == 0:
-    null = os.open('/dev/null', os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    print('to the cell')
-    print('to the cell too', file=sys.stderr)
-    os._exit(0)
-os.waitpid(pid, 0)
-"""
-FORK_REUSED = """import os, sys, tempfile
-path = tempfile.mktemp()
-pid = os.fork()
-if pid == 0:
-    fd = sys.stdout._ipb_pipe[0]
-    os.close(fd)
-    if os.open(path, os.O_WRONLY | os.O_CREAT) != fd:
-        os._exit(1)
-    print('reused')
-    sys.stdout.flush()
-    os._exit(0)
-_, status = os.waitpid(pid, 0)
-assert status == 0, status
-print('file: %r' % open(path).read())
-"""
+def forked(child, after="", before=""):
+    """A cell that runs `before`, forks a child that runs `child` and ends with os._exit(0), waits
+    for it, then runs `after` (each a block of lines; '%' is left to the caller's formatting)."""
+    indented = "".join("    %s\n" % line for line in child.strip("\n").split("\n"))
+    return ("import os, sys\n%spid = os.fork()\nif pid == 0:\n%s    os._exit(0)\n_, status = os.waitpid(pid, 0)\n%s"
+            % (before, indented, after))
+
+
+FORK_PRINTS = forked("print('child %d')\nsys.stdout.flush()", "print('parent %d')\n")
+FORK_AFTER_UNSENT = forked("print('b%d', end=' ')\nsys.stdout.flush()", "print('c%d')\n", "print('a%d', end=' ')\n")
+FORK_PIECES = forked("for j in range(30):\n    sys.stdout.write('%%d,' %% j)\nprint()", "print('parent %d')\n")
+FORK_LARGE = forked("sys.stdout.write('x' * 20000 + 'child %d\\n')", "print('parent %d')\n")
+FORK_TO_STDERR = forked("print('err %d', file=sys.stderr)", "print('parent %d')\n")
+FORK_REDIRECTED = forked("null = os.open('/dev/null', os.O_WRONLY)\nos.dup2(null, 1)\nos.dup2(null, 2)\n"
+                         "print('to the cell')\nprint('to the cell too', file=sys.stderr)")
+FORK_REUSED = forked("fd = sys.stdout._ipb_pipe[0]\nos.close(fd)\nif os.open(path, os.O_WRONLY | os.O_CREAT) != fd:\n"
+                     "    os._exit(1)\nprint('reused')\nsys.stdout.flush()",
+                     "assert status == 0, status\nprint('file: %r' % open(path).read())\n",
+                     "import tempfile\npath = tempfile.mktemp()\n")
 POOL_LINES = """import multiprocessing
 def lines(i):
     for _ in range(20):
@@ -322,19 +270,8 @@ def lines(i):
 with multiprocessing.get_context('fork').Pool(4) as pool:
     pool.map(lines, range(8))
 """
-FORK_NONBLOCKING = """import os, sys
-os.set_blocking(1, False)
-try:
-    pid = os.fork()
-    if pid == 0:
-        print('w' * 1000000)
-        sys.stdout.flush()
-        os._exit(0)
-    os.waitpid(pid, 0)
-finally:
-    os.set_blocking(1, True)
-print('parent')
-"""
+FORK_NONBLOCKING = forked("print('w' * 1000000)\nsys.stdout.flush()", "os.set_blocking(1, True)\nprint('parent')\n",
+                          "os.set_blocking(1, False)\n")
 POOL_PRINTS = """import multiprocessing
 p = multiprocessing.get_context('fork').Process(target=print, args=('worker %d',))
 p.start()
