@@ -450,9 +450,10 @@ class ZygoteLoss(unittest.TestCase):
         # note says why (not the SIGKILL of S0's, which would read as a possible OOM).
         self.lose(lambda pid: os.kill(pid, signal.SIGSTOP), "did not answer in time and was killed)")
 
-    def test_loss_told_with_a_reset_that_failed(self):
+    def test_loss_told_with_a_reset_whose_start_failed(self):
         # The kernel that replaces a lost zygote dies while it starts (a startup file the last
-        # kernel left, which removes itself): the failed reset says the zygote ended. Before,
+        # kernel left, which removes itself): the reset's result says the zygote ended, with
+        # the rescue start that followed (before the rescue, with the failed reset). Before,
         # that note waited for the next successful call, whose kernel was forked from the new
         # zygote, and told it "this kernel started the slow way".
         with McpClient() as c:
@@ -467,8 +468,9 @@ class ZygoteLoss(unittest.TestCase):
             self.assertEqual(len(zs), 1, "no zygote found under the session")
             os.kill(zs[0], signal.SIGKILL)
             r = c.call("reset")
-            self.assertTrue(r["isError"], text_of(r))
-            self.assertIn("exited while starting", text_of(r))
+            self.assertFalse(r["isError"], text_of(r))
+            self.assertEqual(start_of(r), "rescue", text_of(r))
+            self.assertIn("could not start as usual: the kernel exited while starting", text_of(r))
             self.assertIn("The zygote ended (it was killed by signal 9", text_of(r))
             text, r = c.execute("print(1 + 1)")
             self.assertEqual(text.splitlines()[0], "2", text)
@@ -681,8 +683,9 @@ class FirstKernel(unittest.TestCase):
 
     def test_start_before_the_boot_was_asked_boots_it(self):
         # After a lost zygote the next kernel starts the slow way and a new zygote is held
-        # until that kernel answers. That kernel dies before it answers: the next start lets
-        # the held zygote boot and forks from it, no third Python beside it.
+        # until that kernel answers. That kernel dies before it answers: the rescue start that
+        # follows takes the slow way too (never a zygote), the held zygote boots once it
+        # answered, and the next reset forks from it: no third Python beside it.
         for attempt in range(3):
             with McpClient() as c:
                 self.assertEqual(start_of(c.call("reset")), "zygote")
@@ -698,9 +701,11 @@ class FirstKernel(unittest.TestCase):
                 r = c.wait_response(rid, timeout=120)["result"]
                 if not caught:
                     continue  # it may have answered: a new session
-                self.assertTrue(r["isError"], text_of(r))
+                self.assertFalse(r["isError"], text_of(r))
+                self.assertEqual(start_of(r), "rescue", text_of(r))
                 self.assertIn("exited while starting", text_of(r))
                 self.assertEqual([comm(z) for z in held], ["ipybox-shim"], "the new zygote was not held")
+                self.assertEqual(start_of(c.call("reset")), "zygote")
                 text, r = c.execute(FORKED)
                 self.assertEqual(text.strip().splitlines()[0], "True", text)
                 self.assertEqual(zygote_pids(c), held)
