@@ -117,7 +117,7 @@ $(BUILD)/obj/%.o: %.S
 	$(CC) $(ALL_CFLAGS) $(INC_$(firstword $(subst /, ,$<))) -MMD -MP -c $< -o $@
 $(BUILD)/obj/toolgen/runtime.o: toolgen/mcptools_init.py toolgen/mcptools_runtime.py
 $(BUILD)/obj/supervisor/kernel_launch.o: supervisor/kernel_launch.py supervisor/kernel_zygote.py \
-	supervisor/kernel_standby.py
+	supervisor/kernel_standby.py supervisor/kernel_output.py
 
 # What uses the compiled-in paths is rebuilt when they change (make install PREFIX=...
 # after make): a stamp rewritten only when LIBEXECDIR or SYSCONFDIR differ from the last build.

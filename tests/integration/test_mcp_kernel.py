@@ -281,7 +281,7 @@ p.join()
 
 class OutputOfACell(McpCase):
     """ipykernel sleeps 0.5 ms before each execute_reply; the kernel here does not
-    (supervisor/kernel_launch.py _reply_without_sleep), as the supervisor waits for the idle
+    (supervisor/kernel_output.py _reply_without_sleep), as the supervisor waits for the idle
     status, which follows every output of the cell. Output still lands in its own cell (the
     kernel's, a forked child's, and what a child or C code writes to fds 1 and 2, whole
     characters included: _watch_fds), and a config file still sets the sleep."""
@@ -354,7 +354,7 @@ class OutputOfACell(McpCase):
     def test_the_end_of_large_output_to_fds_1_and_2_is_in_its_cell(self):
         # ipykernel's thread that reads fds 1 and 2 was not waited for at the cell's end: with
         # the sleep at 0, half of such tails went to the next cell or were lost; with it, 1 to
-        # 2% (supervisor/kernel_launch.py _watch_fds).
+        # 2% (supervisor/kernel_output.py _watch_fds).
         probes = ("import os\nos.write(1, b'x' * 60000 + b'end %d\\n')",
                   "import os\nos.write(2, b'x' * 30000 + b'end %d\\n')",
                   "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.printf(b'%%s end %d\\n', b'x' * 30000)\n"
@@ -390,7 +390,7 @@ class OutputOfACell(McpCase):
 
     def test_a_flush_waits_for_the_iopub_thread_only_when_output_is_buffered(self):
         # ipykernel's flush() waited for the iopub thread even with nothing to send (six times
-        # a cell); here it returns at once then (supervisor/kernel_launch.py _flush_only_output).
+        # a cell); here it returns at once then (supervisor/kernel_output.py _flush_only_output).
         # The iopub thread is held until a timer releases it: a flush with nothing buffered
         # returns before that, one with output only after its output went out.
         text, r = self.c.execute("import sys, threading\n"
